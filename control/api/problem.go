@@ -1,0 +1,56 @@
+package api
+
+import (
+	"encoding/json"
+	"errors"
+	"net/http"
+
+	"github.com/edgelink/edgelink/shared/link"
+)
+
+// Problem is an RFC 9457 problem details body.
+type Problem struct {
+	Type      string `json:"type"`
+	Title     string `json:"title"`
+	Status    int    `json:"status"`
+	Detail    string `json:"detail,omitempty"`
+	RequestID string `json:"request_id,omitempty"`
+}
+
+// writeProblem answers with status and a problem+json body.
+func writeProblem(w http.ResponseWriter, r *http.Request, status int, detail string) {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(Problem{
+		Type:      "about:blank",
+		Title:     http.StatusText(status),
+		Status:    status,
+		Detail:    detail,
+		RequestID: requestID(r),
+	})
+}
+
+// writeError is the one place that maps domain errors to statuses. Client
+// errors carry their message; anything else is logged with its cause and the
+// client sees only the request id.
+func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
+	switch {
+	case errors.Is(err, link.ErrInvalidInput), errors.Is(err, link.ErrInvalidURL):
+		writeProblem(w, r, http.StatusBadRequest, err.Error())
+	case errors.Is(err, link.ErrNotFound):
+		writeProblem(w, r, http.StatusNotFound, "no such link")
+	case errors.Is(err, link.ErrCodeTaken):
+		writeProblem(w, r, http.StatusConflict, "that code is already taken")
+	case errors.Is(err, link.ErrUnauthorized):
+		w.Header().Set("WWW-Authenticate", `Bearer realm="edgelink"`)
+		writeProblem(w, r, http.StatusUnauthorized, "a valid API key is required: Authorization: Bearer <key>")
+	case errors.Is(err, link.ErrUnavailable):
+		s.log.Warn("request failed: unavailable", "request_id", requestID(r), "err", err)
+		w.Header().Set("Retry-After", "1")
+		writeProblem(w, r, http.StatusServiceUnavailable, "temporarily unavailable, retry shortly")
+	default:
+		s.log.Error("request failed", "request_id", requestID(r), "method", r.Method, "path", r.URL.Path, "err", err)
+		writeProblem(w, r, http.StatusInternalServerError, "internal error")
+	}
+}

@@ -1,0 +1,329 @@
+// Package outbox publishes the outbox table to the JetStream change stream.
+//
+// The relay publishes strictly in version order. Versions come from one
+// sequence and are taken inside transactions, so they commit out of order and
+// rolled-back transactions leave holes. A missing version is never skipped on
+// a guess: the relay waits until every transaction that was running when it
+// saw the hole has ended (see postgres.Store.SnapshotSettled), then reads
+// again; a version still missing then was never committed.
+//
+// Each publish expects the stream's previous sequence, so the stream holds
+// exactly the relay's order even across failed publishes and competing
+// relays, and carries a de-duplication id. After a crash between publish and
+// mark, the relay resumes from the last event on the stream, not from the
+// outbox's marks: nothing is lost and nothing is published twice.
+package outbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/edgelink/edgelink/control/postgres"
+	"github.com/edgelink/edgelink/shared/linkevent"
+)
+
+// Header names on stream messages.
+const (
+	// HeaderVersion carries the event's version, so a reader can learn the
+	// stream's newest version from headers alone.
+	HeaderVersion = "Edgelink-Version"
+)
+
+// Store is what the relay needs from the authority.
+type Store interface {
+	ReadOutbox(ctx context.Context, from uint64, limit int) (postgres.OutboxPage, error)
+	SnapshotSettled(ctx context.Context, snapshot string) (bool, error)
+	MinOutboxVersion(ctx context.Context) (uint64, bool, error)
+	MarkPublished(ctx context.Context, next uint64) error
+	AcquireRelay(ctx context.Context) (*postgres.RelaySession, error)
+}
+
+// Config tunes the relay; zero values take the defaults.
+type Config struct {
+	Batch        int           // rows per read; default 500
+	PollInterval time.Duration // fallback poll without notifications; default 1s
+	GapRecheck   time.Duration // how often a hole is re-examined; default 5ms
+	Retention    time.Duration // stream max age; default 7 days
+	Replicas     int           // stream replicas; default 1
+	Log          *slog.Logger
+}
+
+// Relay publishes outbox rows. Create it with New and run it with Run.
+type Relay struct {
+	store Store
+	js    jetstream.JetStream
+	cfg   Config
+
+	// next is the next version to publish; lastSeq the stream sequence of the
+	// last event published.
+	next    uint64
+	lastSeq uint64
+	prev    uint64
+
+	published atomic.Uint64
+	gapsWaits atomic.Uint64
+	skipped   atomic.Uint64
+}
+
+// New returns a relay publishing store's outbox to js.
+func New(store Store, js jetstream.JetStream, cfg Config) *Relay {
+	if cfg.Batch <= 0 {
+		cfg.Batch = 500
+	}
+	if cfg.PollInterval <= 0 {
+		cfg.PollInterval = time.Second
+	}
+	if cfg.GapRecheck <= 0 {
+		cfg.GapRecheck = 5 * time.Millisecond
+	}
+	if cfg.Retention <= 0 {
+		cfg.Retention = 7 * 24 * time.Hour
+	}
+	if cfg.Replicas <= 0 {
+		cfg.Replicas = 1
+	}
+	if cfg.Log == nil {
+		cfg.Log = slog.New(slog.DiscardHandler)
+	}
+	return &Relay{store: store, js: js, cfg: cfg}
+}
+
+// StreamConfig is the change stream's configuration.
+func StreamConfig(retention time.Duration, replicas int) jetstream.StreamConfig {
+	return jetstream.StreamConfig{
+		Name:       linkevent.Stream,
+		Subjects:   []string{linkevent.Subject},
+		Storage:    jetstream.FileStorage,
+		Retention:  jetstream.LimitsPolicy,
+		MaxAge:     retention,
+		Replicas:   replicas,
+		Duplicates: 2 * time.Minute,
+		Discard:    jetstream.DiscardOld,
+	}
+}
+
+// Stats are the relay's counters.
+type Stats struct {
+	Published, GapWaits, Skipped uint64
+}
+
+// Stats returns the relay's counters; safe to call concurrently with Run.
+func (r *Relay) Stats() Stats {
+	return Stats{Published: r.published.Load(), GapWaits: r.gapsWaits.Load(), Skipped: r.skipped.Load()}
+}
+
+// Run publishes until ctx is done. It waits while another relay holds the
+// lock and retries with backoff through database and NATS failures; it only
+// returns when ctx ends.
+func (r *Relay) Run(ctx context.Context) error {
+	backoff := 100 * time.Millisecond
+	for ctx.Err() == nil {
+		err := r.session(ctx)
+		if ctx.Err() != nil {
+			break
+		}
+		if errors.Is(err, postgres.ErrRelayBusy) {
+			r.cfg.Log.Debug("outbox relay standing by: another relay is active")
+		} else {
+			r.cfg.Log.Warn("outbox relay interrupted", "err", err, "retry_in", backoff)
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(backoff):
+		}
+		backoff = min(backoff*2, 5*time.Second)
+		if errors.Is(err, postgres.ErrRelayBusy) {
+			backoff = time.Second
+		}
+	}
+	return nil
+}
+
+// session is one term as the active relay.
+func (r *Relay) session(ctx context.Context) error {
+	if _, err := r.js.CreateOrUpdateStream(ctx, StreamConfig(r.cfg.Retention, r.cfg.Replicas)); err != nil {
+		return fmt.Errorf("ensure stream: %w", err)
+	}
+	sess, err := r.store.AcquireRelay(ctx)
+	if err != nil {
+		return err
+	}
+	defer sess.Close()
+	if err := r.resync(ctx); err != nil {
+		return err
+	}
+	r.cfg.Log.Info("outbox relay active", "next_version", r.next, "stream_seq", r.lastSeq)
+	for ctx.Err() == nil {
+		n, err := r.publishAvailable(ctx)
+		if err != nil {
+			return err
+		}
+		if n > 0 {
+			continue // more may be waiting behind a full page
+		}
+		wctx, cancel := context.WithTimeout(ctx, r.cfg.PollInterval)
+		err = sess.Wait(wctx)
+		cancel()
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// resync sets next and lastSeq from the stream's last event: the stream is
+// the record of what was published, the outbox's marks are only a hint.
+func (r *Relay) resync(ctx context.Context) error {
+	stream, err := r.js.Stream(ctx, linkevent.Stream)
+	if err != nil {
+		return fmt.Errorf("resync: %w", err)
+	}
+	msg, err := stream.GetLastMsgForSubject(ctx, linkevent.Subject)
+	switch {
+	case errors.Is(err, jetstream.ErrMsgNotFound):
+		info, err := stream.Info(ctx)
+		if err != nil {
+			return fmt.Errorf("resync: %w", err)
+		}
+		r.lastSeq, r.prev = info.State.LastSeq, 0
+		min, ok, err := r.store.MinOutboxVersion(ctx)
+		if err != nil {
+			return fmt.Errorf("resync: %w", err)
+		}
+		r.next = 1
+		if ok {
+			r.next = min
+		}
+		return nil
+	case err != nil:
+		return fmt.Errorf("resync: %w", err)
+	}
+	v, err := strconv.ParseUint(msg.Header.Get(HeaderVersion), 10, 64)
+	if err != nil {
+		return fmt.Errorf("resync: last stream message %d has no version header", msg.Sequence)
+	}
+	r.lastSeq, r.prev, r.next = msg.Sequence, v, v+1
+	return r.store.MarkPublished(ctx, r.next)
+}
+
+// publishAvailable publishes what can be published now, returning how many.
+func (r *Relay) publishAvailable(ctx context.Context) (int, error) {
+	page, err := r.store.ReadOutbox(ctx, r.next, r.cfg.Batch)
+	if err != nil {
+		return 0, err
+	}
+	if len(page.Events) == 0 {
+		return 0, nil
+	}
+	if page.Events[0].Version != r.next {
+		// A hole at r.next: wait for the transactions that may hold it.
+		if err := r.waitSettled(ctx, page.Snapshot); err != nil {
+			return 0, err
+		}
+		again, err := r.store.ReadOutbox(ctx, r.next, r.cfg.Batch)
+		if err != nil {
+			return 0, err
+		}
+		if len(again.Events) > 0 && again.Events[0].Version != r.next {
+			// Settled and still missing: versions below the first row were
+			// rolled back and can never commit.
+			r.skipped.Add(again.Events[0].Version - r.next)
+			r.next = again.Events[0].Version
+		}
+		page = again
+	}
+	// Publish the contiguous run; a later hole is handled on the next call.
+	run := page.Events
+	for i := 1; i < len(run); i++ {
+		if run[i].Version != run[i-1].Version+1 {
+			run = run[:i]
+			break
+		}
+	}
+	if len(run) == 0 {
+		return 0, nil
+	}
+	if err := r.publish(ctx, run); err != nil {
+		return 0, err
+	}
+	if err := r.store.MarkPublished(ctx, r.next); err != nil {
+		// The stream is the record; marks catch up on the next call.
+		r.cfg.Log.Warn("outbox mark failed", "err", err)
+	}
+	return len(run), nil
+}
+
+func (r *Relay) waitSettled(ctx context.Context, snapshot string) error {
+	r.gapsWaits.Add(1)
+	for {
+		ok, err := r.store.SnapshotSettled(ctx, snapshot)
+		if err != nil || ok {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(r.cfg.GapRecheck):
+		}
+	}
+}
+
+// publish sends events pipelined, each expecting its predecessor's sequence.
+// If any fails, it resyncs from the stream, which then says exactly how far
+// the run got.
+func (r *Relay) publish(ctx context.Context, events []linkevent.Event) error {
+	futures := make([]jetstream.PubAckFuture, 0, len(events))
+	prev := r.prev
+	for i := range events {
+		e := &events[i]
+		e.Prev = prev
+		data, err := linkevent.Marshal(e)
+		if err != nil {
+			return fmt.Errorf("outbox row %d: %w", e.Version, err)
+		}
+		msg := &nats.Msg{Subject: linkevent.Subject, Data: data, Header: nats.Header{}}
+		msg.Header.Set(HeaderVersion, strconv.FormatUint(e.Version, 10))
+		f, err := r.js.PublishMsgAsync(msg,
+			jetstream.WithMsgID(linkevent.MsgID(e.Version)),
+			jetstream.WithExpectLastSequence(r.lastSeq+uint64(i)))
+		if err != nil {
+			return r.failed(ctx, fmt.Errorf("publish version %d: %w", e.Version, err))
+		}
+		futures = append(futures, f)
+		prev = e.Version
+	}
+	timeout := time.NewTimer(10 * time.Second)
+	defer timeout.Stop()
+	for i, f := range futures {
+		select {
+		case ack := <-f.Ok():
+			if ack.Duplicate || ack.Sequence != r.lastSeq+1 {
+				return r.failed(ctx, fmt.Errorf("version %d stored at sequence %d (duplicate %v), expected %d", events[i].Version, ack.Sequence, ack.Duplicate, r.lastSeq+1))
+			}
+			r.lastSeq, r.prev, r.next = ack.Sequence, events[i].Version, events[i].Version+1
+			r.published.Add(1)
+		case err := <-f.Err():
+			return r.failed(ctx, fmt.Errorf("publish version %d: %w", events[i].Version, err))
+		case <-timeout.C:
+			return r.failed(ctx, fmt.Errorf("publish version %d: no ack within 10s", events[i].Version))
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return nil
+}
+
+func (r *Relay) failed(ctx context.Context, err error) error {
+	if rerr := r.resync(ctx); rerr != nil {
+		return errors.Join(err, rerr)
+	}
+	return err
+}

@@ -1,0 +1,94 @@
+package postgres
+
+import (
+	"context"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
+
+	"github.com/edgelink/edgelink/shared/link"
+)
+
+// insertLink writes the link row and its outbox row in one statement, and so
+// one implicit transaction and one round trip. The CTE order matters: the
+// transaction takes an xid before it takes a change version, so the relay can
+// always find the transaction that holds a version it has not seen yet.
+const insertLink = `
+WITH x AS MATERIALIZED (SELECT pg_current_xact_id() AS xid),
+v AS MATERIALIZED (SELECT x.xid, nextval('change_version_seq') AS version FROM x),
+l AS (
+	INSERT INTO links (id, code, tenant_id, code_source, namespace, url_original, url,
+	                   redirect_type, status, expires_at, version)
+	SELECT $1, $2, $3, $4, $5, $6, $7, $8, 'active', $9, v.version FROM v
+	RETURNING code, url, redirect_type, status, expires_at, version, created_at, updated_at
+),
+o AS (
+	INSERT INTO outbox (version, xid, kind, code, url, redirect_type, status, expires_at)
+	SELECT l.version, v.xid, 'link', l.code, l.url, l.redirect_type, l.status, l.expires_at FROM l, v
+)
+SELECT version, created_at, updated_at FROM l`
+
+// CreateLink stores a new active link and its change event. l.ID, Code,
+// TenantID, Namespace, URL, URLOriginal, RedirectType and ExpiresAt are
+// inputs; Version, Status and the timestamps are filled in. A code that
+// exists already answers link.ErrCodeTaken, and nothing is written.
+func (s *Store) CreateLink(ctx context.Context, l *link.Link, custom bool) error {
+	source := "generated"
+	if custom {
+		source = "custom"
+	}
+	err := s.pool.QueryRow(ctx, insertLink,
+		int64(l.ID), l.Code, l.TenantID, source, l.Namespace, l.URLOriginal, l.URL,
+		int16(l.RedirectType), nullTime(l.ExpiresAt),
+	).Scan(&l.Version, &l.CreatedAt, &l.UpdatedAt)
+	if err != nil {
+		return translate(err)
+	}
+	l.Status = link.Active
+	return nil
+}
+
+// GetLink reads one of a tenant's links. Another tenant's code answers
+// ErrNotFound, exactly as an unknown code does.
+func (s *Store) GetLink(ctx context.Context, tenantID int64, code string) (*link.Link, error) {
+	row := s.pool.QueryRow(ctx, `
+		SELECT id, code, tenant_id, namespace, url, url_original, redirect_type, status,
+		       expires_at, version, created_at, updated_at
+		FROM links WHERE code = $1 AND tenant_id = $2`, code, tenantID)
+	return scanLink(row)
+}
+
+func scanLink(row pgx.Row) (*link.Link, error) {
+	var (
+		l       link.Link
+		id      int64
+		rt      int16
+		status  string
+		expires pgtype.Timestamptz
+		version int64
+	)
+	err := row.Scan(&id, &l.Code, &l.TenantID, &l.Namespace, &l.URL, &l.URLOriginal, &rt, &status,
+		&expires, &version, &l.CreatedAt, &l.UpdatedAt)
+	if err != nil {
+		return nil, translate(err)
+	}
+	l.ID, l.RedirectType, l.Status, l.Version = uint64(id), link.RedirectType(rt), link.Status(status), uint64(version)
+	if expires.Valid {
+		l.ExpiresAt = expires.Time
+	}
+	return &l, nil
+}
+
+// NextSequenceID is the first slice's ID source: one nextval per link.
+func (s *Store) NextSequenceID(ctx context.Context) (uint64, error) {
+	var id int64
+	if err := s.pool.QueryRow(ctx, `SELECT nextval('link_id_seq')`).Scan(&id); err != nil {
+		return 0, translate(err)
+	}
+	return uint64(id), nil
+}
+
+func nullTime(t time.Time) pgtype.Timestamptz {
+	return pgtype.Timestamptz{Time: t, Valid: !t.IsZero()}
+}

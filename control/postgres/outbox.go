@@ -1,0 +1,161 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/edgelink/edgelink/shared/link"
+	"github.com/edgelink/edgelink/shared/linkevent"
+)
+
+// relayLockKey is the advisory lock that makes one relay the publisher.
+const relayLockKey int64 = 0x65646765_6c6e6b31 // "edgelnk1"
+
+// OutboxPage is a run of outbox rows in version order and the snapshot they
+// were read in.
+type OutboxPage struct {
+	Events []linkevent.Event
+	// Snapshot is the reading transaction's pg_snapshot: every transaction
+	// that could still commit a version missing from Events was in progress
+	// in it.
+	Snapshot string
+}
+
+// ReadOutbox returns up to limit outbox rows with version >= from.
+func (s *Store) ReadOutbox(ctx context.Context, from uint64, limit int) (OutboxPage, error) {
+	var page OutboxPage
+	err := pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
+		// Under REPEATABLE READ the first statement fixes the snapshot, so
+		// the rows below are read in exactly this snapshot.
+		if err := tx.QueryRow(ctx, `SELECT pg_current_snapshot()::text`).Scan(&page.Snapshot); err != nil {
+			return err
+		}
+		rows, err := tx.Query(ctx, `
+			SELECT version, kind, code, url, redirect_type, status, expires_at,
+			       namespace, seg_start, seg_end, seg_state
+			FROM outbox WHERE version >= $1 ORDER BY version LIMIT $2`, int64(from), limit)
+		if err != nil {
+			return err
+		}
+		page.Events, err = pgx.CollectRows(rows, scanOutbox)
+		return err
+	})
+	return page, translate(err)
+}
+
+func scanOutbox(row pgx.CollectableRow) (linkevent.Event, error) {
+	var (
+		e                            linkevent.Event
+		version                      int64
+		kind                         string
+		code, url, status, ns, segSt pgtype.Text
+		rt                           pgtype.Int2
+		expires                      pgtype.Timestamptz
+		segStart, segEnd             pgtype.Int8
+	)
+	if err := row.Scan(&version, &kind, &code, &url, &rt, &status, &expires, &ns, &segStart, &segEnd, &segSt); err != nil {
+		return e, err
+	}
+	e.Version, e.Kind = uint64(version), linkevent.Kind(kind)
+	e.Code, e.URL, e.Status = code.String, url.String, link.Status(status.String)
+	e.RedirectType = link.RedirectType(rt.Int16)
+	if expires.Valid {
+		e.ExpiresAt = expires.Time.UnixMilli()
+	}
+	e.Namespace, e.SegState = ns.String, segSt.String
+	e.SegStart, e.SegEnd = uint64(segStart.Int64), uint64(segEnd.Int64)
+	return e, nil
+}
+
+// SnapshotSettled reports whether every transaction that was in progress in
+// snapshot has ended. Once it has, a version missing from a page read in
+// that snapshot either shows up in the next read or was never committed.
+func (s *Store) SnapshotSettled(ctx context.Context, snapshot string) (bool, error) {
+	var settled bool
+	err := s.pool.QueryRow(ctx, `
+		SELECT NOT EXISTS (
+			SELECT 1 FROM unnest(pg_snapshot_xip($1::pg_snapshot)) AS x
+			WHERE pg_xact_status(x) = 'in progress')`, snapshot).Scan(&settled)
+	return settled, translate(err)
+}
+
+// MinOutboxVersion is the smallest version not yet marked published, if any:
+// where a relay starts when the stream holds no event to resume from.
+func (s *Store) MinOutboxVersion(ctx context.Context) (uint64, bool, error) {
+	var v pgtype.Int8
+	if err := s.pool.QueryRow(ctx, `SELECT min(version) FROM outbox WHERE published_at IS NULL`).Scan(&v); err != nil {
+		return 0, false, translate(err)
+	}
+	return uint64(v.Int64), v.Valid, nil
+}
+
+// MarkPublished records that every version below next is on the stream.
+func (s *Store) MarkPublished(ctx context.Context, next uint64) error {
+	_, err := s.pool.Exec(ctx, `UPDATE outbox SET published_at = now() WHERE version < $1 AND published_at IS NULL`, int64(next))
+	return translate(err)
+}
+
+// RelaySession is a dedicated connection holding the relay's advisory lock
+// and listening for outbox notifications. Only one relay holds it at a time.
+type RelaySession struct {
+	conn *pgxpool.Conn
+}
+
+// ErrRelayBusy means another relay holds the lock.
+var ErrRelayBusy = errors.New("another relay holds the outbox lock")
+
+// AcquireRelay takes the relay lock on a dedicated connection and starts
+// listening for outbox notifications.
+func (s *Store) AcquireRelay(ctx context.Context) (*RelaySession, error) {
+	conn, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return nil, translate(err)
+	}
+	var ok bool
+	if err := conn.QueryRow(ctx, `SELECT pg_try_advisory_lock($1)`, relayLockKey).Scan(&ok); err != nil {
+		conn.Release()
+		return nil, translate(err)
+	}
+	if !ok {
+		conn.Release()
+		return nil, ErrRelayBusy
+	}
+	if _, err := conn.Exec(ctx, `LISTEN outbox`); err != nil {
+		conn.Hijack().Close(ctx) // drops the lock with the connection
+		return nil, translate(err)
+	}
+	return &RelaySession{conn: conn}, nil
+}
+
+// Wait blocks until an outbox notification arrives or ctx is done. A
+// returned error other than ctx's means the session's connection (and so the
+// lock) is gone: the relay must stop publishing.
+func (r *RelaySession) Wait(ctx context.Context) error {
+	_, err := r.conn.Conn().WaitForNotification(ctx)
+	if err != nil && ctx.Err() == nil {
+		return fmt.Errorf("relay session lost: %w", err)
+	}
+	return nil
+}
+
+// Alive checks the session's connection, and with it the lock.
+func (r *RelaySession) Alive(ctx context.Context) error {
+	if _, err := r.conn.Exec(ctx, `SELECT 1`); err != nil {
+		return fmt.Errorf("relay session lost: %w", err)
+	}
+	return nil
+}
+
+// Close releases the lock by closing the connection: a connection that
+// LISTENed or held a lock must not go back to the pool.
+func (r *RelaySession) Close() {
+	conn := r.conn.Hijack()
+	ctx, cancel := context.WithTimeout(context.Background(), 5e9)
+	defer cancel()
+	_ = conn.Close(ctx)
+}

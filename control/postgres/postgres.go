@@ -1,0 +1,77 @@
+// Package postgres holds all of control's SQL. It is the only place that sees
+// pgx errors: it translates them into the domain errors of shared/link.
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/edgelink/edgelink/schema"
+	"github.com/edgelink/edgelink/shared/link"
+)
+
+// Store runs control's queries on a pool. It is safe for concurrent use.
+type Store struct {
+	pool *pgxpool.Pool
+}
+
+// New returns a Store on pool.
+func New(pool *pgxpool.Pool) *Store { return &Store{pool: pool} }
+
+// Pool is the underlying pool, for components that need their own
+// connections (the relay's LISTEN).
+func (s *Store) Pool() *pgxpool.Pool { return s.pool }
+
+// Migrate applies the schema on one connection of the pool.
+func Migrate(ctx context.Context, pool *pgxpool.Pool) error {
+	conn, err := pool.Acquire(ctx)
+	if err != nil {
+		return fmt.Errorf("migrate: %w", err)
+	}
+	defer conn.Release()
+	return schema.Migrate(ctx, conn.Conn())
+}
+
+// Ping checks that the authority answers.
+func (s *Store) Ping(ctx context.Context) error {
+	if err := s.pool.Ping(ctx); err != nil {
+		return translate(err)
+	}
+	return nil
+}
+
+// translate maps driver errors to domain errors; anything unexpected keeps
+// its cause for the log.
+func translate(err error) error {
+	if err == nil {
+		return nil
+	}
+	if errors.Is(err, pgx.ErrNoRows) {
+		return link.ErrNotFound
+	}
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		switch {
+		case pgErr.Code == "23505" && strings.Contains(pgErr.ConstraintName, "code"):
+			return link.ErrCodeTaken
+		case strings.HasPrefix(pgErr.Code, "08"), pgErr.Code == "57P01", pgErr.Code == "57P03", pgErr.Code == "53300":
+			return fmt.Errorf("%w: %v", link.ErrUnavailable, err)
+		}
+		return err
+	}
+	if pgconn.Timeout(err) || isConnError(err) {
+		return fmt.Errorf("%w: %v", link.ErrUnavailable, err)
+	}
+	return err
+}
+
+func isConnError(err error) bool {
+	var ce *pgconn.ConnectError
+	return errors.As(err, &ce) || pgconn.SafeToRetry(err)
+}

@@ -1,0 +1,50 @@
+// Command edge serves redirects from memory, fed by the control plane's
+// change stream.
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/alecthomas/kong"
+
+	"github.com/edgelink/edgelink/edge/server"
+)
+
+type cli struct {
+	Listen   string `default:"127.0.0.1:8081" env:"EDGELINK_EDGE_LISTEN" help:"Address to serve redirects on."`
+	NATSURL  string `name:"nats-url" default:"nats://127.0.0.1:4222" env:"EDGELINK_NATS_URL" help:"NATS server(s) with JetStream, comma-separated."`
+	Name     string `default:"edge" env:"EDGELINK_EDGE_NAME" help:"Name of this edge in logs and NATS."`
+	LogLevel string `default:"info" enum:"debug,info,warn,error" env:"EDGELINK_LOG_LEVEL" help:"Log level."`
+}
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, os.Args[1:], os.Stdout, os.Stderr, nil); err != nil {
+		fmt.Fprintln(os.Stderr, "edge:", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer, onListen func(net.Addr)) error {
+	var c cli
+	parser, err := kong.New(&c, kong.Name("edge"), kong.Description("edgelink edge: redirects from memory."),
+		kong.Writers(stdout, stderr))
+	if err != nil {
+		return err
+	}
+	if _, err := parser.Parse(args); err != nil {
+		return err
+	}
+	var level slog.Level
+	_ = level.UnmarshalText([]byte(c.LogLevel))
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+	return server.Run(ctx, server.Config{HTTPAddr: c.Listen, NATSURL: c.NATSURL, Name: c.Name, Log: log, OnListen: onListen})
+}

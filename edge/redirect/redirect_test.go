@@ -1,0 +1,107 @@
+package redirect
+
+import (
+	"testing"
+	"time"
+
+	"github.com/valyala/fasthttp"
+
+	"github.com/edgelink/edgelink/edge/store"
+	"github.com/edgelink/edgelink/shared/link"
+)
+
+func newHandler() (*Handler, time.Time) {
+	now := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	s := store.New()
+	s.Apply(&store.Entry{Code: "00000A", URL: "https://example.com/upper", RedirectType: 302, Status: link.Active, Version: 1})
+	s.Apply(&store.Entry{Code: "00000a", URL: "https://example.com/lower", RedirectType: 307, Status: link.Active, Version: 2})
+	s.Apply(&store.Entry{Code: "off001", URL: "https://example.com/off", RedirectType: 302, Status: link.Disabled, Version: 3})
+	s.Apply(&store.Entry{Code: "del001", Status: link.Deleted, Version: 4})
+	s.Apply(&store.Entry{Code: "exp001", URL: "https://example.com/exp", RedirectType: 302, Status: link.Active, ExpiresAt: now.UnixMilli(), Version: 5})
+	s.Apply(&store.Entry{Code: "exp002", URL: "https://example.com/later", RedirectType: 301, Status: link.Active, ExpiresAt: now.Add(time.Millisecond).UnixMilli(), Version: 6})
+	return &Handler{Store: s, Now: func() time.Time { return now }}, now
+}
+
+func do(h *Handler, method, uri string) *fasthttp.RequestCtx {
+	var ctx fasthttp.RequestCtx
+	var req fasthttp.Request
+	req.Header.SetMethod(method)
+	req.SetRequestURI(uri)
+	ctx.Init(&req, nil, nil)
+	h.Serve(&ctx)
+	return &ctx
+}
+
+func TestAnswers(t *testing.T) {
+	h, _ := newHandler()
+	tests := []struct {
+		method, uri string
+		status      int
+		location    string
+	}{
+		{"GET", "/00000A", 302, "https://example.com/upper"},
+		{"GET", "/00000a", 307, "https://example.com/lower"},
+		{"HEAD", "/00000A", 302, "https://example.com/upper"},
+		{"GET", "/00000A?utm=x", 302, "https://example.com/upper"},
+		{"GET", "/00000B", 404, ""},
+		{"GET", "/off001", 410, ""},
+		{"GET", "/del001", 410, ""},
+		{"GET", "/exp001", 410, ""}, // expires exactly now
+		{"GET", "/exp002", 301, "https://example.com/later"},
+		{"POST", "/00000A", 405, ""},
+		{"DELETE", "/00000A", 405, ""},
+		{"GET", "/", 404, ""},
+		{"GET", "/a", 404, ""},
+		{"GET", "/00000A/extra", 404, ""},
+		{"GET", "/%00%00%00", 404, ""},
+		{"GET", "/" + string(make([]byte, 300)), 404, ""},
+		{"GET", "/livez", 200, ""},
+		{"GET", "/readyz", 200, ""},
+	}
+	for _, tt := range tests {
+		ctx := do(h, tt.method, tt.uri)
+		if got := ctx.Response.StatusCode(); got != tt.status {
+			t.Errorf("%s %s: status %d, want %d", tt.method, tt.uri, got, tt.status)
+		}
+		if got := string(ctx.Response.Header.Peek("Location")); got != tt.location {
+			t.Errorf("%s %s: Location %q, want %q", tt.method, tt.uri, got, tt.location)
+		}
+		if tt.status >= 300 && tt.status < 400 {
+			if cc := string(ctx.Response.Header.Peek("Cache-Control")); cc != string(cacheControl) {
+				t.Errorf("%s %s: Cache-Control %q", tt.method, tt.uri, cc)
+			}
+		}
+	}
+}
+
+func TestHitDoesNotAllocate(t *testing.T) {
+	h, _ := newHandler()
+	var ctx fasthttp.RequestCtx
+	var req fasthttp.Request
+	req.Header.SetMethod("GET")
+	req.SetRequestURI("/00000A")
+	ctx.Init(&req, nil, nil)
+	h.Serve(&ctx) // warm the response header buffers
+	n := testing.AllocsPerRun(1000, func() {
+		ctx.Response.Reset()
+		h.Serve(&ctx)
+	})
+	if n != 0 {
+		t.Fatalf("hit path allocated %v times per request", n)
+	}
+}
+
+func BenchmarkHit(b *testing.B) {
+	h, _ := newHandler()
+	h.Now = nil
+	var ctx fasthttp.RequestCtx
+	var req fasthttp.Request
+	req.Header.SetMethod("GET")
+	req.SetRequestURI("/00000A")
+	ctx.Init(&req, nil, nil)
+	b.ReportAllocs()
+	for b.Loop() {
+		ctx.Response.Reset()
+		h.Serve(&ctx)
+	}
+}

@@ -1,0 +1,115 @@
+// Package linkevent is the change message on the stream: one versioned event
+// per mutation, published by control's outbox relay and applied by edges.
+//
+// Events carry the full state of what changed, never a delta, so an edge
+// applies them by "last writer wins per code by version" and a duplicate or
+// replayed event is harmless.
+package linkevent
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+
+	"github.com/edgelink/edgelink/shared/link"
+)
+
+const (
+	// Stream is the JetStream stream holding the change log.
+	Stream = "LINK_CHANGES"
+	// Subject is the one subject all changes go to, so the stream's order is
+	// the relay's publish order (version order).
+	Subject = "links.changes"
+)
+
+// Kind says what an event describes.
+type Kind string
+
+const (
+	KindLink    Kind = "link"
+	KindSegment Kind = "segment"
+)
+
+// Segment states.
+const (
+	SegmentOpened = "opened"
+	SegmentSealed = "sealed"
+)
+
+// Event is one change. Version is the global change sequence value the
+// mutation took; every event has a distinct version.
+type Event struct {
+	Version uint64 `json:"v"`
+	// Prev is the version of the event published just before this one on
+	// the stream (0 for the first), so a reader can prove it missed nothing
+	// even though versions themselves have holes (rolled-back transactions).
+	Prev uint64 `json:"p,omitempty"`
+	Kind Kind   `json:"k"`
+
+	// Link events.
+	Code         string            `json:"c,omitempty"`
+	URL          string            `json:"u,omitempty"`
+	RedirectType link.RedirectType `json:"t,omitempty"`
+	Status       link.Status       `json:"s,omitempty"`
+	// ExpiresAt is Unix milliseconds; 0 means never.
+	ExpiresAt int64 `json:"e,omitempty"`
+
+	// Segment events: [SegStart, SegEnd) in Namespace.
+	Namespace string `json:"ns,omitempty"`
+	SegStart  uint64 `json:"ss,omitempty"`
+	SegEnd    uint64 `json:"se,omitempty"`
+	SegState  string `json:"st,omitempty"`
+}
+
+// MsgID is the JetStream de-duplication id of the event with version v, so a
+// relay that publishes the same version twice stores it once.
+func MsgID(v uint64) string { return "v" + strconv.FormatUint(v, 10) }
+
+// Marshal encodes e after checking it is complete.
+func Marshal(e *Event) ([]byte, error) {
+	if err := e.validate(); err != nil {
+		return nil, err
+	}
+	return json.Marshal(e)
+}
+
+// Unmarshal decodes and validates an event; a malformed event is an error,
+// never a half-filled value.
+func Unmarshal(b []byte, e *Event) error {
+	*e = Event{}
+	if err := json.Unmarshal(b, e); err != nil {
+		return fmt.Errorf("linkevent: %w", err)
+	}
+	return e.validate()
+}
+
+var errInvalid = errors.New("linkevent: invalid event")
+
+func (e *Event) validate() error {
+	if e.Version == 0 || e.Prev >= e.Version {
+		return fmt.Errorf("%w: version %d after %d", errInvalid, e.Version, e.Prev)
+	}
+	switch e.Kind {
+	case KindLink:
+		if !link.ValidCodeSyntax(e.Code) {
+			return fmt.Errorf("%w: code %q", errInvalid, e.Code)
+		}
+		if !e.Status.Valid() {
+			return fmt.Errorf("%w: status %q", errInvalid, e.Status)
+		}
+		if e.Status == link.Active && (e.URL == "" || !e.RedirectType.Valid()) {
+			return fmt.Errorf("%w: active link %q without url or redirect type", errInvalid, e.Code)
+		}
+	case KindSegment:
+		if e.Namespace == "" || e.SegStart == 0 || e.SegEnd <= e.SegStart {
+			return fmt.Errorf("%w: segment [%d, %d) in %q", errInvalid, e.SegStart, e.SegEnd, e.Namespace)
+		}
+		if e.SegState != SegmentOpened && e.SegState != SegmentSealed {
+			return fmt.Errorf("%w: segment state %q", errInvalid, e.SegState)
+		}
+	default:
+		return fmt.Errorf("%w: kind %q", errInvalid, e.Kind)
+	}
+	return nil
+}

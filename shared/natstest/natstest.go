@@ -1,0 +1,86 @@
+// Package natstest runs a real NATS server with JetStream inside the test
+// process, stopped when the test ends.
+package natstest
+
+import (
+	"os"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Server is an in-process JetStream server.
+type Server struct {
+	*server.Server
+	opts *server.Options
+}
+
+// Start runs a JetStream server on a free loopback port with its store in a
+// temporary folder. Restart brings it back on the same port and store.
+func Start(t testing.TB) *Server {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "edgelink-nats-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts := &server.Options{
+		Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: dir, NoSigs: true, NoLog: true,
+	}
+	s := &Server{opts: opts}
+	s.start(t)
+	// The port is fixed after the first start so clients can reconnect.
+	opts.Port = s.Addr().(interface{ Port() int }).Port()
+	t.Cleanup(func() {
+		s.Stop()
+		_ = os.RemoveAll(dir)
+	})
+	return s
+}
+
+func (s *Server) start(t testing.TB) {
+	t.Helper()
+	ns, err := server.NewServer(s.opts)
+	if err != nil {
+		t.Fatalf("natstest: %v", err)
+	}
+	ns.Start()
+	if !ns.ReadyForConnections(10 * time.Second) {
+		ns.Shutdown()
+		t.Fatal("natstest: server not ready within 10s")
+	}
+	s.Server = ns
+}
+
+// Stop shuts the server down and waits for it; stopping twice is harmless.
+func (s *Server) Stop() {
+	if s.Server != nil && s.Server.Running() {
+		s.Server.Shutdown()
+		s.Server.WaitForShutdown()
+	}
+}
+
+// Restart starts a stopped server again on the same port and store.
+func (s *Server) Restart(t testing.TB) {
+	t.Helper()
+	s.Stop()
+	s.start(t)
+}
+
+// Connect returns a client connection and its JetStream context, closed when
+// the test ends. The client reconnects forever, as production clients do.
+func (s *Server) Connect(t testing.TB) (*nats.Conn, jetstream.JetStream) {
+	t.Helper()
+	nc, err := nats.Connect(s.ClientURL(), nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond))
+	if err != nil {
+		t.Fatalf("natstest: connect: %v", err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatalf("natstest: %v", err)
+	}
+	return nc, js
+}

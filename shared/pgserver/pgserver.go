@@ -1,0 +1,355 @@
+// Package pgserver runs a PostgreSQL server from the machine's own binaries in a
+// directory the caller owns. Tests start one per process with it, and the
+// local all-in-one mode keeps its data in the project's .data folder.
+//
+// The postmaster runs as a direct child (not daemonized by pg_ctl) in its own
+// process group with a parent-death signal, so a crashed or killed parent
+// never leaves a server behind.
+package pgserver
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"os/user"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// InstallHint is what to do when the server binaries are missing.
+const InstallHint = "install PostgreSQL server binaries with: apt-get update && apt-get install -y postgresql"
+
+// Config says where and how to run the server.
+type Config struct {
+	// Dir holds the cluster (Dir/data) and its socket. It is created when
+	// missing; an existing cluster in it is reused as is.
+	Dir string
+	// Port to listen on at 127.0.0.1; 0 picks a free one.
+	Port int
+	// Fast turns off fsync and full-page writes: for throwaway test clusters
+	// only, since a crash then loses data.
+	Fast bool
+	// Settings are extra "name=value" server settings (-c flags).
+	Settings []string
+	// Log receives the server's output; nil discards it.
+	Log io.Writer
+}
+
+// Server is a running postmaster. Its methods are safe for concurrent use.
+type Server struct {
+	cfg    Config
+	bin    string
+	port   int
+	data   string
+	sock   string
+	cred   *syscall.Credential
+	mu     sync.Mutex
+	cmd    *exec.Cmd
+	exited chan struct{}
+}
+
+// Start initializes the cluster if needed and starts the server, returning
+// once it accepts connections.
+func Start(ctx context.Context, cfg Config) (*Server, error) {
+	bin, err := BinDir()
+	if err != nil {
+		return nil, err
+	}
+	dir, err := filepath.Abs(cfg.Dir)
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{cfg: cfg, bin: bin, data: filepath.Join(dir, "data"), sock: filepath.Join(dir, "sock")}
+	if err := os.MkdirAll(s.sock, 0o755); err != nil {
+		return nil, fmt.Errorf("pgserver: %w", err)
+	}
+	if os.Geteuid() == 0 {
+		// initdb and postgres refuse to run as root.
+		if s.cred, err = postgresUser(); err != nil {
+			return nil, err
+		}
+		if err := reachable(dir); err != nil {
+			return nil, err
+		}
+		if err := chownTree(dir, int(s.cred.Uid), int(s.cred.Gid)); err != nil {
+			return nil, err
+		}
+	}
+	if _, err := os.Stat(filepath.Join(s.data, "PG_VERSION")); errors.Is(err, os.ErrNotExist) {
+		if err := s.initdb(ctx); err != nil {
+			return nil, err
+		}
+	}
+	s.port = cfg.Port
+	if err := s.start(ctx); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// BinDir finds the directory holding initdb and postgres.
+func BinDir() (string, error) {
+	var candidates []string
+	if out, err := exec.Command("pg_config", "--bindir").Output(); err == nil {
+		candidates = append(candidates, strings.TrimSpace(string(out)))
+	}
+	versions, _ := filepath.Glob("/usr/lib/postgresql/*/bin")
+	sort.Slice(versions, func(i, j int) bool { return pgMajor(versions[i]) > pgMajor(versions[j]) })
+	candidates = append(candidates, versions...)
+	if p, err := exec.LookPath("postgres"); err == nil {
+		candidates = append(candidates, filepath.Dir(p))
+	}
+	for _, dir := range candidates {
+		if isExec(filepath.Join(dir, "initdb")) && isExec(filepath.Join(dir, "postgres")) {
+			return dir, nil
+		}
+	}
+	return "", fmt.Errorf("pgserver: initdb and postgres not found (looked in pg_config --bindir, /usr/lib/postgresql/*/bin, PATH): %s", InstallHint)
+}
+
+func pgMajor(binDir string) int {
+	n, _ := strconv.Atoi(filepath.Base(filepath.Dir(binDir)))
+	return n
+}
+
+func isExec(path string) bool {
+	fi, err := os.Stat(path)
+	return err == nil && !fi.IsDir() && fi.Mode()&0o111 != 0
+}
+
+// Port is the TCP port the server listens on at 127.0.0.1.
+func (s *Server) Port() int { return s.port }
+
+// DataDir is the cluster's data directory.
+func (s *Server) DataDir() string { return s.data }
+
+// DSN returns a connection string for database db as the superuser.
+func (s *Server) DSN(db string) string {
+	return fmt.Sprintf("postgres://postgres@127.0.0.1:%d/%s?sslmode=disable", s.port, db)
+}
+
+// Stop shuts the server down cleanly (fast shutdown), killing it if it has not
+// stopped within 30 seconds. Stopping a stopped server is a no-op.
+func (s *Server) Stop() error {
+	return s.signal(syscall.SIGINT, 30*time.Second)
+}
+
+// Kill stops the server with SIGKILL on its whole process group, as a crash
+// would: no checkpoint, recovery on the next start.
+func (s *Server) Kill() error {
+	return s.signal(syscall.SIGKILL, 10*time.Second)
+}
+
+// Restart starts a stopped or killed server again on the same port and data.
+// After a kill, Postgres needs a moment before it can run crash recovery, so
+// it retries until ctx is done.
+func (s *Server) Restart(ctx context.Context) error {
+	s.mu.Lock()
+	running := s.cmd != nil
+	s.mu.Unlock()
+	if running {
+		return errors.New("pgserver: restart of a running server")
+	}
+	var err error
+	for {
+		if err = s.start(ctx); err == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("pgserver: restart: %w (last error: %v)", ctx.Err(), err)
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
+}
+
+func (s *Server) signal(sig syscall.Signal, grace time.Duration) error {
+	s.mu.Lock()
+	cmd, exited := s.cmd, s.exited
+	s.cmd = nil
+	s.mu.Unlock()
+	if cmd == nil {
+		return nil
+	}
+	_ = syscall.Kill(-cmd.Process.Pid, sig)
+	select {
+	case <-exited:
+		return nil
+	case <-time.After(grace):
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		<-exited
+		return fmt.Errorf("pgserver: server did not stop within %s after %s; killed", grace, sig)
+	}
+}
+
+func (s *Server) initdb(ctx context.Context) error {
+	args := []string{"-D", s.data, "-U", "postgres", "--auth=trust", "--encoding=UTF8", "--locale=C.UTF-8"}
+	if s.cfg.Fast {
+		args = append(args, "--no-sync")
+	}
+	cmd := exec.CommandContext(ctx, filepath.Join(s.bin, "initdb"), args...)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: s.cred}
+	if err := cmd.Run(); err != nil {
+		_ = os.RemoveAll(s.data) // a half-made cluster would be "reused" next time
+		return fmt.Errorf("pgserver: initdb: %w\n%s", err, out.String())
+	}
+	return nil
+}
+
+func (s *Server) start(ctx context.Context) error {
+	port := s.port
+	if port == 0 {
+		p, err := freePort()
+		if err != nil {
+			return err
+		}
+		port = p
+	}
+	args := []string{
+		"-D", s.data,
+		"-p", strconv.Itoa(port),
+		"-c", "listen_addresses=127.0.0.1",
+		"-c", "unix_socket_directories=" + s.sock,
+		"-c", "max_connections=300",
+	}
+	if s.cfg.Fast {
+		args = append(args, "-c", "fsync=off", "-c", "full_page_writes=off", "-c", "synchronous_commit=off")
+	}
+	for _, kv := range s.cfg.Settings {
+		args = append(args, "-c", kv)
+	}
+	cmd := exec.Command(filepath.Join(s.bin, "postgres"), args...)
+	logw := s.cfg.Log
+	if logw == nil {
+		logw = io.Discard
+	}
+	tail := &tailBuffer{max: 8 << 10}
+	cmd.Stdout = io.MultiWriter(logw, tail)
+	cmd.Stderr = cmd.Stdout
+	cmd.SysProcAttr = &syscall.SysProcAttr{
+		Credential: s.cred,
+		Setpgid:    true,
+		// SIGQUIT is Postgres's immediate shutdown: if we die, it goes too.
+		Pdeathsig: syscall.SIGQUIT,
+	}
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("pgserver: start postgres: %w", err)
+	}
+	exited := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(exited) }()
+
+	deadline := time.NewTimer(60 * time.Second)
+	defer deadline.Stop()
+	for {
+		if s.ready(ctx, port) {
+			break
+		}
+		select {
+		case <-exited:
+			return fmt.Errorf("pgserver: postgres exited during start:\n%s", tail.String())
+		case <-ctx.Done():
+			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+			<-exited
+			return ctx.Err()
+		case <-deadline.C:
+			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+			<-exited
+			return fmt.Errorf("pgserver: postgres not ready after 60s:\n%s", tail.String())
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	s.mu.Lock()
+	s.port, s.cmd, s.exited = port, cmd, exited
+	s.mu.Unlock()
+	return nil
+}
+
+// ready asks pg_isready, which distinguishes "starting up" and "in recovery"
+// from "accepting connections" where a bare TCP dial cannot.
+func (s *Server) ready(ctx context.Context, port int) bool {
+	cmd := exec.CommandContext(ctx, filepath.Join(s.bin, "pg_isready"), "-q", "-h", "127.0.0.1", "-p", strconv.Itoa(port), "-U", "postgres", "-d", "postgres", "-t", "2")
+	return cmd.Run() == nil
+}
+
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, fmt.Errorf("pgserver: find a free port: %w", err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+func postgresUser() (*syscall.Credential, error) {
+	u, err := user.Lookup("postgres")
+	if err != nil {
+		return nil, fmt.Errorf("pgserver: running as root needs the 'postgres' user to own the cluster (%v): %s", err, InstallHint)
+	}
+	uid, _ := strconv.Atoi(u.Uid)
+	gid, _ := strconv.Atoi(u.Gid)
+	return &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}, nil
+}
+
+// reachable checks that every ancestor of dir lets others search it: the
+// server runs as 'postgres' and must be able to walk down to its data.
+func reachable(dir string) error {
+	for p := filepath.Dir(dir); ; p = filepath.Dir(p) {
+		fi, err := os.Stat(p)
+		if err != nil {
+			return fmt.Errorf("pgserver: %w", err)
+		}
+		if fi.Mode().Perm()&0o001 == 0 {
+			return fmt.Errorf("pgserver: the server runs as user 'postgres', which cannot enter %s (mode %v); move the data folder or run: chmod o+x %s", p, fi.Mode().Perm(), p)
+		}
+		if p == filepath.Dir(p) {
+			return nil
+		}
+	}
+}
+
+func chownTree(dir string, uid, gid int) error {
+	if err := os.Chmod(dir, 0o755); err != nil {
+		return fmt.Errorf("pgserver: %w", err)
+	}
+	return filepath.Walk(dir, func(path string, _ os.FileInfo, err error) error {
+		if err != nil {
+			return err
+		}
+		return os.Lchown(path, uid, gid)
+	})
+}
+
+// tailBuffer keeps the last max bytes written, for error messages.
+type tailBuffer struct {
+	mu  sync.Mutex
+	max int
+	buf []byte
+}
+
+func (t *tailBuffer) Write(p []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.buf = append(t.buf, p...)
+	if over := len(t.buf) - t.max; over > 0 {
+		t.buf = append(t.buf[:0], t.buf[over:]...)
+	}
+	return len(p), nil
+}
+
+func (t *tailBuffer) String() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return string(t.buf)
+}
