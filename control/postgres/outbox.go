@@ -79,7 +79,7 @@ func (s *Store) SnapshotSettled(ctx context.Context, snapshot string) (bool, err
 	var settled bool
 	err := s.pool.QueryRow(ctx, `
 		SELECT NOT EXISTS (
-			SELECT 1 FROM unnest(pg_snapshot_xip($1::pg_snapshot)) AS x
+			SELECT 1 FROM pg_snapshot_xip($1::pg_snapshot) AS x
 			WHERE pg_xact_status(x) = 'in progress')`, snapshot).Scan(&settled)
 	return settled, translate(err)
 }

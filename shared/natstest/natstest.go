@@ -3,6 +3,7 @@
 package natstest
 
 import (
+	"net"
 	"os"
 	"testing"
 	"time"
@@ -32,7 +33,7 @@ func Start(t testing.TB) *Server {
 	s := &Server{opts: opts}
 	s.start(t)
 	// The port is fixed after the first start so clients can reconnect.
-	opts.Port = s.Addr().(interface{ Port() int }).Port()
+	opts.Port = s.Addr().(*net.TCPAddr).Port
 	t.Cleanup(func() {
 		s.Stop()
 		_ = os.RemoveAll(dir)

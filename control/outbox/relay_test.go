@@ -1,0 +1,232 @@
+package outbox
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/edgelink/edgelink/control/postgres"
+	"github.com/edgelink/edgelink/shared/link"
+	"github.com/edgelink/edgelink/shared/linkevent"
+	"github.com/edgelink/edgelink/shared/natstest"
+	"github.com/edgelink/edgelink/shared/pgtest"
+)
+
+func TestMain(m *testing.M) { pgtest.Main(m) }
+
+type env struct {
+	pool   *pgxpool.Pool
+	store  *postgres.Store
+	js     jetstream.JetStream
+	tenant int64
+	nextID uint64
+}
+
+func newEnv(t *testing.T) *env {
+	t.Helper()
+	pool := pgtest.Pool(t)
+	_, js := natstest.Start(t).Connect(t)
+	st := postgres.New(pool)
+	tenant, err := st.CreateTenant(context.Background(), "t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &env{pool: pool, store: st, js: js, tenant: tenant}
+}
+
+func (e *env) create(t *testing.T) uint64 {
+	t.Helper()
+	e.nextID++
+	l := &link.Link{ID: e.nextID, Code: fmt.Sprintf("c%05d", e.nextID), TenantID: e.tenant, Namespace: "default",
+		URL: "https://example.com/", URLOriginal: "https://example.com/", RedirectType: 302}
+	if err := e.store.CreateLink(context.Background(), l, true); err != nil {
+		t.Fatal(err)
+	}
+	return l.Version
+}
+
+// runRelay runs a relay until the returned stop is called (or the test ends).
+func (e *env) runRelay(t *testing.T) (*Relay, func()) {
+	t.Helper()
+	r := New(e.store, e.js, Config{PollInterval: 50 * time.Millisecond})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = r.Run(ctx) }()
+	stop := func() { cancel(); <-done }
+	t.Cleanup(stop)
+	return r, func() { cancel(); <-done }
+}
+
+// streamEvents reads the whole stream, checking that every message decodes.
+func (e *env) streamEvents(t *testing.T) []linkevent.Event {
+	t.Helper()
+	ctx := context.Background()
+	s, err := e.js.Stream(ctx, linkevent.Stream)
+	if err != nil {
+		return nil
+	}
+	info, err := s.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []linkevent.Event
+	for seq := info.State.FirstSeq; seq <= info.State.LastSeq && info.State.Msgs > 0; seq++ {
+		msg, err := s.GetMsg(ctx, seq)
+		if err != nil {
+			t.Fatalf("get seq %d: %v", seq, err)
+		}
+		var ev linkevent.Event
+		if err := linkevent.Unmarshal(msg.Data, &ev); err != nil {
+			t.Fatalf("seq %d: %v", seq, err)
+		}
+		out = append(out, ev)
+	}
+	return out
+}
+
+func (e *env) waitVersions(t *testing.T, want []uint64) []linkevent.Event {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		evs := e.streamEvents(t)
+		if len(evs) >= len(want) || time.Now().After(deadline) {
+			got := make([]uint64, len(evs))
+			for i, ev := range evs {
+				got[i] = ev.Version
+			}
+			if fmt.Sprint(got) != fmt.Sprint(want) {
+				t.Fatalf("stream versions %v, want %v", got, want)
+			}
+			var prev uint64
+			for _, ev := range evs {
+				if ev.Prev != prev {
+					t.Fatalf("event %d has prev %d, want %d", ev.Version, ev.Prev, prev)
+				}
+				prev = ev.Version
+			}
+			return evs
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// TestHoleHeldByRunningTransaction: a version taken by a transaction that is
+// still running is never skipped; a rolled-back one is, once provably dead.
+func TestHoleHeldByRunningTransaction(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	v1 := e.create(t)
+
+	// A transaction takes the next version the way every mutation does (xid
+	// first) and stays open.
+	tx, err := e.pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	var held int64
+	if err := tx.QueryRow(ctx, `SELECT pg_current_xact_id()::text::bigint * 0 + nextval('change_version_seq')`).Scan(&held); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec(ctx, `INSERT INTO links (id, code, tenant_id, code_source, url_original, url, version)
+		VALUES (999, 'held-1', $1, 'custom', 'https://held/', 'https://held/', $2)`, e.tenant, held); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec(ctx, `INSERT INTO outbox (version, kind, code, url, redirect_type, status)
+		VALUES ($1, 'link', 'held-1', 'https://held/', 302, 'active')`, held); err != nil {
+		t.Fatal(err)
+	}
+	v3 := e.create(t)
+
+	r, _ := e.runRelay(t)
+	e.waitVersions(t, []uint64{v1})
+	waitFor(t, "the relay to wait on the hole", func() bool { return r.Stats().GapWaits > 0 })
+	if evs := e.streamEvents(t); len(evs) != 1 {
+		t.Fatalf("relay published past a version a running transaction holds: %d events", len(evs))
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	e.waitVersions(t, []uint64{v1, uint64(held), v3})
+
+	// A version whose transaction rolls back is skipped, and counted.
+	tx2, err := e.pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var lost int64
+	if err := tx2.QueryRow(ctx, `SELECT pg_current_xact_id()::text::bigint * 0 + nextval('change_version_seq')`).Scan(&lost); err != nil {
+		t.Fatal(err)
+	}
+	v5 := e.create(t)
+	if err := tx2.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	e.waitVersions(t, []uint64{v1, uint64(held), v3, v5})
+	if s := r.Stats(); s.Skipped != 1 {
+		t.Fatalf("skipped %d versions, want 1 (version %d)", s.Skipped, lost)
+	}
+}
+
+// TestCrashBetweenPublishAndMark: a relay that published but never marked is
+// followed by one that publishes each change exactly once.
+func TestCrashBetweenPublishAndMark(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	var want []uint64
+	for range 20 {
+		want = append(want, e.create(t))
+	}
+	_, stop := e.runRelay(t)
+	e.waitVersions(t, want)
+	stop()
+	// As if the relay died after publishing and before marking.
+	if _, err := e.pool.Exec(ctx, `UPDATE outbox SET published_at = NULL`); err != nil {
+		t.Fatal(err)
+	}
+	for range 5 {
+		want = append(want, e.create(t))
+	}
+	// Purge the de-duplication window's help: resuming must rely on the
+	// stream's last event, not on JetStream remembering message ids.
+	r, _ := e.runRelay(t)
+	evs := e.waitVersions(t, want)
+	if len(evs) != 25 {
+		t.Fatalf("%d events on the stream, want 25", len(evs))
+	}
+	waitFor(t, "marks to catch up", func() bool {
+		var n int
+		_ = e.pool.QueryRow(ctx, `SELECT count(*) FROM outbox WHERE published_at IS NULL`).Scan(&n)
+		return n == 0
+	})
+	if s := r.Stats(); s.Published != 5 {
+		t.Fatalf("second relay published %d events, want 5", s.Published)
+	}
+}
+
+// TestOneActiveRelay: two relays on one outbox publish each change once.
+func TestOneActiveRelay(t *testing.T) {
+	e := newEnv(t)
+	e.runRelay(t)
+	e.runRelay(t)
+	var want []uint64
+	for range 30 {
+		want = append(want, e.create(t))
+	}
+	e.waitVersions(t, want)
+}
