@@ -31,6 +31,11 @@ type cli struct {
 	Migrate migrateCmd `cmd:"" help:"Apply database migrations and exit."`
 	Tenants tenantsCmd `cmd:"" help:"Manage tenants."`
 	Keys    keysCmd    `cmd:"" help:"Manage API keys."`
+	Alloc   allocCmd   `cmd:"" help:"Inspect ID allocation."`
+}
+
+type allocCmd struct {
+	Verify struct{} `cmd:"" help:"Check the allocation audit: intervals pairwise disjoint per namespace, counters at or above every audited end. Exits non-zero and names the offending intervals otherwise."`
 }
 
 type serveCmd struct {
@@ -131,6 +136,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, onListen 
 			fmt.Fprintf(stdout, "api key (shown once): %s\n", key)
 			return nil
 		})
+	case cmd == "alloc verify":
+		return runAllocVerify(ctx, c.DatabaseURL, stdout)
 	case strings.HasPrefix(cmd, "keys revoke"):
 		return withStore(ctx, c.DatabaseURL, func(st *postgres.Store) error {
 			if err := st.RevokeAPIKey(ctx, c.Keys.Revoke.Key); err != nil {

@@ -1,0 +1,262 @@
+// Package idalloc hands out link IDs from segments leased from an authority,
+// Leaf-segment style, so that no ID is ever handed out twice.
+//
+// # Model
+//
+// Each namespace owns a disjoint, pre-partitioned ID range [Start, End). The
+// authority (a Store: Postgres in production) keeps one counter row per
+// namespace holding the next unallocated ID and leases [start, end) segments
+// from it, one transaction per segment, recorded in an audit by a request id.
+// A leased segment becomes an immutable range object in memory: its bounds
+// never change and its cursor only grows, so a goroutine holding an old range
+// can only ever take that range's own IDs. Ranges are never resumed after a
+// restart and never returned: unused IDs are waste, counted in the audit.
+//
+// Each namespace keeps a double buffer (current and standby) filled by exactly
+// one loader goroutine, which prefetches the standby when the current range
+// has fewer than PrefetchAhead seconds left at the observed rate (or is half
+// used, whichever comes first). On the fast path Next is one atomic add on the
+// current range's cursor and allocates nothing.
+//
+// # The create-path contract (sealing)
+//
+// A segment is sealed (an outbox event tells edges that no create can land in
+// it any more, so a code from it that they do not know is certainly unknown)
+// only when every ID handed out from it has finished its create transaction.
+// The allocator learns that from Done:
+//
+//	id, err := alloc.Next(ctx, "default")
+//	if err != nil { ... }            // errors.Is(err, idalloc.ErrUnavailable): retry later
+//	committed := false
+//	defer func() { alloc.Done(id, committed) }()
+//	... insert the link with id; committed = (the transaction committed) ...
+//
+// Call Done exactly once per ID returned by Next, after the transaction that
+// uses it has committed or rolled back and no further attempt will use the ID
+// (retry with a new ID, not the same one, or call Done after the last retry).
+// An ID whose Done never comes keeps its segment open forever, which is safe
+// (edges ask the authority about open segments) but costs edge lookups. A
+// second Done for one ID could seal a segment early and is a bug.
+//
+// A crashed instance cannot call Done. Its segments stay open until another
+// instance's sweeper (Config.AbandonAfter) seals them, counting as used the
+// links that really exist in the interval. That is sound as long as no create
+// transaction lives longer than AbandonAfter minus the heartbeat interval:
+// the create path must bound its transactions (context deadline, and
+// statement/idle-in-transaction timeouts on the server) well below it. An
+// instance that cannot heartbeat for AbandonAfter/2 fences itself: it retires
+// its ranges and hands out no more IDs from them.
+package idalloc
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/edgelink/edgelink/shared/base62"
+)
+
+// DefaultStep is the segment length when a namespace does not set one: at
+// 5,000 IDs/s a segment lasts 20 s, and a million IDs cost 10 transactions.
+const DefaultStep = 100_000
+
+// Errors returned by the allocator. Store implementations wrap the failure
+// classes (ErrLockTimeout, ErrCommitUnknown, ErrStoreUnavailable, ErrFenced,
+// ErrExhausted) so the loader can classify and back off.
+var (
+	// ErrUnavailable is retryable: no ID could be handed out before the
+	// caller's deadline (the authority is slow or failing, see the wrapped
+	// cause). The caller may retry or answer 503.
+	ErrUnavailable = errors.New("idalloc: no id available in time")
+	// ErrExhausted means the namespace's range is used up: its last ID has
+	// been handed out. Not retryable.
+	ErrExhausted = errors.New("idalloc: namespace id range exhausted")
+	// ErrFenced means the authority cannot prove its high-water mark (its
+	// counter is below an audited interval, its epoch went back, or it
+	// returned a segment below one this process already had). Allocation
+	// stays refused until an operator repairs the authority.
+	ErrFenced = errors.New("idalloc: allocation fenced: authority high-water mark not provable")
+	// ErrClosed is returned by Next once Close has started.
+	ErrClosed = errors.New("idalloc: allocator closed")
+	// ErrUnknownNamespace is returned for a namespace not in the Config.
+	ErrUnknownNamespace = errors.New("idalloc: unknown namespace")
+	// ErrConfig reports an invalid or overlapping namespace configuration.
+	ErrConfig = errors.New("idalloc: invalid configuration")
+
+	// ErrLockTimeout: the counter row lock was not granted in time.
+	ErrLockTimeout = errors.New("idalloc: counter row lock wait timed out")
+	// ErrCommitUnknown: the connection was lost after COMMIT may have been
+	// sent. The loader retries with the same request id, which returns the
+	// committed interval if there is one.
+	ErrCommitUnknown = errors.New("idalloc: commit outcome unknown")
+	// ErrStoreUnavailable: the authority could not be reached or timed out.
+	ErrStoreUnavailable = errors.New("idalloc: authority unavailable")
+	// ErrRejected: the load was not started because every loader slot was
+	// busy (Config.MaxConcurrentLoads).
+	ErrRejected = errors.New("idalloc: segment load rejected: no free loader slot")
+)
+
+// Retryable reports whether err from Next is worth retrying later.
+func Retryable(err error) bool { return errors.Is(err, ErrUnavailable) }
+
+// Namespace is one namespace's pre-partitioned ID range [Start, End).
+type Namespace struct {
+	Name string
+	// Start is the first ID (at least base62.MinID); End is exclusive and
+	// at most base62.Space, so base62.MaxID is usable.
+	Start, End uint64
+	// Step is the segment length; zero means DefaultStep.
+	Step uint64
+}
+
+// Segment is an interval [Start, End) the authority confirmed for one lease.
+type Segment struct {
+	RequestID string
+	Namespace string
+	Start     uint64
+	End       uint64
+	Epoch     int64
+	Instance  string
+}
+
+// Len is the number of IDs in the segment.
+func (s Segment) Len() uint64 { return s.End - s.Start }
+
+// LeaseRequest asks the authority for the next segment of a namespace.
+type LeaseRequest struct {
+	// RequestID makes the lease idempotent: a store that finds a committed
+	// segment under this id returns it instead of allocating another.
+	RequestID string
+	Namespace string
+	Instance  string
+}
+
+// SealRequest records that no create transaction can use an ID of the
+// segment any more.
+type SealRequest struct {
+	RequestID string
+	Instance  string
+	// Used is how many IDs of the segment ended in a committed create.
+	Used uint64
+}
+
+// Store is what the allocator needs from the authority. Implementations must
+// be safe for concurrent use.
+type Store interface {
+	// EnsureNamespace creates the namespace's counter row at ns.Start if it
+	// is missing and checks that an existing one has the same bounds. It
+	// fails (wrapping ErrConfig) if the range overlaps another namespace's.
+	EnsureNamespace(ctx context.Context, ns Namespace) error
+	// Lease allocates the next segment in one transaction on the primary,
+	// idempotently by req.RequestID. It wraps ErrExhausted when the
+	// namespace has no ID left and ErrFenced when the counter cannot be
+	// trusted. A successful lease also records the instance's heartbeat.
+	Lease(ctx context.Context, req LeaseRequest) (Segment, error)
+	// Seal marks the segment sealed and emits its sealed event; sealing a
+	// sealed segment is a no-op.
+	Seal(ctx context.Context, req SealRequest) error
+	// Heartbeat records that instance is alive and, when abandonAfter > 0,
+	// seals the open segments of instances silent for longer than that. It
+	// returns how many segments it sealed.
+	Heartbeat(ctx context.Context, instance string, abandonAfter time.Duration) (int, error)
+}
+
+// CapacityReader is implemented by stores that can report the namespace's
+// capacity as the authority sees it.
+type CapacityReader interface {
+	Capacity(ctx context.Context, namespace string) (Capacity, error)
+}
+
+// Capacity is a namespace's space accounting. Allocated = Committed + Wasted
+// + Reserved, in IDs.
+type Capacity struct {
+	Namespace string
+	// Total is the size of the namespace's range.
+	Total uint64
+	// Allocated is every ID in a confirmed segment.
+	Allocated uint64
+	// Committed is IDs of sealed segments that ended in a committed create.
+	Committed uint64
+	// Wasted is IDs of sealed segments that never will: discarded at
+	// shutdown, lost with a crashed instance, rolled-back creates.
+	Wasted uint64
+	// Reserved is IDs of open segments (in use, or held by an instance
+	// that has not been swept yet).
+	Reserved uint64
+	// Remaining is IDs never allocated.
+	Remaining uint64
+	// Rate is the recent allocation rate in IDs per second (authority view:
+	// IDs leased in the last hour, or this instance's observed rate when
+	// that is higher).
+	Rate float64
+	// DaysLeft is Remaining at Rate; +Inf when Rate is zero.
+	DaysLeft float64
+}
+
+func validateNamespaces(nss []Namespace) error {
+	if len(nss) == 0 {
+		return errors.Join(ErrConfig, errors.New("no namespace configured"))
+	}
+	for i, a := range nss {
+		switch {
+		case a.Name == "":
+			return errors.Join(ErrConfig, errors.New("namespace without a name"))
+		case a.Start < base62.MinID || a.End > base62.Space || a.Start >= a.End:
+			return errors.Join(ErrConfig, rangeError(a, "range must satisfy 1 <= start < end <= 62^6"))
+		}
+		for _, b := range nss[:i] {
+			if a.Name == b.Name {
+				return errors.Join(ErrConfig, rangeError(a, "namespace configured twice"))
+			}
+			if a.Start < b.End && b.Start < a.End {
+				return errors.Join(ErrConfig, rangeError(a, "overlaps namespace "+b.Name))
+			}
+		}
+	}
+	return nil
+}
+
+type nsError struct {
+	ns  Namespace
+	msg string
+}
+
+func rangeError(ns Namespace, msg string) error { return &nsError{ns, msg} }
+
+func (e *nsError) Error() string {
+	return "namespace " + e.ns.Name + " [" + utoa(e.ns.Start) + ", " + utoa(e.ns.End) + "): " + e.msg
+}
+
+func utoa(u uint64) string {
+	var b [20]byte
+	i := len(b)
+	for {
+		i--
+		b[i] = byte('0' + u%10)
+		u /= 10
+		if u == 0 {
+			return string(b[i:])
+		}
+	}
+}
+
+func classify(err error) string {
+	switch {
+	case err == nil:
+		return ""
+	case errors.Is(err, ErrFenced):
+		return "fenced"
+	case errors.Is(err, ErrExhausted):
+		return "exhausted"
+	case errors.Is(err, ErrLockTimeout):
+		return "lock_timeout"
+	case errors.Is(err, ErrCommitUnknown):
+		return "commit_unknown"
+	case errors.Is(err, ErrRejected):
+		return "rejected"
+	case errors.Is(err, ErrStoreUnavailable), errors.Is(err, context.DeadlineExceeded):
+		return "unavailable"
+	default:
+		return "other"
+	}
+}

@@ -1,0 +1,9 @@
+package idalloc_test
+
+import (
+	"testing"
+
+	"github.com/edgelink/edgelink/shared/pgtest"
+)
+
+func TestMain(m *testing.M) { pgtest.Main(m) }

@@ -1,0 +1,528 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/edgelink/edgelink/control/idalloc"
+	"github.com/edgelink/edgelink/shared/linkevent"
+)
+
+// AllocStore is the Postgres authority of the ID allocator: it implements
+// idalloc.Store and idalloc.CapacityReader on the primary's pool. Every
+// lease is one transaction on one connection: lock the namespace's counter
+// row, compute, conditionally update it, audit, emit the segment's opened
+// event, commit. It is safe for concurrent use.
+//
+// Never point it at a replica: the counter must be read where it is written.
+type AllocStore struct {
+	pool        *pgxpool.Pool
+	lockTimeout time.Duration
+}
+
+// AllocOption configures an AllocStore.
+type AllocOption func(*AllocStore)
+
+// WithAllocLockTimeout bounds how long a lease waits for the counter row
+// lock (SET LOCAL lock_timeout); past it the lease fails with
+// idalloc.ErrLockTimeout. Zero waits as long as the context allows. The
+// default is 2s.
+func WithAllocLockTimeout(d time.Duration) AllocOption {
+	return func(s *AllocStore) { s.lockTimeout = d }
+}
+
+// NewAllocStore returns the allocation authority on pool.
+func NewAllocStore(pool *pgxpool.Pool, opts ...AllocOption) *AllocStore {
+	s := &AllocStore{pool: pool, lockTimeout: 2 * time.Second}
+	for _, o := range opts {
+		o(s)
+	}
+	return s
+}
+
+var _ interface {
+	idalloc.Store
+	idalloc.CapacityReader
+} = (*AllocStore)(nil)
+
+// EnsureNamespace implements idalloc.Store. A new namespace starts at
+// ns.Start; an existing one must have the same bounds (its step is updated
+// to ns.Step). A range overlapping another namespace's is refused by the
+// table's exclusion constraint and reported as idalloc.ErrConfig.
+func (s *AllocStore) EnsureNamespace(ctx context.Context, ns idalloc.Namespace) error {
+	step := ns.Step
+	if step == 0 {
+		step = idalloc.DefaultStep
+	}
+	_, err := s.pool.Exec(ctx, `
+		INSERT INTO alloc_namespaces (namespace, next_id, step, lower_bound, upper_bound)
+		VALUES ($1, $2, $3, $2, $4)
+		ON CONFLICT (namespace) DO NOTHING`,
+		ns.Name, int64(ns.Start), int64(step), int64(ns.End))
+	if err != nil {
+		if allocPgCode(err) == "23P01" || allocPgCode(err) == "23514" {
+			return fmt.Errorf("%w: namespace %s [%d, %d): %w", idalloc.ErrConfig, ns.Name, ns.Start, ns.End, err)
+		}
+		return allocTranslate("ensure namespace", err, false)
+	}
+	var lower, upper, curStep int64
+	if err := s.pool.QueryRow(ctx, `SELECT lower_bound, upper_bound, step FROM alloc_namespaces WHERE namespace = $1`,
+		ns.Name).Scan(&lower, &upper, &curStep); err != nil {
+		return allocTranslate("ensure namespace", err, false)
+	}
+	if uint64(lower) != ns.Start || uint64(upper) != ns.End {
+		return fmt.Errorf("%w: namespace %s is configured as [%d, %d) but the authority has [%d, %d)",
+			idalloc.ErrConfig, ns.Name, ns.Start, ns.End, lower, upper)
+	}
+	if uint64(curStep) != step {
+		if _, err := s.pool.Exec(ctx, `UPDATE alloc_namespaces SET step = $2, updated_at = now() WHERE namespace = $1`,
+			ns.Name, int64(step)); err != nil {
+			return allocTranslate("ensure namespace", err, false)
+		}
+	}
+	return nil
+}
+
+// Lease implements idalloc.Store: one transaction on the primary.
+//
+//  1. Lock the counter row (SELECT … FOR UPDATE), which also gives the
+//     transaction its xid before it takes an outbox version.
+//  2. Look the request id up in the audit: once the lock is held, every
+//     earlier lease of the namespace has ended, so a retry after an unknown
+//     commit outcome finds its committed interval and returns it.
+//  3. Fence: refuse (idalloc.ErrFenced) when an audited interval ends above
+//     next_id or carries a newer epoch, as on a promoted lagging replica.
+//  4. start = next_id, size = min(step, upper - start); refuse with
+//     idalloc.ErrExhausted when nothing is left.
+//  5. UPDATE … SET next_id = end WHERE next_id = start, which must touch
+//     exactly one row; insert the audit row, the opened event and the
+//     instance's heartbeat; commit.
+//
+// A failure before COMMIT was sent leaves nothing behind and wraps
+// idalloc.ErrLockTimeout or idalloc.ErrStoreUnavailable. A failure of COMMIT
+// itself whose outcome pgx cannot rule out wraps idalloc.ErrCommitUnknown:
+// retry with the same request id.
+func (s *AllocStore) Lease(ctx context.Context, req idalloc.LeaseRequest) (idalloc.Segment, error) {
+	tx, err := s.pool.Begin(ctx)
+	if err != nil {
+		return idalloc.Segment{}, allocTranslate("lease: begin", err, false)
+	}
+	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+	seg, fresh, err := s.leaseInTx(ctx, tx, req)
+	if err != nil {
+		return idalloc.Segment{}, err
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return idalloc.Segment{}, allocTranslate("lease: commit", err, fresh)
+	}
+	return seg, nil
+}
+
+func (s *AllocStore) leaseInTx(ctx context.Context, tx pgx.Tx, req idalloc.LeaseRequest) (seg idalloc.Segment, fresh bool, err error) {
+	if s.lockTimeout > 0 {
+		if _, err := tx.Exec(ctx, `SELECT set_config('lock_timeout', $1, true)`,
+			fmt.Sprintf("%dms", s.lockTimeout.Milliseconds())); err != nil {
+			return seg, false, allocTranslate("lease: set lock_timeout", err, false)
+		}
+	}
+	var nextID, step, upper, epoch int64
+	err = tx.QueryRow(ctx, `
+		SELECT next_id, step, upper_bound, epoch, pg_current_xact_id()
+		FROM alloc_namespaces WHERE namespace = $1 FOR UPDATE`, req.Namespace).
+		Scan(&nextID, &step, &upper, &epoch, nil)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return seg, false, fmt.Errorf("%w: lease: namespace %q has no counter row", idalloc.ErrConfig, req.Namespace)
+	}
+	if err != nil {
+		return seg, false, allocTranslate("lease: lock counter row", err, false)
+	}
+
+	// Idempotency: a committed lease under this request id wins.
+	var prev allocAuditRow
+	err = tx.QueryRow(ctx, `SELECT `+allocAuditColumns+` FROM alloc_audit WHERE request_id = $1`, req.RequestID).
+		Scan(prev.dest()...)
+	switch {
+	case err == nil:
+		if prev.Namespace != req.Namespace {
+			return seg, false, fmt.Errorf("lease: request id %s belongs to namespace %q, not %q", req.RequestID, prev.Namespace, req.Namespace)
+		}
+		return prev.segment(), false, nil
+	case !errors.Is(err, pgx.ErrNoRows):
+		return seg, false, allocTranslate("lease: look up request", err, false)
+	}
+
+	// Fence: the counter must be at or above every audited end.
+	var topEnd, topEpoch int64
+	err = tx.QueryRow(ctx, `
+		SELECT seg_end, epoch FROM alloc_audit WHERE namespace = $1
+		ORDER BY seg_end DESC LIMIT 1`, req.Namespace).Scan(&topEnd, &topEpoch)
+	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+		return seg, false, allocTranslate("lease: read audit high-water", err, false)
+	}
+	if topEnd > nextID || topEpoch > epoch {
+		return seg, false, fmt.Errorf("%w: namespace %s: counter next_id %d epoch %d is below the audited high-water %d epoch %d",
+			idalloc.ErrFenced, req.Namespace, nextID, epoch, topEnd, topEpoch)
+	}
+	if nextID >= upper {
+		return seg, false, fmt.Errorf("%w: namespace %s: next_id %d reached upper bound %d", idalloc.ErrExhausted, req.Namespace, nextID, upper)
+	}
+
+	start := nextID
+	end := start + min(step, upper-start)
+	tag, err := tx.Exec(ctx, `
+		UPDATE alloc_namespaces SET next_id = $3, updated_at = now()
+		WHERE namespace = $1 AND next_id = $2`, req.Namespace, start, end)
+	if err != nil {
+		return seg, false, allocTranslate("lease: advance counter", err, false)
+	}
+	if tag.RowsAffected() != 1 {
+		return seg, false, fmt.Errorf("lease: advance counter of %s from %d: %d rows updated, want 1", req.Namespace, start, tag.RowsAffected())
+	}
+	b := &pgx.Batch{}
+	b.Queue(`
+		INSERT INTO alloc_audit (request_id, namespace, seg_start, seg_end, instance, epoch)
+		VALUES ($1, $2, $3, $4, $5, $6)`, req.RequestID, req.Namespace, start, end, req.Instance, epoch)
+	b.Queue(`
+		INSERT INTO outbox (version, kind, namespace, seg_start, seg_end, seg_state)
+		VALUES (nextval('change_version_seq'), 'segment', $1, $2, $3, $4)`,
+		req.Namespace, start, end, linkevent.SegmentOpened)
+	b.Queue(allocHeartbeatSQL, req.Instance)
+	if err := tx.SendBatch(ctx, b).Close(); err != nil {
+		if allocPgCode(err) == "23P01" {
+			return seg, false, fmt.Errorf("%w: namespace %s: [%d, %d) overlaps an audited interval", idalloc.ErrFenced, req.Namespace, start, end)
+		}
+		return seg, false, allocTranslate("lease: audit", err, false)
+	}
+	return idalloc.Segment{
+		RequestID: req.RequestID, Namespace: req.Namespace, Start: uint64(start), End: uint64(end),
+		Epoch: epoch, Instance: req.Instance,
+	}, true, nil
+}
+
+const allocHeartbeatSQL = `
+	INSERT INTO alloc_instances (instance) VALUES ($1)
+	ON CONFLICT (instance) DO UPDATE SET heartbeat_at = now()`
+
+// Seal implements idalloc.Store: it marks the segment sealed with its used
+// count and emits the sealed event in the same transaction. Sealing a sealed
+// segment does nothing; an unknown request id is an error.
+func (s *AllocStore) Seal(ctx context.Context, req idalloc.SealRequest) error {
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		// The UPDATE's row lock gives the transaction its xid before
+		// nextval takes the event's version.
+		var ns string
+		var start, end int64
+		err := tx.QueryRow(ctx, `
+			UPDATE alloc_audit
+			SET sealed_at = now(), sealed_by = $2, used_count = least($3::bigint, seg_end - seg_start)
+			WHERE request_id = $1 AND sealed_at IS NULL
+			RETURNING namespace, seg_start, seg_end`,
+			req.RequestID, req.Instance, int64(min(req.Used, math.MaxInt64))).Scan(&ns, &start, &end)
+		if errors.Is(err, pgx.ErrNoRows) {
+			var exists bool
+			if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM alloc_audit WHERE request_id = $1)`, req.RequestID).Scan(&exists); err != nil {
+				return err
+			}
+			if !exists {
+				return fmt.Errorf("seal: no audited segment with request id %s", req.RequestID)
+			}
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		_, err = tx.Exec(ctx, `
+			INSERT INTO outbox (version, kind, namespace, seg_start, seg_end, seg_state)
+			VALUES (nextval('change_version_seq'), 'segment', $1, $2, $3, $4)`,
+			ns, start, end, linkevent.SegmentSealed)
+		return err
+	})
+	if err != nil {
+		var pgErr *pgconn.PgError
+		if errors.As(err, &pgErr) || errors.Is(err, pgx.ErrNoRows) {
+			return fmt.Errorf("seal segment: %w", err)
+		}
+		return allocTranslate("seal segment", err, false)
+	}
+	return nil
+}
+
+// Heartbeat implements idalloc.Store. With abandonAfter > 0 it also seals
+// every open segment whose instance has not heartbeaten (or leased) for
+// longer than abandonAfter, counting as used the links that exist in it, and
+// emits their sealed events.
+func (s *AllocStore) Heartbeat(ctx context.Context, instance string, abandonAfter time.Duration) (int, error) {
+	if _, err := s.pool.Exec(ctx, allocHeartbeatSQL, instance); err != nil {
+		return 0, allocTranslate("heartbeat", err, false)
+	}
+	if abandonAfter <= 0 {
+		return 0, nil
+	}
+	return s.SealAbandoned(ctx, "sweeper:"+instance, abandonAfter)
+}
+
+// SealAbandoned seals the open segments of instances silent for longer than
+// silence (see Heartbeat) and returns how many it sealed. sealedBy is
+// recorded in the audit.
+func (s *AllocStore) SealAbandoned(ctx context.Context, sealedBy string, silence time.Duration) (int, error) {
+	var n int
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `SELECT pg_current_xact_id()`); err != nil {
+			return err
+		}
+		tag, err := tx.Exec(ctx, `
+			WITH dead AS (
+				UPDATE alloc_audit a
+				SET sealed_at = now(), sealed_by = $1,
+				    used_count = (SELECT count(*) FROM links l WHERE l.id >= a.seg_start AND l.id < a.seg_end)
+				WHERE a.sealed_at IS NULL
+				  AND a.created_at < now() - make_interval(secs => $2)
+				  AND NOT EXISTS (
+					SELECT 1 FROM alloc_instances i
+					WHERE i.instance = a.instance AND i.heartbeat_at >= now() - make_interval(secs => $2))
+				RETURNING a.namespace, a.seg_start, a.seg_end)
+			INSERT INTO outbox (version, kind, namespace, seg_start, seg_end, seg_state)
+			SELECT nextval('change_version_seq'), 'segment', namespace, seg_start, seg_end, $3
+			FROM (SELECT * FROM dead ORDER BY seg_start) d`,
+			sealedBy, silence.Seconds(), linkevent.SegmentSealed)
+		n = int(tag.RowsAffected())
+		return err
+	})
+	if err != nil {
+		return 0, allocTranslate("seal abandoned segments", err, false)
+	}
+	return n, nil
+}
+
+// Capacity implements idalloc.CapacityReader from the counter row and the
+// audit. Rate is the IDs leased in the last hour, per second.
+func (s *AllocStore) Capacity(ctx context.Context, namespace string) (idalloc.Capacity, error) {
+	var lower, upper, next, committed, wasted, reserved, lastHour int64
+	err := s.pool.QueryRow(ctx, `
+		SELECT n.lower_bound, n.upper_bound, n.next_id,
+		       coalesce(sum(a.used_count) FILTER (WHERE a.sealed_at IS NOT NULL), 0)::bigint,
+		       coalesce(sum(a.seg_end - a.seg_start - a.used_count) FILTER (WHERE a.sealed_at IS NOT NULL), 0)::bigint,
+		       coalesce(sum(a.seg_end - a.seg_start) FILTER (WHERE a.sealed_at IS NULL), 0)::bigint,
+		       coalesce(sum(a.seg_end - a.seg_start) FILTER (WHERE a.created_at > now() - interval '1 hour'), 0)::bigint
+		FROM alloc_namespaces n LEFT JOIN alloc_audit a ON a.namespace = n.namespace
+		WHERE n.namespace = $1
+		GROUP BY n.namespace`, namespace).Scan(&lower, &upper, &next, &committed, &wasted, &reserved, &lastHour)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return idalloc.Capacity{}, fmt.Errorf("%w: %q", idalloc.ErrUnknownNamespace, namespace)
+	}
+	if err != nil {
+		return idalloc.Capacity{}, allocTranslate("capacity", err, false)
+	}
+	c := idalloc.Capacity{
+		Namespace: namespace,
+		Total:     uint64(upper - lower),
+		Allocated: uint64(next - lower),
+		Committed: uint64(committed),
+		Wasted:    uint64(wasted),
+		Reserved:  uint64(reserved),
+		Remaining: uint64(upper - next),
+		Rate:      float64(lastHour) / 3600,
+	}
+	c.DaysLeft = idalloc.DaysLeft(c.Remaining, c.Rate)
+	return c, nil
+}
+
+// AllocInterval is one audited allocation.
+type AllocInterval struct {
+	RequestID string
+	Namespace string
+	Start     uint64
+	End       uint64 // exclusive
+	Instance  string
+	Epoch     int64
+	CreatedAt time.Time
+	Sealed    bool
+	Used      uint64 // when Sealed
+}
+
+func (iv AllocInterval) String() string {
+	return fmt.Sprintf("%s [%d, %d) request %s by %s epoch %d", iv.Namespace, iv.Start, iv.End, iv.RequestID, iv.Instance, iv.Epoch)
+}
+
+// AllocViolation is one broken audit invariant.
+type AllocViolation struct {
+	// Kind is "overlap" (Interval and Other share IDs), "above_counter"
+	// (Interval ends above its namespace's next_id, Counter), "epoch_above_counter"
+	// (Interval carries a newer epoch than the counter row) or
+	// "outside_namespace" (Interval is outside the namespace's bounds).
+	Kind     string
+	Interval AllocInterval
+	Other    AllocInterval
+	Counter  uint64
+}
+
+func (v AllocViolation) String() string {
+	switch v.Kind {
+	case "overlap":
+		return fmt.Sprintf("overlap: %s and %s", v.Interval, v.Other)
+	case "above_counter":
+		return fmt.Sprintf("above counter: %s ends above next_id %d", v.Interval, v.Counter)
+	default:
+		return fmt.Sprintf("%s: %s", v.Kind, v.Interval)
+	}
+}
+
+// AllocVerifyReport is the outcome of Verify.
+type AllocVerifyReport struct {
+	Namespaces int
+	Intervals  int
+	Violations []AllocViolation
+}
+
+// OK reports whether the audit holds every invariant.
+func (r AllocVerifyReport) OK() bool { return len(r.Violations) == 0 }
+
+// Verify checks the allocation audit in one consistent snapshot: audited
+// intervals are pairwise disjoint (IDs are global, so across namespaces
+// too), every interval lies in its namespace's bounds, and every counter is
+// at or above every audited end of its namespace, with an epoch at least
+// the audited one. It returns the offending intervals; the error is for
+// failing to check, not for violations.
+func (s *AllocStore) Verify(ctx context.Context) (AllocVerifyReport, error) {
+	var rep AllocVerifyReport
+	err := pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
+		if err := tx.QueryRow(ctx, `SELECT (SELECT count(*) FROM alloc_namespaces), (SELECT count(*) FROM alloc_audit)`).
+			Scan(&rep.Namespaces, &rep.Intervals); err != nil {
+			return err
+		}
+		rows, err := tx.Query(ctx, `
+			SELECT `+allocAuditColumnsOf("a")+`, `+allocAuditColumnsOf("b")+`
+			FROM alloc_audit a JOIN alloc_audit b
+			  ON int8range(a.seg_start, a.seg_end) && int8range(b.seg_start, b.seg_end)
+			 AND (a.seg_start, a.request_id) < (b.seg_start, b.request_id)
+			ORDER BY a.seg_start, b.seg_start`)
+		if err != nil {
+			return err
+		}
+		for rows.Next() {
+			var x, y allocAuditRow
+			if err := rows.Scan(append(x.dest(), y.dest()...)...); err != nil {
+				rows.Close()
+				return err
+			}
+			rep.Violations = append(rep.Violations, AllocViolation{Kind: "overlap", Interval: x.interval(), Other: y.interval()})
+		}
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		rows, err = tx.Query(ctx, `
+			SELECT `+allocAuditColumnsOf("a")+`, n.next_id,
+			       CASE WHEN a.seg_start < n.lower_bound OR a.seg_end > n.upper_bound THEN 'outside_namespace'
+			            WHEN a.seg_end > n.next_id THEN 'above_counter'
+			            ELSE 'epoch_above_counter' END
+			FROM alloc_audit a JOIN alloc_namespaces n ON n.namespace = a.namespace
+			WHERE a.seg_start < n.lower_bound OR a.seg_end > n.upper_bound
+			   OR a.seg_end > n.next_id OR a.epoch > n.epoch
+			ORDER BY a.namespace, a.seg_start`)
+		if err != nil {
+			return err
+		}
+		for rows.Next() {
+			var x allocAuditRow
+			var counter int64
+			var kind string
+			if err := rows.Scan(append(x.dest(), &counter, &kind)...); err != nil {
+				rows.Close()
+				return err
+			}
+			rep.Violations = append(rep.Violations, AllocViolation{Kind: kind, Interval: x.interval(), Counter: uint64(counter)})
+		}
+		return rows.Err()
+	})
+	if err != nil {
+		return AllocVerifyReport{}, allocTranslate("verify allocation audit", err, false)
+	}
+	return rep, nil
+}
+
+// AllocIntervals lists the audit of namespace (every namespace when empty)
+// in ID order.
+func (s *AllocStore) AllocIntervals(ctx context.Context, namespace string) ([]AllocInterval, error) {
+	rows, err := s.pool.Query(ctx, `
+		SELECT `+allocAuditColumns+` FROM alloc_audit
+		WHERE $1 = '' OR namespace = $1 ORDER BY seg_start`, namespace)
+	if err != nil {
+		return nil, allocTranslate("list allocations", err, false)
+	}
+	ivs, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (AllocInterval, error) {
+		var x allocAuditRow
+		err := row.Scan(x.dest()...)
+		return x.interval(), err
+	})
+	if err != nil {
+		return nil, allocTranslate("list allocations", err, false)
+	}
+	return ivs, nil
+}
+
+const allocAuditColumns = `request_id::text, namespace, seg_start, seg_end, instance, epoch, created_at, sealed_at IS NOT NULL, coalesce(used_count, 0)`
+
+func allocAuditColumnsOf(t string) string {
+	return t + `.request_id::text, ` + t + `.namespace, ` + t + `.seg_start, ` + t + `.seg_end, ` + t + `.instance, ` +
+		t + `.epoch, ` + t + `.created_at, ` + t + `.sealed_at IS NOT NULL, coalesce(` + t + `.used_count, 0)`
+}
+
+type allocAuditRow struct {
+	RequestID, Namespace, Instance string
+	Start, End, Epoch, Used        int64
+	CreatedAt                      time.Time
+	Sealed                         bool
+}
+
+func (r *allocAuditRow) dest() []any {
+	return []any{&r.RequestID, &r.Namespace, &r.Start, &r.End, &r.Instance, &r.Epoch, &r.CreatedAt, &r.Sealed, &r.Used}
+}
+
+func (r *allocAuditRow) segment() idalloc.Segment {
+	return idalloc.Segment{RequestID: r.RequestID, Namespace: r.Namespace, Start: uint64(r.Start), End: uint64(r.End), Epoch: r.Epoch, Instance: r.Instance}
+}
+
+func (r *allocAuditRow) interval() AllocInterval {
+	return AllocInterval{RequestID: r.RequestID, Namespace: r.Namespace, Start: uint64(r.Start), End: uint64(r.End),
+		Instance: r.Instance, Epoch: r.Epoch, CreatedAt: r.CreatedAt, Sealed: r.Sealed, Used: uint64(r.Used)}
+}
+
+func allocPgCode(err error) string {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		return pgErr.Code
+	}
+	return ""
+}
+
+// allocTranslate classifies a driver error for the allocator. atCommit says
+// the error came from COMMIT of a transaction that wrote: unless pgx can
+// prove the server never got it, its outcome is unknown.
+func allocTranslate(op string, err error, atCommit bool) error {
+	var pgErr *pgconn.PgError
+	switch {
+	case errors.As(err, &pgErr):
+		switch pgErr.Code {
+		case "55P03": // lock_not_available: lock_timeout
+			return fmt.Errorf("%s: %w: %w", op, idalloc.ErrLockTimeout, err)
+		case "57014", "57P01", "57P02", "57P03", "08000", "08003", "08006", "40001", "40P01", "25006":
+			// canceled, shutting down, connection failures, serialization,
+			// deadlock, read-only (a replica): nothing committed.
+			return fmt.Errorf("%s: %w: %w", op, idalloc.ErrStoreUnavailable, err)
+		}
+		return fmt.Errorf("%s: %w", op, err)
+	case atCommit && !pgconn.SafeToRetry(err):
+		return fmt.Errorf("%s: %w: %w", op, idalloc.ErrCommitUnknown, err)
+	default:
+		// Before COMMIT a lost connection aborts the transaction on the
+		// server: nothing was committed.
+		return fmt.Errorf("%s: %w: %w", op, idalloc.ErrStoreUnavailable, err)
+	}
+}
