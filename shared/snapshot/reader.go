@@ -28,6 +28,8 @@ type Snapshot struct {
 	rest      []byte
 	exp       []byte
 	nExp      int
+	newer     []byte
+	nNewer    int
 }
 
 // Entry is a looked-up link. Its byte slices point into the snapshot and
@@ -37,6 +39,10 @@ type Entry struct {
 	RedirectType link.RedirectType
 	Status       link.Status
 	ExpiresAt    int64 // Unix milliseconds; 0 means never
+	// Version is the link's version when the file recorded one above the
+	// header's change version, else the header's change version: an upper
+	// bound, which is what replaying the stream after it needs.
+	Version uint64
 }
 
 // AppendURL appends the entry's target to dst.
@@ -252,6 +258,11 @@ func (s *Snapshot) decodeEntries(b []byte) error {
 		return corrupt("entries: %d expiries in %d bytes", e, len(b))
 	}
 	s.exp, s.nExp = c.bytes(e*expiryLen), int(e)
+	nv := c.u64()
+	if nv > uint64(len(b))/newerLen {
+		return corrupt("entries: %d newer versions in %d bytes", nv, len(b))
+	}
+	s.newer, s.nNewer = c.bytes(nv*newerLen), int(nv)
 	if c.err != nil {
 		return c.err
 	}
@@ -283,22 +294,32 @@ func (s *Snapshot) validateEntries() error {
 		}
 		prev = code
 	}
-	flagged := 0
+	flagged, flaggedNewer := 0, 0
 	for i := range s.nGen + s.nCustom {
 		r := s.records[i*recordLen:]
 		origin, off, n, rt, st := le.Uint32(r), le.Uint32(r[4:]), le.Uint16(r[8:]), r[10], r[11]
-		typ := rt &^ expiryFlag
+		typ, status := rt&^expiryFlag, st&^newerFlag
 		if uint64(origin) >= uint64(len(s.origins)) || uint64(off)+uint64(n) > uint64(len(s.rest)) ||
-			int(typ) >= len(redirectCodes) || st == 0 || int(st) >= len(statusCodes) ||
-			(typ == 0 && statusCodes[st] == link.Active) {
+			int(typ) >= len(redirectCodes) || status == 0 || int(status) >= len(statusCodes) ||
+			(typ == 0 && statusCodes[status] == link.Active) {
 			return corrupt("entries: record %d out of range", i)
 		}
 		if rt&expiryFlag != 0 {
 			flagged++
 		}
+		if st&newerFlag != 0 {
+			flaggedNewer++
+		}
 	}
-	if flagged != s.nExp {
-		return corrupt("entries: %d records flagged as expiring, %d expiry rows", flagged, s.nExp)
+	if flagged != s.nExp || flaggedNewer != s.nNewer {
+		return corrupt("entries: %d/%d records flagged as expiring/newer, %d/%d rows", flagged, flaggedNewer, s.nExp, s.nNewer)
+	}
+	for i := range s.nNewer {
+		idx := le.Uint32(s.newer[i*newerLen:])
+		if uint64(idx) >= uint64(s.nGen+s.nCustom) || (i > 0 && idx <= le.Uint32(s.newer[(i-1)*newerLen:])) ||
+			s.records[int(idx)*recordLen+11]&newerFlag == 0 || le.Uint64(s.newer[i*newerLen+4:]) <= s.Header.ChangeVersion {
+			return corrupt("entries: newer-version row %d invalid", i)
+		}
 	}
 	for i := range s.nExp {
 		idx := le.Uint32(s.exp[i*expiryLen:])
@@ -359,21 +380,31 @@ func (s *Snapshot) entry(i int) Entry {
 		Origin:       s.origins[le.Uint32(r)],
 		Rest:         s.rest[off : off+n],
 		RedirectType: redirectCodes[r[10]&^expiryFlag],
-		Status:       statusCodes[r[11]],
+		Status:       statusCodes[r[11]&^newerFlag],
+		Version:      s.Header.ChangeVersion,
+	}
+	if r[11]&newerFlag != 0 {
+		e.Version = le.Uint64(s.newer[rowIndex(s.newer, s.nNewer, newerLen, i)*newerLen+4:])
 	}
 	if r[10]&expiryFlag != 0 {
-		lo, hi := 0, s.nExp
-		for lo < hi {
-			m := int(uint(lo+hi) >> 1)
-			if int(le.Uint32(s.exp[m*expiryLen:])) < i {
-				lo = m + 1
-			} else {
-				hi = m
-			}
-		}
-		e.ExpiresAt = int64(le.Uint64(s.exp[lo*expiryLen+4:]))
+		e.ExpiresAt = int64(le.Uint64(s.exp[rowIndex(s.exp, s.nExp, expiryLen, i)*expiryLen+4:]))
 	}
 	return e
+}
+
+// rowIndex finds record i's row in a side table of n rows of rowLen bytes
+// keyed by a leading u32 record index. Validation guarantees it is there.
+func rowIndex(table []byte, n, rowLen, i int) int {
+	lo, hi := 0, n
+	for lo < hi {
+		m := int(uint(lo+hi) >> 1)
+		if int(le.Uint32(table[m*rowLen:])) < i {
+			lo = m + 1
+		} else {
+			hi = m
+		}
+	}
+	return lo
 }
 
 // Sealed returns the sealed-segment intervals per namespace.

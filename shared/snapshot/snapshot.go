@@ -21,6 +21,8 @@ const (
 	recordLen     = 12
 	expiryLen     = 12
 	expiryFlag    = 0x80 // in a record's redirect byte: it has an expiry row
+	newerFlag     = 0x80 // in a record's status byte: it has a newer-version row
+	newerLen      = 12
 )
 
 // Section kinds, in file order.
@@ -66,6 +68,9 @@ type Link struct {
 	RedirectType link.RedirectType
 	Status       link.Status
 	ExpiresAt    int64 // Unix milliseconds; 0 means never
+	// Version is the link's change version. The writer records it only
+	// when it is above the header's change version.
+	Version uint64
 }
 
 var redirectCodes = [...]link.RedirectType{0, 301, 302, 307, 308}

@@ -23,6 +23,8 @@ func sampleLinks() []Link {
 		{Code: "summer-sale", URL: "https://shop.example.com/#top", RedirectType: 308, Status: link.Active, ExpiresAt: 1},
 		{Code: "abcd", URL: "https://[::1]:8443/a?b#c", RedirectType: 302, Status: link.Active},
 		{Code: "Z_9-", URL: "weird-without-scheme", RedirectType: 302, Status: link.Active},
+		{Code: "fresh-1", URL: "https://new.example/", RedirectType: 302, Status: link.Active, Version: 1000},
+		{Code: "000003", Status: link.Disabled, Version: 1001, ExpiresAt: 5},
 	}
 }
 
@@ -62,9 +64,10 @@ func TestRoundTrip(t *testing.T) {
 		if !ok {
 			t.Fatalf("Lookup(%q) missing", l.Code)
 		}
-		if got := string(e.AppendURL(nil)); got != l.URL || e.Status != l.Status || e.ExpiresAt != l.ExpiresAt ||
+		wantVersion := max(l.Version, h.ChangeVersion)
+		if got := string(e.AppendURL(nil)); got != l.URL || e.Status != l.Status || e.ExpiresAt != l.ExpiresAt || e.Version != wantVersion ||
 			(l.Status == link.Active && e.RedirectType != l.RedirectType) {
-			t.Errorf("Lookup(%q) = %q %v %v %d; want %+v", l.Code, got, e.RedirectType, e.Status, e.ExpiresAt, l)
+			t.Errorf("Lookup(%q) = %q %v %v %d v%d; want %+v", l.Code, got, e.RedirectType, e.Status, e.ExpiresAt, e.Version, l)
 		}
 	}
 	for _, miss := range []string{"00000B", "00000b", "000000", "ABCD", "summer-salE", "zzzzzy", "abc", "zzzzzzz"} {

@@ -69,7 +69,7 @@ func (w *Writer) Write(out io.Writer, h Header, sealed []Sealed, bloom []byte) e
 	if err != nil {
 		return err
 	}
-	dictSec, entriesSec, err := w.encodeEntries()
+	dictSec, entriesSec, err := w.encodeEntries(h.ChangeVersion)
 	if err != nil {
 		return err
 	}
@@ -130,13 +130,13 @@ func encodeSealed(sealed []Sealed) ([]byte, error) {
 	return b, nil
 }
 
-func (w *Writer) encodeEntries() (dict, entries []byte, err error) {
+func (w *Writer) encodeEntries(changeVersion uint64) (dict, entries []byte, err error) {
 	le := binary.LittleEndian
 	origins := map[string]uint32{}
 	var originList []string
 	var rest bytes.Buffer
 	records := make([]byte, 0, recordLen*w.Len())
-	var expiries []byte
+	var expiries, newer []byte
 	idx := uint32(0)
 	addRecord := func(l *Link) error {
 		origin, r := splitOrigin(l.URL)
@@ -161,6 +161,13 @@ func (w *Writer) encodeEntries() (dict, entries []byte, err error) {
 			rec[10] |= expiryFlag
 		}
 		rec[11] = statusByte(l.Status)
+		if l.Version > changeVersion {
+			rec[11] |= newerFlag
+			var n [newerLen]byte
+			le.PutUint32(n[0:], idx)
+			le.PutUint64(n[4:], l.Version)
+			newer = append(newer, n[:]...)
+		}
 		rest.WriteString(r)
 		records = append(records, rec[:]...)
 		if l.ExpiresAt != 0 {
@@ -202,6 +209,8 @@ func (w *Writer) encodeEntries() (dict, entries []byte, err error) {
 	entries = pad4(entries)
 	entries = le.AppendUint64(entries, uint64(len(expiries)/expiryLen))
 	entries = append(entries, expiries...)
+	entries = le.AppendUint64(entries, uint64(len(newer)/newerLen))
+	entries = append(entries, newer...)
 
 	dict = binary.AppendUvarint(dict, uint64(len(originList)))
 	for _, o := range originList {
