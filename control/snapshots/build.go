@@ -1,0 +1,191 @@
+// Package snapshots builds the edge's snapshot file from the authority and
+// publishes it to the JetStream object store edges boot from.
+package snapshots
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"strconv"
+	"time"
+
+	"github.com/bits-and-blooms/bloom/v3"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/edgelink/edgelink/control/outbox"
+	"github.com/edgelink/edgelink/shared/link"
+	"github.com/edgelink/edgelink/shared/linkevent"
+	"github.com/edgelink/edgelink/shared/snapshot"
+)
+
+// BloomFalsePositive is the bloom section's target false-positive rate: 1%
+// costs about 1.2 bytes per code.
+const BloomFalsePositive = 0.01
+
+// Builder reads the authority and writes snapshots. Safe for concurrent use.
+type Builder struct {
+	pool *pgxpool.Pool
+	js   jetstream.JetStream
+	log  *slog.Logger
+	now  func() time.Time
+}
+
+// New returns a Builder.
+func New(pool *pgxpool.Pool, js jetstream.JetStream, log *slog.Logger) *Builder {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Builder{pool: pool, js: js, log: log, now: time.Now}
+}
+
+// Progress is told how many links have been read of the total.
+type Progress func(done, total int64)
+
+// Build writes a snapshot of every link to w and returns its header.
+//
+// Consistency: it first reads the newest event on the change stream (version
+// V, sequence S), then reads the authority in one REPEATABLE READ snapshot.
+// V was committed before it was published, and every version below V was
+// either published before it or provably never committed (the relay's
+// guarantee), so every change at or below V is in that view. Links changed
+// after V carry their own version in the file. An edge that loads the file
+// and replays the stream after S therefore misses nothing.
+func (b *Builder) Build(ctx context.Context, w io.Writer, progress Progress) (snapshot.Header, error) {
+	h := snapshot.Header{CreatedMillis: b.now().UnixMilli()}
+	var err error
+	if h.ChangeVersion, h.StreamSeq, err = streamPosition(ctx, b.js); err != nil {
+		return h, err
+	}
+	var (
+		wr     snapshot.Writer
+		sealed []snapshot.Sealed
+		filter *bloom.BloomFilter
+	)
+	err = pgx.BeginTxFunc(ctx, b.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
+		var total int64
+		if err := tx.QueryRow(ctx, `SELECT count(*) FROM links`).Scan(&total); err != nil {
+			return err
+		}
+		filter = bloom.NewWithEstimates(uint(max(total, 1000)), BloomFalsePositive)
+		var err error
+		if sealed, err = readSealed(ctx, tx); err != nil {
+			return err
+		}
+		rows, err := tx.Query(ctx, `SELECT code, url, redirect_type, status, expires_at, version FROM links`)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		var (
+			done    int64
+			code    string
+			url     string
+			rt      int16
+			status  string
+			expires pgtype.Timestamptz
+			version int64
+		)
+		for rows.Next() {
+			if err := rows.Scan(&code, &url, &rt, &status, &expires, &version); err != nil {
+				return err
+			}
+			l := snapshot.Link{Code: code, RedirectType: link.RedirectType(rt), Status: link.Status(status), Version: uint64(version)}
+			if l.Status == link.Active {
+				l.URL = url // targets of dead links are not needed to answer 410
+			}
+			if expires.Valid {
+				l.ExpiresAt = expires.Time.UnixMilli()
+			}
+			if err := wr.Add(l); err != nil {
+				return err
+			}
+			filter.AddString(code)
+			if done++; progress != nil && done%10000 == 0 {
+				progress(done, total)
+			}
+		}
+		if progress != nil {
+			progress(done, total)
+		}
+		return rows.Err()
+	})
+	if err != nil {
+		return h, fmt.Errorf("snapshot: read authority: %w", err)
+	}
+	var bloomBytes bytes.Buffer
+	if _, err := filter.WriteTo(&bloomBytes); err != nil {
+		return h, err
+	}
+	h.BloomCount = uint64(wr.Len())
+	h.Entries = uint64(wr.Len())
+	if err := wr.Write(w, h, sealed, bloomBytes.Bytes()); err != nil {
+		return h, fmt.Errorf("snapshot: write: %w", err)
+	}
+	return h, nil
+}
+
+// streamPosition is the newest event's version and sequence on the change
+// stream; an empty or missing stream is position zero.
+func streamPosition(ctx context.Context, js jetstream.JetStream) (version, seq uint64, err error) {
+	stream, err := js.Stream(ctx, linkevent.Stream)
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		return 0, 0, nil
+	}
+	if err != nil {
+		return 0, 0, fmt.Errorf("snapshot: change stream: %w", err)
+	}
+	msg, err := stream.GetLastMsgForSubject(ctx, linkevent.Subject)
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		info, err := stream.Info(ctx)
+		if err != nil {
+			return 0, 0, err
+		}
+		return 0, info.State.LastSeq, nil
+	}
+	if err != nil {
+		return 0, 0, fmt.Errorf("snapshot: change stream: %w", err)
+	}
+	v, err := strconv.ParseUint(msg.Header.Get(outbox.HeaderVersion), 10, 64)
+	if err != nil {
+		return 0, 0, fmt.Errorf("snapshot: stream message %d has no version", msg.Sequence)
+	}
+	return v, msg.Sequence, nil
+}
+
+// readSealed merges each namespace's sealed audit intervals.
+func readSealed(ctx context.Context, tx pgx.Tx) ([]snapshot.Sealed, error) {
+	rows, err := tx.Query(ctx, `
+		SELECT namespace, seg_start, seg_end FROM alloc_audit
+		WHERE sealed_at IS NOT NULL ORDER BY namespace, seg_start`)
+	if err != nil {
+		return nil, err
+	}
+	type row struct {
+		NS         string
+		Start, End int64
+	}
+	all, err := pgx.CollectRows(rows, pgx.RowToStructByPos[row])
+	if err != nil {
+		return nil, err
+	}
+	var out []snapshot.Sealed
+	for _, r := range all {
+		if len(out) == 0 || out[len(out)-1].Namespace != r.NS {
+			out = append(out, snapshot.Sealed{Namespace: r.NS})
+		}
+		s := &out[len(out)-1]
+		iv := snapshot.Interval{Start: uint64(r.Start), End: uint64(r.End)}
+		if n := len(s.Intervals); n > 0 && s.Intervals[n-1].End == iv.Start {
+			s.Intervals[n-1].End = iv.End
+		} else {
+			s.Intervals = append(s.Intervals, iv)
+		}
+	}
+	return out, nil
+}

@@ -1,0 +1,200 @@
+package snapshots
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"testing"
+	"time"
+
+	"github.com/bits-and-blooms/bloom/v3"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/edgelink/edgelink/control/idalloc"
+	"github.com/edgelink/edgelink/control/outbox"
+	"github.com/edgelink/edgelink/control/postgres"
+	"github.com/edgelink/edgelink/shared/base62"
+	"github.com/edgelink/edgelink/shared/link"
+	"github.com/edgelink/edgelink/shared/natstest"
+	"github.com/edgelink/edgelink/shared/pgtest"
+	"github.com/edgelink/edgelink/shared/snapshot"
+)
+
+func TestMain(m *testing.M) { pgtest.Main(m) }
+
+// publishAll runs a relay until the stream holds every outbox row.
+func publishAll(t *testing.T, pool *pgxpool.Pool, js jetstream.JetStream) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = outbox.New(postgres.New(pool), js, outbox.Config{PollInterval: 20 * time.Millisecond}).Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		var n int
+		if err := pool.QueryRow(ctx, `SELECT count(*) FROM outbox WHERE published_at IS NULL`).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		if n == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d outbox rows still unpublished", n)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func TestBuildIsConsistentAndComplete(t *testing.T) {
+	ctx := context.Background()
+	pool := pgtest.Pool(t)
+	_, js := natstest.Start(t).Connect(t)
+	st := postgres.New(pool)
+	tenant, err := st.CreateTenant(ctx, "t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	alloc, err := idalloc.New(ctx, postgres.NewAllocStore(pool), idalloc.Config{
+		Namespaces: []idalloc.Namespace{{Name: "default", Start: 1, End: base62.Space, Step: 10}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer alloc.Close(ctx)
+	create := func(i int, expires time.Time) *link.Link {
+		id, err := alloc.Next(ctx, "default")
+		if err != nil {
+			t.Fatal(err)
+		}
+		code, _ := base62.Encode(id)
+		l := &link.Link{ID: id, Code: code, TenantID: tenant, Namespace: "default", RedirectType: 302, ExpiresAt: expires,
+			URL: fmt.Sprintf("https://shop%d.example.com/p/%d?utm_source=x", i%3, i), URLOriginal: "x"}
+		err = st.CreateLink(ctx, l, false)
+		alloc.Done(id, err == nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return l
+	}
+	var links []*link.Link
+	for i := range 45 {
+		var exp time.Time
+		if i%7 == 0 {
+			exp = time.Now().Add(time.Hour).Truncate(time.Millisecond)
+		}
+		links = append(links, create(i, exp))
+	}
+	// A disabled and a deleted link: the file must say 410 for them, not 404.
+	for _, x := range []struct {
+		l      *link.Link
+		status link.Status
+	}{{links[3], link.Disabled}, {links[4], link.Deleted}} {
+		if _, err := pool.Exec(ctx, `UPDATE links SET status = $1 WHERE code = $2`, x.status, x.l.Code); err != nil {
+			t.Fatal(err)
+		}
+		x.l.Status = x.status
+	}
+	publishAll(t, pool, js)
+	// Created after the stream's newest event: in the file with its version.
+	late := create(100, time.Time{})
+	links = append(links, late)
+
+	var buf bytes.Buffer
+	var lastDone, lastTotal int64
+	h, err := New(pool, js, nil).Build(ctx, &buf, func(d, n int64) { lastDone, lastTotal = d, n })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if lastDone != int64(len(links)) || lastTotal != int64(len(links)) {
+		t.Errorf("progress ended at %d/%d, want %d", lastDone, lastTotal, len(links))
+	}
+	snap, err := snapshot.Open(buf.Bytes())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h.ChangeVersion >= late.Version {
+		t.Errorf("header version %d; the late link has %d and must be newer", h.ChangeVersion, late.Version)
+	}
+	if snap.Header.StreamSeq == 0 || snap.Header.Entries != uint64(len(links)) {
+		t.Errorf("header %+v", snap.Header)
+	}
+	f := new(bloom.BloomFilter)
+	if _, err := f.ReadFrom(bytes.NewReader(snap.Bloom())); err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range links {
+		e, ok := snap.Lookup([]byte(l.Code))
+		if !ok {
+			t.Fatalf("%s missing from the snapshot", l.Code)
+		}
+		if !f.TestString(l.Code) {
+			t.Errorf("%s missing from the bloom", l.Code)
+		}
+		want := l.URL
+		if l.Status != link.Active {
+			want = ""
+		}
+		if got := string(e.AppendURL(nil)); got != want || e.Status != l.Status || e.ExpiresAt != l.ExpiresAt.UnixMilli() && !l.ExpiresAt.IsZero() {
+			t.Errorf("%s: snapshot %q %s %d; authority %q %s %v", l.Code, got, e.Status, e.ExpiresAt, want, l.Status, l.ExpiresAt)
+		}
+		if l == late && e.Version != late.Version {
+			t.Errorf("late link recorded at version %d, want %d", e.Version, late.Version)
+		}
+		if l != late && e.Version != h.ChangeVersion {
+			t.Errorf("%s recorded at version %d, want the header's %d", l.Code, e.Version, h.ChangeVersion)
+		}
+	}
+	// Segments are sealed once every ID handed out from them is done: the
+	// four full segments of ten are.
+	var sealedIDs uint64
+	for _, s := range snap.Sealed() {
+		for _, iv := range s.Intervals {
+			sealedIDs += iv.End - iv.Start
+		}
+	}
+	if sealedIDs < 40 {
+		t.Errorf("only %d sealed IDs in the snapshot: %v", sealedIDs, snap.Sealed())
+	}
+
+	// Publishing keeps the newest three, byte-identical.
+	for i := range 4 {
+		var b bytes.Buffer
+		if _, err := New(pool, js, nil).Build(ctx, &b, nil); err != nil {
+			t.Fatal(err)
+		}
+		data := b.Bytes()
+		if i < 3 { // make each a distinct version
+			create(200+i, time.Time{})
+			publishAll(t, pool, js)
+		}
+		name, err := Publish(ctx, js, data, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		obs, err := js.ObjectStore(ctx, snapshot.Bucket)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := obs.Get(ctx, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := io.ReadAll(r)
+		if err != nil || !bytes.Equal(got, data) {
+			t.Fatalf("fetched %s differs from what was published (%v)", name, err)
+		}
+	}
+	obs, _ := js.ObjectStore(ctx, snapshot.Bucket)
+	infos, err := obs.List(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(infos) != Keep {
+		t.Errorf("bucket keeps %d snapshots, want %d", len(infos), Keep)
+	}
+	if _, err := Publish(ctx, js, []byte("not a snapshot"), 1); err == nil {
+		t.Error("an invalid snapshot was published")
+	}
+}
