@@ -27,11 +27,23 @@ type globals struct {
 
 type cli struct {
 	globals
-	Serve   serveCmd   `cmd:"" default:"withargs" help:"Serve the creator API and publish changes (default)."`
-	Migrate migrateCmd `cmd:"" help:"Apply database migrations and exit."`
-	Tenants tenantsCmd `cmd:"" help:"Manage tenants."`
-	Keys    keysCmd    `cmd:"" help:"Manage API keys."`
-	Alloc   allocCmd   `cmd:"" help:"Inspect ID allocation."`
+	Serve    serveCmd    `cmd:"" default:"withargs" help:"Serve the creator API and publish changes (default)."`
+	Migrate  migrateCmd  `cmd:"" help:"Apply database migrations and exit."`
+	Tenants  tenantsCmd  `cmd:"" help:"Manage tenants."`
+	Keys     keysCmd     `cmd:"" help:"Manage API keys."`
+	Alloc    allocCmd    `cmd:"" help:"Inspect ID allocation."`
+	Snapshot snapshotCmd `cmd:"" help:"Build edge snapshots."`
+}
+
+type snapshotCmd struct {
+	Build snapshotBuildCmd `cmd:"" help:"Build a snapshot of every link at one change version; write it to a file and/or publish it for edges."`
+}
+
+type snapshotBuildCmd struct {
+	Out      string `help:"File to write (written atomically); empty with --publish writes no file." type:"path"`
+	Publish  bool   `help:"Publish to the JetStream object store edges boot from."`
+	NATSURL  string `name:"nats-url" default:"nats://127.0.0.1:4222" env:"EDGELINK_NATS_URL" help:"NATS server(s) with JetStream, comma-separated."`
+	Replicas int    `default:"1" help:"Object store replicas when the bucket is created."`
 }
 
 type allocCmd struct {
@@ -136,6 +148,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, onListen 
 			fmt.Fprintf(stdout, "api key (shown once): %s\n", key)
 			return nil
 		})
+	case cmd == "snapshot build":
+		return runSnapshotBuild(ctx, c.DatabaseURL, c.Snapshot.Build, stdout, stderr)
 	case cmd == "alloc verify":
 		return runAllocVerify(ctx, c.DatabaseURL, stdout)
 	case strings.HasPrefix(cmd, "keys revoke"):

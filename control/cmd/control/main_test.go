@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"context"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -10,7 +12,10 @@ import (
 
 	"github.com/edgelink/edgelink/control/idalloc"
 	"github.com/edgelink/edgelink/control/postgres"
+	"github.com/edgelink/edgelink/shared/link"
+	"github.com/edgelink/edgelink/shared/natstest"
 	"github.com/edgelink/edgelink/shared/pgtest"
+	"github.com/edgelink/edgelink/shared/snapshot"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
@@ -93,5 +98,47 @@ func TestAllocVerify(t *testing.T) {
 	}
 	if !strings.Contains(out, "VIOLATION") || !strings.Contains(out, "21") {
 		t.Fatalf("verify did not name the intervals above the counter: %q", out)
+	}
+}
+
+func TestSnapshotBuild(t *testing.T) {
+	ctx := context.Background()
+	dsn := pgtest.DSN(t)
+	ns := natstest.Start(t)
+	pool, err := pgxpool.New(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	st := postgres.New(pool)
+	tenant, err := st.CreateTenant(ctx, "acme")
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := &link.Link{ID: 7, Code: "000007", TenantID: tenant, Namespace: "default", URL: "https://example.com/", URLOriginal: "https://example.com/", RedirectType: 302}
+	if err := st.CreateLink(ctx, l, false); err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(t.TempDir(), "links.snap")
+	out, err := runCLI(t, "--database-url", dsn, "snapshot", "build", "--out", file, "--publish", "--nats-url", ns.ClientURL())
+	if err != nil {
+		t.Fatalf("snapshot build: %v\n%s", err, out)
+	}
+	data, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	snap, err := snapshot.Open(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e, ok := snap.Lookup([]byte("000007")); !ok || string(e.AppendURL(nil)) != l.URL {
+		t.Fatalf("snapshot lookup of 000007: %+v %v", e, ok)
+	}
+	if !strings.Contains(out, "published as "+snapshot.ObjectName(snap.Header.ChangeVersion)) {
+		t.Fatalf("output does not say where it was published: %q", out)
+	}
+	if _, err := runCLI(t, "--database-url", dsn, "snapshot", "build"); err == nil {
+		t.Fatal("snapshot build with neither --out nor --publish succeeded")
 	}
 }

@@ -1,0 +1,100 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"golang.org/x/term"
+
+	"github.com/edgelink/edgelink/control/snapshots"
+)
+
+func runSnapshotBuild(ctx context.Context, dsn string, c snapshotBuildCmd, stdout, stderr io.Writer) error {
+	if c.Out == "" && !c.Publish {
+		return errors.New("snapshot build: give --out FILE, --publish, or both")
+	}
+	pool, err := pgxpool.New(ctx, dsn)
+	if err != nil {
+		return fmt.Errorf("database: %w", err)
+	}
+	defer pool.Close()
+	nc, err := nats.Connect(c.NATSURL, nats.Name("edgelink-control snapshot"))
+	if err != nil {
+		return fmt.Errorf("nats: %w", err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return err
+	}
+	start := time.Now()
+	var buf bytes.Buffer
+	h, err := snapshots.New(pool, js, nil).Build(ctx, &buf, progressPrinter(stderr))
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "snapshot at change version %d (stream sequence %d): %d links, %d bytes (%.1f per link), built in %s\n",
+		h.ChangeVersion, h.StreamSeq, h.Entries, buf.Len(), float64(buf.Len())/float64(max(h.Entries, 1)), time.Since(start).Round(time.Millisecond))
+	if c.Out != "" {
+		if err := writeAtomic(c.Out, buf.Bytes()); err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "written to %s\n", c.Out)
+	}
+	if c.Publish {
+		name, err := snapshots.Publish(ctx, js, buf.Bytes(), c.Replicas)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "published as %s\n", name)
+	}
+	return nil
+}
+
+// progressPrinter redraws one line on a terminal; elsewhere (logs, CI) it
+// stays quiet.
+func progressPrinter(w io.Writer) snapshots.Progress {
+	f, ok := w.(*os.File)
+	if !ok || !term.IsTerminal(int(f.Fd())) {
+		return nil
+	}
+	return func(done, total int64) {
+		pct := 100.0
+		if total > 0 {
+			pct = 100 * float64(done) / float64(total)
+		}
+		fmt.Fprintf(w, "\rreading links: %d / %d (%.0f%%)", done, total, pct)
+		if done >= total {
+			fmt.Fprintln(w)
+		}
+	}
+}
+
+func writeAtomic(path string, data []byte) error {
+	tmp, err := os.CreateTemp(filepath.Dir(path), ".snapshot-*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	if _, err := tmp.Write(data); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Sync(); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp.Name(), path)
+}
