@@ -18,6 +18,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/edgelink/edgelink/control/api"
+	controlauthority "github.com/edgelink/edgelink/control/authority"
 	"github.com/edgelink/edgelink/control/links"
 	"github.com/edgelink/edgelink/control/outbox"
 	"github.com/edgelink/edgelink/control/postgres"
@@ -94,6 +95,10 @@ func Run(ctx context.Context, cfg Config) error {
 	g := new(errgroup.Group)
 	g.Go(func() error {
 		return outbox.New(store, js, outbox.Config{Log: log}).Run(relayCtx)
+	})
+	// Edges ask about codes they do not know; answering stops with the API.
+	g.Go(func() error {
+		return controlauthority.New(nc, store, controlauthority.Config{Log: log}).Run(ctx)
 	})
 	g.Go(func() error {
 		if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {

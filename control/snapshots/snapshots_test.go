@@ -29,7 +29,10 @@ func publishAll(t *testing.T, pool *pgxpool.Pool, js jetstream.JetStream) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
-	go func() { defer close(done); _ = outbox.New(postgres.New(pool), js, outbox.Config{PollInterval: 20 * time.Millisecond}).Run(ctx) }()
+	go func() {
+		defer close(done)
+		_ = outbox.New(postgres.New(pool), js, outbox.Config{PollInterval: 20 * time.Millisecond}).Run(ctx)
+	}()
 	defer func() { cancel(); <-done }()
 	deadline := time.Now().Add(30 * time.Second)
 	for {

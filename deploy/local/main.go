@@ -42,6 +42,11 @@ type Options struct {
 	Log         *slog.Logger
 	// OnReady, if set, is called once everything serves.
 	OnReady func(Ready)
+	// NATSURL, if set, is an external NATS JetStream server to use instead
+	// of the embedded one (tests stop and restart it).
+	NATSURL string
+	// Edge, if set, adjusts the edge's configuration before it starts.
+	Edge func(*edgeserver.Config)
 }
 
 // Ready describes the running stack.
@@ -98,31 +103,38 @@ func Run(ctx context.Context, o Options) error {
 		return err
 	}
 
-	natsPort := o.NATSPort
-	if natsPort > 0 && !portFree(natsPort) {
-		natsPort = -1
+	natsURL := o.NATSURL
+	if natsURL == "" {
+		natsPort := o.NATSPort
+		if natsPort > 0 && !portFree(natsPort) {
+			natsPort = -1
+		}
+		ns, err := server.NewServer(&server.Options{
+			ServerName: "edgelink-local", Host: "127.0.0.1", Port: natsPort, NoSigs: true, NoLog: true,
+			JetStream: true, StoreDir: filepath.Join(dataDir, "nats"),
+		})
+		if err != nil {
+			return fmt.Errorf("nats: %w", err)
+		}
+		ns.Start()
+		defer func() { ns.Shutdown(); ns.WaitForShutdown() }()
+		if !ns.ReadyForConnections(30 * time.Second) {
+			return errors.New("nats: not ready within 30s")
+		}
+		natsURL = ns.ClientURL()
 	}
-	ns, err := server.NewServer(&server.Options{
-		ServerName: "edgelink-local", Host: "127.0.0.1", Port: natsPort, NoSigs: true, NoLog: true,
-		JetStream: true, StoreDir: filepath.Join(dataDir, "nats"),
-	})
-	if err != nil {
-		return fmt.Errorf("nats: %w", err)
-	}
-	ns.Start()
-	defer func() { ns.Shutdown(); ns.WaitForShutdown() }()
-	if !ns.ReadyForConnections(30 * time.Second) {
-		return errors.New("nats: not ready within 30s")
-	}
-	natsURL := ns.ClientURL()
 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	controlAddr, edgeAddr := make(chan net.Addr, 1), make(chan net.Addr, 1)
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error {
-		err := edgeserver.Run(gctx, edgeserver.Config{HTTPAddr: o.EdgeAddr, NATSURL: natsURL, Name: "local", Log: o.Log,
-			OnListen: func(a net.Addr) { edgeAddr <- a }})
+		ecfg := edgeserver.Config{HTTPAddr: o.EdgeAddr, NATSURL: natsURL, Name: "local", Log: o.Log,
+			OnListen: func(a net.Addr) { edgeAddr <- a }}
+		if o.Edge != nil {
+			o.Edge(&ecfg)
+		}
+		err := edgeserver.Run(gctx, ecfg)
 		return prefix("edge", err)
 	})
 	var edgeURL string

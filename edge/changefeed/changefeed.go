@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -20,6 +21,11 @@ import (
 // Applier takes entries from the feed.
 type Applier interface {
 	Apply(e *store.Entry) bool
+}
+
+// SegmentSealer takes sealed-segment events; an Applier may implement it.
+type SegmentSealer interface {
+	Seal(start, end uint64)
 }
 
 // Feed consumes the change stream. Its counters are safe to read while Run
@@ -36,6 +42,9 @@ type Feed struct {
 	bad     atomic.Uint64 // undecodable events, skipped
 	caught  atomic.Bool   // pending has reached 0 at least once
 	lastAt  atomic.Int64  // Unix nanoseconds of the last applied event
+
+	pauseMu sync.Mutex
+	paused  chan struct{} // non-nil while paused; closed on Resume
 }
 
 // New returns a feed applying js's change stream to s.
@@ -54,6 +63,8 @@ type Position struct {
 	Gaps     uint64
 	Bad      uint64
 	CaughtUp bool
+	// LastApplied is when the last event was applied (zero before any).
+	LastApplied time.Time
 }
 
 // Position returns the feed's progress.
@@ -61,6 +72,53 @@ func (f *Feed) Position() Position {
 	return Position{
 		Seq: f.seq.Load(), Version: f.version.Load(), Pending: f.pending.Load(),
 		Gaps: f.gaps.Load(), Bad: f.bad.Load(), CaughtUp: f.caught.Load(),
+		LastApplied: lastApplied(f.lastAt.Load()),
+	}
+}
+
+func lastApplied(ns int64) time.Time {
+	if ns == 0 {
+		return time.Time{}
+	}
+	return time.Unix(0, ns)
+}
+
+// Complete reports whether the feed can prove it applied every change up
+// to its version: no gap was ever seen. After a gap the edge must not answer
+// a miss from what it has applied (it would need a re-sync from a snapshot).
+func (f *Feed) Complete() bool { return f.gaps.Load() == 0 }
+
+// Pause stops applying events until Resume; received events wait in the
+// consumer. It exists so tests can prove that the edge answers correctly
+// while its view lags.
+func (f *Feed) Pause() {
+	f.pauseMu.Lock()
+	if f.paused == nil {
+		f.paused = make(chan struct{})
+	}
+	f.pauseMu.Unlock()
+}
+
+// Resume undoes Pause.
+func (f *Feed) Resume() {
+	f.pauseMu.Lock()
+	if f.paused != nil {
+		close(f.paused)
+		f.paused = nil
+	}
+	f.pauseMu.Unlock()
+}
+
+func (f *Feed) waitResumed(ctx context.Context) {
+	f.pauseMu.Lock()
+	ch := f.paused
+	f.pauseMu.Unlock()
+	if ch == nil {
+		return
+	}
+	select {
+	case <-ch:
+	case <-ctx.Done():
 	}
 }
 
@@ -96,7 +154,15 @@ func (f *Feed) consume(ctx context.Context) error {
 		return fmt.Errorf("change feed consumer: %w", err)
 	}
 	if info, err := f.js.Stream(ctx, linkevent.Stream); err == nil {
-		if st := info.CachedInfo().State; st.LastSeq <= f.seq.Load() {
+		st := info.CachedInfo().State
+		if st.FirstSeq > f.seq.Load()+1 && st.Msgs > 0 {
+			// Events we never applied are gone from the stream (limits or
+			// a purge); whatever we apply next, we cannot prove
+			// completeness.
+			f.gaps.Add(1)
+			f.log.Error("change feed gap: stream starts after our position", "first_seq", st.FirstSeq, "applied_seq", f.seq.Load())
+		}
+		if st.LastSeq <= f.seq.Load() {
 			f.pending.Store(0)
 			f.caught.Store(true)
 		}
@@ -114,6 +180,10 @@ func (f *Feed) consume(ctx context.Context) error {
 				return ctx.Err()
 			}
 			return err
+		}
+		f.waitResumed(ctx)
+		if ctx.Err() != nil {
+			return ctx.Err()
 		}
 		f.apply(msg)
 	}
@@ -137,8 +207,13 @@ func (f *Feed) apply(msg jetstream.Msg) {
 			f.gaps.Add(1)
 			f.log.Error("change feed gap", "applied_version", last, "event_prev", ev.Prev, "event_version", ev.Version)
 		}
-		if ev.Kind == linkevent.KindLink {
+		switch ev.Kind {
+		case linkevent.KindLink:
 			f.store.Apply(store.EntryFromEvent(&ev))
+		case linkevent.KindSegment:
+			if s, ok := f.store.(SegmentSealer); ok && ev.SegState == linkevent.SegmentSealed {
+				s.Seal(ev.SegStart, ev.SegEnd)
+			}
 		}
 		if ev.Version > f.version.Load() {
 			f.version.Store(ev.Version)

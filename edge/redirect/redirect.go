@@ -3,11 +3,14 @@
 package redirect
 
 import (
+	"io"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"github.com/valyala/fasthttp"
 
+	"github.com/edgelink/edgelink/edge/resolve"
 	"github.com/edgelink/edgelink/edge/store"
 	"github.com/edgelink/edgelink/shared/link"
 )
@@ -17,37 +20,59 @@ type Lookuper interface {
 	Lookup(code []byte) (*store.Entry, bool)
 }
 
-// Counters are the handler's outcome counts; fields are updated atomically.
-type Counters struct {
-	Hits, NotFound, Gone, BadMethod, BadCode atomic.Uint64
+// Resolver answers a code the overlay does not hold: the snapshot, the
+// long-tail cache and the authority. It may block for a bounded time.
+type Resolver interface {
+	Resolve(code, clientIP []byte) (*store.Entry, resolve.Outcome)
 }
 
-// Handler answers redirects. Ready backs /readyz; Now is injectable for
-// expiry tests.
+// ClickRecorder takes a click per redirect; it must not block or allocate.
+type ClickRecorder interface {
+	Record(code []byte, atMillis int64)
+}
+
+// Counters are the handler's outcome counts; fields are updated atomically.
+type Counters struct {
+	Hits, NotFound, Gone, BadMethod, BadCode, Limited, Unavailable atomic.Uint64
+}
+
+// Handler answers redirects. Store is the overlay, consulted first and
+// alone on the hit path; Miss (optional) resolves what it lacks, else a miss
+// is a 404. Ready backs /readyz, Metrics (optional) /metrics; Now is
+// injectable for expiry tests.
 type Handler struct {
 	Store    Lookuper
+	Miss     Resolver
+	Clicks   ClickRecorder
 	Ready    func() error
+	Metrics  func(w io.Writer)
 	Now      func() time.Time
 	Counters Counters
 }
 
 var (
 	// No intermediary may cache a redirect: links change and get disabled.
-	cacheControl  = []byte("private, no-store, max-age=0")
-	headerCache   = []byte(fasthttp.HeaderCacheControl)
-	allowGetHead  = []byte("GET, HEAD")
-	headerAllow   = []byte(fasthttp.HeaderAllow)
-	textNotFound  = []byte("404 not found\n")
-	textGone      = []byte("410 gone: this link is no longer active\n")
-	textBadMethod = []byte("405 method not allowed: use GET or HEAD\n")
-	textPlain     = []byte("text/plain; charset=utf-8")
-	robotsTxt     = []byte("User-agent: *\nDisallow:\n")
-	pathLivez     = "/livez"
-	pathReadyz    = "/readyz"
-	pathRobots    = "/robots.txt"
-	pathFavicon   = "/favicon.ico"
-	methodGet     = []byte(fasthttp.MethodGet)
-	methodHead    = []byte(fasthttp.MethodHead)
+	cacheControl   = []byte("private, no-store, max-age=0")
+	headerCache    = []byte(fasthttp.HeaderCacheControl)
+	headerLocation = []byte(fasthttp.HeaderLocation)
+	allowGetHead   = []byte("GET, HEAD")
+	headerAllow    = []byte(fasthttp.HeaderAllow)
+	textNotFound   = []byte("404 not found\n")
+	textGone       = []byte("410 gone: this link is no longer active\n")
+	textBadMethod  = []byte("405 method not allowed: use GET or HEAD\n")
+	textLimited    = []byte("429 too many requests for unknown links; retry later\n")
+	textUnavail    = []byte("503 this link cannot be checked right now; retry shortly\n")
+	headerRetry    = []byte(fasthttp.HeaderRetryAfter)
+	retryAfter     = []byte("1")
+	pathMetrics    = "/metrics"
+	textPlain      = []byte("text/plain; charset=utf-8")
+	robotsTxt      = []byte("User-agent: *\nDisallow:\n")
+	pathLivez      = "/livez"
+	pathReadyz     = "/readyz"
+	pathRobots     = "/robots.txt"
+	pathFavicon    = "/favicon.ico"
+	methodGet      = []byte(fasthttp.MethodGet)
+	methodHead     = []byte(fasthttp.MethodHead)
 )
 
 // Serve is the fasthttp request handler. The hit path does not allocate.
@@ -71,26 +96,63 @@ func (h *Handler) Serve(ctx *fasthttp.RequestCtx) {
 	}
 	e, ok := h.Store.Lookup(code)
 	if !ok {
-		h.Counters.NotFound.Add(1)
-		h.text(ctx, fasthttp.StatusNotFound, textNotFound)
-		return
+		if e = h.resolve(ctx, code); e == nil {
+			return
+		}
 	}
-	if !e.Live(h.now().UnixMilli()) {
+	// Expiry is evaluated here, at read time: a link stops redirecting the
+	// instant it expires, whatever the stream says.
+	now := h.now(ctx).UnixMilli()
+	if !e.Live(now) {
 		h.Counters.Gone.Add(1)
 		h.text(ctx, fasthttp.StatusGone, textGone)
 		return
 	}
 	h.Counters.Hits.Add(1)
-	ctx.Response.Header.SetBytesKV(headerCache, cacheControl)
-	ctx.Response.Header.Set(fasthttp.HeaderLocation, e.URL)
+	if h.Clicks != nil {
+		h.Clicks.Record(code, now)
+	}
+	// SetCanonical: the keys are already canonical, so fasthttp need not
+	// normalize them on every hit.
+	ctx.Response.Header.SetCanonical(headerCache, cacheControl)
+	ctx.Response.Header.SetCanonical(headerLocation, unsafe.Slice(unsafe.StringData(e.URL), len(e.URL)))
 	ctx.Response.SetStatusCode(int(e.RedirectType))
 }
 
-func (h *Handler) now() time.Time {
+// resolve handles an overlay miss. It returns the entry to answer from, or
+// nil after writing the answer itself.
+func (h *Handler) resolve(ctx *fasthttp.RequestCtx, code []byte) *store.Entry {
+	if h.Miss == nil {
+		h.Counters.NotFound.Add(1)
+		h.text(ctx, fasthttp.StatusNotFound, textNotFound)
+		return nil
+	}
+	e, outcome := h.Miss.Resolve(code, ctx.RemoteIP())
+	switch outcome {
+	case resolve.Found:
+		return e
+	case resolve.Limited:
+		h.Counters.Limited.Add(1)
+		ctx.Response.Header.SetBytesKV(headerRetry, retryAfter)
+		h.text(ctx, fasthttp.StatusTooManyRequests, textLimited)
+	case resolve.Unavailable:
+		h.Counters.Unavailable.Add(1)
+		ctx.Response.Header.SetBytesKV(headerRetry, retryAfter)
+		h.text(ctx, fasthttp.StatusServiceUnavailable, textUnavail)
+	default:
+		h.Counters.NotFound.Add(1)
+		h.text(ctx, fasthttp.StatusNotFound, textNotFound)
+	}
+	return nil
+}
+
+// now is the request's time: fasthttp reads the clock once per request
+// already, so the hit path need not read it again.
+func (h *Handler) now(ctx *fasthttp.RequestCtx) time.Time {
 	if h.Now != nil {
 		return h.Now()
 	}
-	return time.Now()
+	return ctx.Time()
 }
 
 // serveOwn answers the edge's own routes, which control reserves so they can
@@ -109,6 +171,15 @@ func (h *Handler) serveOwn(ctx *fasthttp.RequestCtx, path []byte) bool {
 			}
 		}
 		h.text(ctx, fasthttp.StatusOK, []byte("ok\n"))
+		return true
+	case pathMetrics:
+		if h.Metrics == nil {
+			h.text(ctx, fasthttp.StatusNotFound, textNotFound)
+			return true
+		}
+		ctx.Response.Header.SetBytesKV(headerCache, cacheControl)
+		ctx.SetContentType("text/plain; version=0.0.4; charset=utf-8")
+		h.Metrics(ctx)
 		return true
 	case pathRobots:
 		h.text(ctx, fasthttp.StatusOK, robotsTxt)

@@ -6,6 +6,8 @@ import (
 
 	"github.com/valyala/fasthttp"
 
+	"github.com/edgelink/edgelink/edge/clicks"
+	"github.com/edgelink/edgelink/edge/resolve"
 	"github.com/edgelink/edgelink/edge/store"
 	"github.com/edgelink/edgelink/shared/link"
 )
@@ -103,5 +105,76 @@ func BenchmarkHit(b *testing.B) {
 	for b.Loop() {
 		ctx.Response.Reset()
 		h.Serve(&ctx)
+	}
+}
+
+type fixedResolver struct {
+	e       *store.Entry
+	outcome resolve.Outcome
+}
+
+func (f fixedResolver) Resolve(code, ip []byte) (*store.Entry, resolve.Outcome) {
+	return f.e, f.outcome
+}
+
+func TestMissAnswers(t *testing.T) {
+	tests := []struct {
+		outcome resolve.Outcome
+		e       *store.Entry
+		status  int
+		retry   string
+	}{
+		{resolve.NotFound, nil, 404, ""},
+		{resolve.Limited, nil, 429, "1"},
+		{resolve.Unavailable, nil, 503, "1"},
+		{resolve.Found, &store.Entry{Code: "zzzzzz", URL: "https://from-authority", RedirectType: 307, Status: link.Active, Version: 9}, 307, ""},
+		{resolve.Found, &store.Entry{Code: "zzzzzz", Status: link.Disabled, Version: 9}, 410, ""},
+	}
+	for _, tt := range tests {
+		h, _ := newHandler()
+		h.Miss = fixedResolver{tt.e, tt.outcome}
+		ctx := do(h, "GET", "/zzzzzz")
+		if got := ctx.Response.StatusCode(); got != tt.status {
+			t.Errorf("outcome %d: status %d, want %d", tt.outcome, got, tt.status)
+		}
+		if got := string(ctx.Response.Header.Peek("Retry-After")); got != tt.retry {
+			t.Errorf("outcome %d: Retry-After %q, want %q", tt.outcome, got, tt.retry)
+		}
+		if cc := string(ctx.Response.Header.Peek("Cache-Control")); cc != string(cacheControl) {
+			t.Errorf("outcome %d: Cache-Control %q", tt.outcome, cc)
+		}
+	}
+}
+
+// BenchmarkHitWithClicks is the production hit path: overlay lookup, expiry
+// check, click recorded into the ring, redirect written.
+func BenchmarkHitWithClicks(b *testing.B) {
+	h, _ := newHandler()
+	h.Now = nil
+	rec := clicks.New(nil, clicks.Config{Buffer: 1 << 10})
+	h.Clicks = rec
+	var ctx fasthttp.RequestCtx
+	var req fasthttp.Request
+	req.Header.SetMethod("GET")
+	req.SetRequestURI("/00000A")
+	ctx.Init(&req, nil, nil)
+	b.ReportAllocs()
+	for b.Loop() {
+		ctx.Response.Reset()
+		h.Serve(&ctx)
+	}
+}
+
+func TestHitWithClicksDoesNotAllocate(t *testing.T) {
+	h, _ := newHandler()
+	h.Clicks = clicks.New(nil, clicks.Config{Buffer: 1 << 20})
+	var ctx fasthttp.RequestCtx
+	var req fasthttp.Request
+	req.Header.SetMethod("GET")
+	req.SetRequestURI("/00000A")
+	ctx.Init(&req, nil, nil)
+	h.Serve(&ctx)
+	if n := testing.AllocsPerRun(1000, func() { ctx.Response.Reset(); h.Serve(&ctx) }); n != 0 {
+		t.Fatalf("hit path with click recording allocated %v times per request", n)
 	}
 }

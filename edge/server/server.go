@@ -1,13 +1,16 @@
-// Package server wires an edge: the store, the change feed and the fasthttp
-// redirect server. The edge binary and the local all-in-one mode run it.
+// Package server wires an edge: the layered store, the change feed, the
+// authority client, click recording and the fasthttp redirect server. The
+// edge binary and the local all-in-one mode run it.
 package server
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -15,28 +18,71 @@ import (
 	"github.com/valyala/fasthttp"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/edgelink/edgelink/edge/authority"
 	"github.com/edgelink/edgelink/edge/changefeed"
+	"github.com/edgelink/edgelink/edge/clicks"
+	"github.com/edgelink/edgelink/edge/ratelimit"
 	"github.com/edgelink/edgelink/edge/redirect"
+	"github.com/edgelink/edgelink/edge/resolve"
 	"github.com/edgelink/edgelink/edge/store"
 )
 
-// Config is everything an edge needs to run.
+// Config is everything an edge needs to run. Zero values take the defaults
+// noted.
 type Config struct {
 	HTTPAddr string
 	NATSURL  string
-	Name     string // identifies the edge in NATS and logs
+	Name     string // identifies the edge in NATS, click subjects and logs
 	Log      *slog.Logger
+
+	// CacheEntries bounds the long-tail cache (default 1,000,000).
+	CacheEntries int64
+	// BloomCapacity sizes the live-code hint (default 4,000,000 at 1%);
+	// it is rebuilt twice as large when the stream overfills it.
+	BloomCapacity uint
+	// AuthorityTimeout bounds one authority round trip (default 500ms);
+	// AuthorityConcurrency bounds lookups in flight (default 32).
+	AuthorityTimeout     time.Duration
+	AuthorityConcurrency int
+	// RatePerIP and BurstPerIP bound authority lookups per client IP
+	// (defaults 20/s, burst 100); a negative RatePerIP disables the limit.
+	RatePerIP  float64
+	BurstPerIP int
+	// ClickBuffer bounds clicks waiting to be published (default 65,536).
+	ClickBuffer int
+	// MaxReadyLag is the most changes the feed may be behind while the edge
+	// reports ready (default 1,000).
+	MaxReadyLag uint64
+
 	// OnListen, if set, is called with the server's address once it listens.
 	OnListen func(addr net.Addr)
+	// OnStart, if set, is called with the running edge before it serves;
+	// tests use it to pause the feed and read counters.
+	OnStart func(*Edge)
+}
+
+// Edge is a running edge's parts, for tests and metrics.
+type Edge struct {
+	Handler   *redirect.Handler
+	Feed      *changefeed.Feed
+	Resolver  *resolve.Resolver
+	Authority *authority.Client
+	Clicks    *clicks.Recorder
+	Overlay   *store.Store
+	Segments  *store.Segments
 }
 
 // Run serves until ctx is done. The edge keeps answering from memory while
-// NATS is unreachable; readiness reports it.
+// NATS, control or PostgreSQL are unreachable; readiness reports it.
+//
+// Shutdown order: stop accepting and finish requests, then stop the feed,
+// then flush clicks, then close NATS.
 func Run(ctx context.Context, cfg Config) error {
 	log := cfg.Log
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
+	defaults(&cfg)
 	nc, err := nats.Connect(cfg.NATSURL, nats.Name("edgelink-edge "+cfg.Name), nats.MaxReconnects(-1),
 		nats.RetryOnFailedConnect(true), nats.ReconnectWait(250*time.Millisecond))
 	if err != nil {
@@ -47,18 +93,45 @@ func Run(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return fmt.Errorf("jetstream: %w", err)
 	}
-	st := store.New()
-	feed := changefeed.New(js, st, log)
-	h := &redirect.Handler{Store: st, Ready: func() error {
+
+	overlay := store.New()
+	hint := store.NewHint(cfg.BloomCapacity, 0.01)
+	segments := new(store.Segments)
+	cache, err := store.NewCache(cfg.CacheEntries)
+	if err != nil {
+		return err
+	}
+	defer cache.Close()
+	applied := &store.Applied{Overlay: overlay, Hint: hint, Segments: segments}
+	feed := changefeed.New(js, applied, log)
+	client := authority.New(nc, authority.Config{Timeout: cfg.AuthorityTimeout, Concurrency: cfg.AuthorityConcurrency})
+	var limiter resolve.Limiter
+	if cfg.RatePerIP > 0 {
+		limiter = ratelimit.New(cfg.RatePerIP, cfg.BurstPerIP, 100_000, nil)
+	}
+	res := &resolve.Resolver{
+		// The snapshot layer (a later issue) plugs in here: Snapshot.
+		Cache: cache, Hint: hint, Segments: segments, Authority: client, Limiter: limiter,
+		Complete: feed.Complete,
+	}
+	rec := clicks.New(js, clicks.Config{Edge: cfg.Name, Buffer: cfg.ClickBuffer, Log: log})
+	e := &Edge{Feed: feed, Resolver: res, Authority: client, Clicks: rec, Overlay: overlay, Segments: segments}
+	h := &redirect.Handler{Store: overlay, Miss: res, Clicks: rec, Ready: func() error {
 		p := feed.Position()
 		switch {
 		case !nc.IsConnected():
 			return errors.New("degraded: change stream unreachable; serving known links")
 		case !p.CaughtUp:
 			return fmt.Errorf("catching up: %d changes pending", p.Pending)
+		case p.Pending > cfg.MaxReadyLag:
+			return fmt.Errorf("lagging: %d changes pending", p.Pending)
+		case p.Gaps > 0:
+			return fmt.Errorf("degraded: %d gaps in the change stream; misses go to the authority", p.Gaps)
 		}
 		return nil
 	}}
+	h.Metrics = func(w io.Writer) { writeMetrics(w, e, nc) }
+	e.Handler = h
 	srv := &fasthttp.Server{
 		Handler:               h.Serve,
 		Name:                  "edgelink",
@@ -67,10 +140,8 @@ func Run(ctx context.Context, cfg Config) error {
 		IdleTimeout:           60 * time.Second,
 		ReadBufferSize:        8 << 10, // bounds the request line and headers
 		MaxRequestBodySize:    4 << 10,
-		DisableKeepalive:      false,
 		NoDefaultServerHeader: true,
 		NoDefaultContentType:  true,
-		NoDefaultDate:         false,
 		CloseOnShutdown:       true,
 	}
 	ln, err := net.Listen("tcp", cfg.HTTPAddr)
@@ -80,17 +151,125 @@ func Run(ctx context.Context, cfg Config) error {
 	if cfg.OnListen != nil {
 		cfg.OnListen(ln.Addr())
 	}
+	if cfg.OnStart != nil {
+		cfg.OnStart(e)
+	}
 	log.Info("edge listening", "addr", ln.Addr().String())
 
-	feedCtx, stopFeed := context.WithCancel(ctx)
+	feedCtx, stopFeed := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopFeed()
+	clickCtx, stopClicks := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopClicks()
 	g := new(errgroup.Group)
 	g.Go(func() error { return feed.Run(feedCtx) })
+	g.Go(func() error { return growHint(feedCtx, hint, overlay, cfg.BloomCapacity) })
+	g.Go(func() error { return rec.Run(clickCtx) })
 	g.Go(func() error { return srv.Serve(ln) })
 	<-ctx.Done()
+	feed.Resume() // a paused feed must not hold up shutdown
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	err = srv.ShutdownWithContext(shutdownCtx)
 	stopFeed()
+	stopClicks()
 	return errors.Join(err, g.Wait())
+}
+
+func defaults(c *Config) {
+	if c.CacheEntries <= 0 {
+		c.CacheEntries = 1_000_000
+	}
+	if c.BloomCapacity == 0 {
+		c.BloomCapacity = 4_000_000
+	}
+	if c.RatePerIP == 0 {
+		c.RatePerIP = 20
+	}
+	if c.BurstPerIP <= 0 {
+		c.BurstPerIP = 100
+	}
+	if c.MaxReadyLag == 0 {
+		c.MaxReadyLag = 1000
+	}
+}
+
+// growHint rebuilds the bloom hint twice as large whenever the stream has
+// overfilled it, so its false-positive rate (and so the authority's load
+// under a scan) stays near 1%.
+func growHint(ctx context.Context, hint *store.Hint, overlay *store.Store, capacity uint) error {
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+		if !hint.Saturated() {
+			continue
+		}
+		capacity *= 2
+		// Codes applied during the rebuild are added to the old filter
+		// and may miss the new one: re-add the overlay after the swap.
+		each := func(add func(string)) {
+			overlay.Range(func(e *store.Entry) bool { add(e.Code); return true })
+		}
+		hint.Rebuild(capacity, each)
+		overlay.Range(func(e *store.Entry) bool { hint.Add(e.Code); return true })
+	}
+}
+
+func writeMetrics(w io.Writer, e *Edge, nc *nats.Conn) {
+	h, r, a, c := &e.Handler.Counters, e.Resolver, e.Authority, e.Clicks
+	p := e.Feed.Position()
+	connected := 0
+	if nc.IsConnected() {
+		connected = 1
+	}
+	lastApplied := 0.0
+	if !p.LastApplied.IsZero() {
+		lastApplied = float64(p.LastApplied.UnixNano()) / 1e9
+	}
+	for _, m := range []struct {
+		name, kind string
+		v          float64
+	}{
+		{`edge_requests_total{outcome="redirect"}`, "counter", float64(h.Hits.Load())},
+		{`edge_requests_total{outcome="not_found"}`, "", float64(h.NotFound.Load())},
+		{`edge_requests_total{outcome="gone"}`, "", float64(h.Gone.Load())},
+		{`edge_requests_total{outcome="bad_method"}`, "", float64(h.BadMethod.Load())},
+		{`edge_requests_total{outcome="bad_code"}`, "", float64(h.BadCode.Load())},
+		{`edge_requests_total{outcome="rate_limited"}`, "", float64(h.Limited.Load())},
+		{`edge_requests_total{outcome="unavailable"}`, "", float64(h.Unavailable.Load())},
+		{`edge_miss_total{layer="snapshot"}`, "counter", float64(r.SnapshotHits.Load())},
+		{`edge_miss_total{layer="cache"}`, "", float64(r.CacheHits.Load())},
+		{`edge_miss_total{layer="negative_cache"}`, "", float64(r.NegativeHits.Load())},
+		{`edge_miss_total{layer="bloom_reject"}`, "", float64(r.BloomRejects.Load())},
+		{`edge_miss_total{layer="authority"}`, "", float64(r.AuthorityAsked.Load())},
+		{`edge_authority_requests_total`, "counter", float64(a.Requests.Load())},
+		{`edge_authority_coalesced_total`, "counter", float64(a.Coalesced.Load())},
+		{`edge_authority_failures_total`, "counter", float64(a.Failed.Load())},
+		{`edge_authority_busy_total`, "counter", float64(a.Busy.Load())},
+		{`edge_clicks_recorded_total`, "counter", float64(c.Recorded.Load())},
+		{`edge_clicks_published_total`, "counter", float64(c.Published.Load())},
+		{`edge_clicks_dropped_total`, "counter", float64(c.Dropped.Load())},
+		{`edge_changefeed_applied_version`, "gauge", float64(p.Version)},
+		{`edge_changefeed_applied_sequence`, "gauge", float64(p.Seq)},
+		{`edge_changefeed_pending`, "gauge", float64(p.Pending)},
+		{`edge_changefeed_gaps_total`, "counter", float64(p.Gaps)},
+		{`edge_changefeed_bad_events_total`, "counter", float64(p.Bad)},
+		{`edge_changefeed_last_applied_timestamp_seconds`, "gauge", lastApplied},
+		{`edge_store_entries`, "gauge", float64(e.Overlay.Len())},
+		{`edge_sealed_intervals`, "gauge", float64(e.Segments.Intervals())},
+		{`edge_nats_connected`, "gauge", float64(connected)},
+	} {
+		if m.kind != "" {
+			name := m.name
+			if i := strings.IndexByte(name, '{'); i >= 0 {
+				name = name[:i]
+			}
+			fmt.Fprintf(w, "# TYPE %s %s\n", name, m.kind)
+		}
+		fmt.Fprintf(w, "%s %g\n", m.name, m.v)
+	}
 }

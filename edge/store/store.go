@@ -1,5 +1,9 @@
-// Package store is the edge's in-memory view of links: the overlay of
-// changes applied from the stream, versioned per code.
+// Package store holds what an edge knows of links, in the layers the
+// lookup consults in order: the overlay of changes applied from the stream
+// (Store), the snapshot (a later issue; see Snapshot), the bounded long-tail
+// cache of authority answers (Cache), plus the bloom hint of live codes
+// (Hint) and the sealed ID segments (Segments) that decide when a miss may
+// be answered without the authority.
 package store
 
 import (
@@ -20,11 +24,21 @@ type Entry struct {
 	Status       link.Status
 	ExpiresAt    int64 // Unix milliseconds; 0 means never
 	Version      uint64
+	// Missing marks a negative answer: the authority had no such code at
+	// Version. Only the long-tail cache holds such entries.
+	Missing bool
 }
 
 // Live reports whether the entry redirects at nowMillis.
 func (e *Entry) Live(nowMillis int64) bool {
-	return e.Status == link.Active && (e.ExpiresAt == 0 || nowMillis < e.ExpiresAt)
+	return !e.Missing && e.Status == link.Active && (e.ExpiresAt == 0 || nowMillis < e.ExpiresAt)
+}
+
+// Snapshot is the seam for the precomputed snapshot layer between the
+// overlay and the cache: an immutable, atomically swapped map loaded at
+// start. Lookup must not allocate.
+type Snapshot interface {
+	Lookup(code []byte) (*Entry, bool)
 }
 
 const shardCount = 64
@@ -76,6 +90,22 @@ func (s *Store) Apply(e *Entry) bool {
 	return true
 }
 
+// Range calls fn for every entry held until fn returns false. Entries
+// applied meanwhile may or may not be seen.
+func (s *Store) Range(fn func(*Entry) bool) {
+	for i := range s.shards {
+		sh := &s.shards[i]
+		sh.mu.RLock()
+		for _, e := range sh.m {
+			if !fn(e) {
+				sh.mu.RUnlock()
+				return
+			}
+		}
+		sh.mu.RUnlock()
+	}
+}
+
 // Len is the number of codes held.
 func (s *Store) Len() int {
 	n := 0
@@ -92,5 +122,31 @@ func EntryFromEvent(ev *linkevent.Event) *Entry {
 	return &Entry{
 		Code: ev.Code, URL: ev.URL, RedirectType: ev.RedirectType, Status: ev.Status,
 		ExpiresAt: ev.ExpiresAt, Version: ev.Version,
+	}
+}
+
+// Applied is the stream's side of the layers, updated together by the change
+// feed: the overlay, the bloom hint and the sealed segments. Safe for
+// concurrent use.
+type Applied struct {
+	Overlay  *Store
+	Hint     *Hint
+	Segments *Segments
+}
+
+// Apply stores e in the overlay (last writer wins by version) and adds its
+// code to the hint.
+func (a *Applied) Apply(e *Entry) bool {
+	ok := a.Overlay.Apply(e)
+	if a.Hint != nil {
+		a.Hint.Add(e.Code)
+	}
+	return ok
+}
+
+// Seal records a sealed segment.
+func (a *Applied) Seal(start, end uint64) {
+	if a.Segments != nil {
+		a.Segments.Seal(start, end)
 	}
 }

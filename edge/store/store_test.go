@@ -69,3 +69,72 @@ func TestLookupDoesNotAllocate(t *testing.T) {
 		t.Fatalf("Lookup allocated %v times", n)
 	}
 }
+
+func TestSegmentsMerge(t *testing.T) {
+	var s Segments
+	if s.Sealed(5) {
+		t.Fatal("empty set sealed 5")
+	}
+	s.Seal(200, 300)
+	s.Seal(100, 200)
+	s.Seal(500, 600)
+	s.Seal(250, 260)
+	if n := s.Intervals(); n != 2 {
+		t.Fatalf("Intervals = %d; want 2 after merging", n)
+	}
+	for id, want := range map[uint64]bool{99: false, 100: true, 199: true, 200: true, 299: true, 300: false, 499: false, 500: true, 599: true, 600: false} {
+		if got := s.Sealed(id); got != want {
+			t.Errorf("Sealed(%d) = %v; want %v", id, got, want)
+		}
+	}
+}
+
+func TestCacheComparesCode(t *testing.T) {
+	c, err := NewCache(100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.Set(&Entry{Code: "00000A", Missing: true, Version: 5})
+	c.Wait()
+	if e, ok := c.Get([]byte("00000A")); !ok || !e.Missing || e.Version != 5 {
+		t.Fatalf("Get = %+v, %v; want the negative entry at 5", e, ok)
+	}
+	c.Set(&Entry{Code: "00000A", URL: "https://old", Status: link.Active, Version: 4})
+	c.Wait()
+	if e, _ := c.Get([]byte("00000A")); e.Version != 5 {
+		t.Fatalf("an older answer replaced a newer one: %+v", e)
+	}
+	c.Set(&Entry{Code: "00000A", URL: "https://new", Status: link.Active, RedirectType: 302, Version: 6})
+	c.Wait()
+	if e, _ := c.Get([]byte("00000A")); e.Version != 6 || e.Missing {
+		t.Fatalf("a newer answer did not override: %+v", e)
+	}
+}
+
+func TestHint(t *testing.T) {
+	h := NewHint(1000, 0.01)
+	h.Add("00000A")
+	if !h.MayContain([]byte("00000A")) {
+		t.Fatal("added code not contained")
+	}
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() { // concurrent Add and MayContain must be race-free
+		defer wg.Done()
+		for i := range 1000 {
+			h.Add(fmt.Sprintf("c%05d", i))
+		}
+	}()
+	for i := range 1000 {
+		h.MayContain([]byte(fmt.Sprintf("d%05d", i)))
+	}
+	wg.Wait()
+	if !h.Saturated() {
+		t.Fatal("1001 codes in a hint sized for 1000 is not saturated")
+	}
+	h.Rebuild(10000, func(add func(string)) { add("00000B") })
+	if h.Saturated() || !h.MayContain([]byte("00000B")) {
+		t.Fatal("rebuild did not take")
+	}
+}

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
 
 	"github.com/alecthomas/kong"
 
@@ -22,6 +23,13 @@ type cli struct {
 	NATSURL  string `name:"nats-url" default:"nats://127.0.0.1:4222" env:"EDGELINK_NATS_URL" help:"NATS server(s) with JetStream, comma-separated."`
 	Name     string `default:"edge" env:"EDGELINK_EDGE_NAME" help:"Name of this edge in logs and NATS."`
 	LogLevel string `default:"info" enum:"debug,info,warn,error" env:"EDGELINK_LOG_LEVEL" help:"Log level."`
+
+	CacheEntries     int64         `default:"1000000" env:"EDGELINK_EDGE_CACHE_ENTRIES" help:"Entries in the long-tail cache of authority answers."`
+	BloomCapacity    uint          `default:"4000000" env:"EDGELINK_EDGE_BLOOM_CAPACITY" help:"Codes the bloom hint is sized for (1% false positives); it grows when overfilled."`
+	AuthorityTimeout time.Duration `default:"500ms" env:"EDGELINK_EDGE_AUTHORITY_TIMEOUT" help:"Bound on one authority lookup."`
+	AuthorityLimit   int           `default:"32" env:"EDGELINK_EDGE_AUTHORITY_CONCURRENCY" help:"Authority lookups in flight at most."`
+	RatePerIP        float64       `name:"rate-per-ip" default:"20" env:"EDGELINK_EDGE_RATE_PER_IP" help:"Authority lookups per second per client IP (negative: unlimited)."`
+	BurstPerIP       int           `name:"burst-per-ip" default:"100" env:"EDGELINK_EDGE_BURST_PER_IP" help:"Burst of authority lookups per client IP."`
 }
 
 func main() {
@@ -46,5 +54,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, onListen 
 	var level slog.Level
 	_ = level.UnmarshalText([]byte(c.LogLevel))
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
-	return server.Run(ctx, server.Config{HTTPAddr: c.Listen, NATSURL: c.NATSURL, Name: c.Name, Log: log, OnListen: onListen})
+	return server.Run(ctx, server.Config{HTTPAddr: c.Listen, NATSURL: c.NATSURL, Name: c.Name, Log: log, OnListen: onListen,
+		CacheEntries: c.CacheEntries, BloomCapacity: c.BloomCapacity, AuthorityTimeout: c.AuthorityTimeout,
+		AuthorityConcurrency: c.AuthorityLimit, RatePerIP: c.RatePerIP, BurstPerIP: c.BurstPerIP})
 }

@@ -1,0 +1,87 @@
+// Package ratelimit bounds how often one client IP may make the edge ask the
+// authority. Redirects answered from memory are never limited: only misses
+// cost the control plane anything, and a scan is a stream of misses.
+package ratelimit
+
+import (
+	"hash/maphash"
+	"sync"
+	"time"
+)
+
+const shards = 32
+
+// PerIP is a token bucket per client IP, in a bounded table. Safe for
+// concurrent use; Allow does not allocate for an IP already in the table.
+type PerIP struct {
+	rate       float64 // tokens per second
+	burst      float64
+	maxPerShrd int
+	now        func() time.Time
+	seed       maphash.Seed
+	shards     [shards]shard
+}
+
+type shard struct {
+	mu sync.Mutex
+	m  map[string]*bucket
+}
+
+type bucket struct {
+	tokens float64
+	last   int64 // Unix nanoseconds
+}
+
+// New allows rate lookups per second per IP with bursts of burst, tracking at
+// most maxIPs addresses (idle ones are forgotten first; a forgotten IP
+// starts again with a full bucket). now may be nil.
+func New(rate float64, burst int, maxIPs int, now func() time.Time) *PerIP {
+	if now == nil {
+		now = time.Now
+	}
+	l := &PerIP{rate: rate, burst: float64(max(burst, 1)), maxPerShrd: max(maxIPs/shards, 16), now: now, seed: maphash.MakeSeed()}
+	for i := range l.shards {
+		l.shards[i].m = make(map[string]*bucket)
+	}
+	return l
+}
+
+// Allow takes a token for ip, reporting whether one was there.
+func (l *PerIP) Allow(ip []byte) bool {
+	if l == nil || l.rate <= 0 {
+		return true
+	}
+	sh := &l.shards[maphash.Bytes(l.seed, ip)%shards]
+	now := l.now().UnixNano()
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	b, ok := sh.m[string(ip)]
+	if !ok {
+		if len(sh.m) >= l.maxPerShrd {
+			l.evict(sh, now)
+		}
+		b = &bucket{tokens: l.burst, last: now}
+		sh.m[string(ip)] = b
+	}
+	b.tokens = min(l.burst, b.tokens+float64(now-b.last)/1e9*l.rate)
+	b.last = now
+	if b.tokens < 1 {
+		return false
+	}
+	b.tokens--
+	return true
+}
+
+// evict forgets IPs whose bucket has refilled (they lose nothing), and
+// everything if that is not enough, so the table stays bounded under a scan
+// from many addresses.
+func (l *PerIP) evict(sh *shard, now int64) {
+	for ip, b := range sh.m {
+		if b.tokens+float64(now-b.last)/1e9*l.rate >= l.burst {
+			delete(sh.m, ip)
+		}
+	}
+	if len(sh.m) >= l.maxPerShrd {
+		clear(sh.m)
+	}
+}

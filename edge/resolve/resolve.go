@@ -1,0 +1,151 @@
+// Package resolve answers the codes the overlay does not hold, walking the
+// rest of the edge's layers: snapshot → long-tail cache → (bloom hint and
+// sealed segments decide) → authority.
+package resolve
+
+import (
+	"sync/atomic"
+
+	"github.com/edgelink/edgelink/edge/store"
+	sharedauth "github.com/edgelink/edgelink/shared/authority"
+	"github.com/edgelink/edgelink/shared/base62"
+)
+
+// Outcome is how a miss was resolved.
+type Outcome uint8
+
+const (
+	// Found: the entry is the answer (it may be disabled, deleted or
+	// expired: the caller decides 302 or 410).
+	Found Outcome = iota
+	// NotFound is a certain 404.
+	NotFound
+	// Limited: the client asked the authority too often (429).
+	Limited
+	// Unavailable: the code could be recent and the authority could not be
+	// asked (503 with Retry-After, never a guessed 404).
+	Unavailable
+)
+
+// Authority asks control about one code.
+type Authority interface {
+	Lookup(code string) (sharedauth.Reply, error)
+}
+
+// Limiter bounds authority lookups per client IP.
+type Limiter interface {
+	Allow(ip []byte) bool
+}
+
+// Resolver is safe for concurrent use. Snapshot, Cache, Limiter may be nil.
+type Resolver struct {
+	Snapshot  store.Snapshot
+	Cache     *store.Cache
+	Hint      *store.Hint
+	Segments  *store.Segments
+	Authority Authority
+	Limiter   Limiter
+	// Complete reports that the change feed has applied every change up to
+	// its version (no gap). Without it no miss is answered without the
+	// authority.
+	Complete func() bool
+
+	// Counters.
+	SnapshotHits, CacheHits, NegativeHits, BloomRejects, AuthorityAsked, AuthorityFailed, Limited atomic.Uint64
+}
+
+// Resolve answers a code the overlay does not hold. It blocks at most for
+// the authority's timeout.
+func (r *Resolver) Resolve(code []byte, clientIP []byte) (*store.Entry, Outcome) {
+	if r.Snapshot != nil {
+		if e, ok := r.Snapshot.Lookup(code); ok {
+			r.SnapshotHits.Add(1)
+			return e, Found
+		}
+	}
+	old := r.cannotBeRecent(code)
+	if r.Cache != nil {
+		if e, ok := r.Cache.Get(code); ok {
+			if !e.Missing {
+				r.CacheHits.Add(1)
+				return e, Found
+			}
+			// A cached "not found" is only trusted for a code that cannot
+			// have been created since: for any other, the create may have
+			// returned its 201 a moment ago, and the stream may lag.
+			if old {
+				r.NegativeHits.Add(1)
+				return nil, NotFound
+			}
+		}
+	}
+	if old && r.Hint != nil && !r.Hint.MayContain(code) {
+		r.BloomRejects.Add(1)
+		return nil, NotFound
+	}
+	if r.Authority == nil {
+		if old {
+			return nil, NotFound
+		}
+		return nil, Unavailable
+	}
+	if r.Limiter != nil && !r.Limiter.Allow(clientIP) {
+		r.Limited.Add(1)
+		return nil, Limited
+	}
+	r.AuthorityAsked.Add(1)
+	rep, err := r.Authority.Lookup(string(code))
+	if err != nil {
+		// Busy, timed out, NATS down, control's database down: all the
+		// same to the client, who may retry.
+		r.AuthorityFailed.Add(1)
+		return nil, Unavailable
+	}
+	var e *store.Entry
+	if rep.Kind == sharedauth.Found {
+		e = &store.Entry{Code: rep.Code, URL: rep.URL, RedirectType: rep.RedirectType, Status: rep.Status,
+			ExpiresAt: rep.ExpiresAt, Version: rep.Version}
+	} else {
+		e = &store.Entry{Code: string(code), Missing: true, Version: rep.Version}
+	}
+	if r.Cache != nil {
+		r.Cache.Set(e)
+	}
+	if e.Missing {
+		return nil, NotFound
+	}
+	return e, Found
+}
+
+// cannotBeRecent reports whether code, if it existed, would certainly be
+// known already: a generated code (exactly six base62 characters; control
+// never issues a custom code of that shape) whose ID lies in a segment the
+// applied stream has sealed, with no gap in what was applied. The sealed
+// event comes after every create of the segment committed, so those creates
+// precede it on the stream.
+func (r *Resolver) cannotBeRecent(code []byte) bool {
+	if len(code) != base62.Length || r.Segments == nil || r.Complete == nil || !r.Complete() {
+		return false
+	}
+	var id uint64
+	for _, c := range code {
+		d, ok := digit(c)
+		if !ok {
+			return false
+		}
+		id = id*62 + d
+	}
+	return id != 0 && r.Segments.Sealed(id)
+}
+
+func digit(c byte) (uint64, bool) {
+	switch {
+	case c >= '0' && c <= '9':
+		return uint64(c - '0'), true
+	case c >= 'A' && c <= 'Z':
+		return uint64(c-'A') + 10, true
+	case c >= 'a' && c <= 'z':
+		return uint64(c-'a') + 36, true
+	}
+	return 0, false
+}

@@ -1,0 +1,161 @@
+package resolve
+
+import (
+	"errors"
+	"sync/atomic"
+	"testing"
+
+	"github.com/edgelink/edgelink/edge/store"
+	"github.com/edgelink/edgelink/shared/authority"
+	"github.com/edgelink/edgelink/shared/base62"
+	"github.com/edgelink/edgelink/shared/link"
+)
+
+type fakeAuthority struct {
+	calls atomic.Int64
+	links map[string]authority.Reply
+	err   error
+}
+
+func (f *fakeAuthority) Lookup(code string) (authority.Reply, error) {
+	f.calls.Add(1)
+	if f.err != nil {
+		return authority.Reply{}, f.err
+	}
+	if r, ok := f.links[code]; ok {
+		return r, nil
+	}
+	return authority.Reply{Kind: authority.NotFound, Version: 100}, nil
+}
+
+type denyAll struct{}
+
+func (denyAll) Allow([]byte) bool { return false }
+
+func code(id uint64) []byte {
+	c, err := base62.Encode(id)
+	if err != nil {
+		panic(err)
+	}
+	return []byte(c)
+}
+
+// newResolver has segment [1000, 2000) sealed and [2000, 3000) open; the
+// authority knows ID 1500 (sealed, also in the hint), ID 2500 (open) and a
+// custom code.
+func newResolver(t *testing.T) (*Resolver, *fakeAuthority) {
+	t.Helper()
+	cache, err := store.NewCache(1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cache.Close)
+	hint := store.NewHint(1000, 0.001)
+	segs := new(store.Segments)
+	segs.Seal(1000, 2000)
+	hint.Add(string(code(1500)))
+	auth := &fakeAuthority{links: map[string]authority.Reply{}}
+	for _, c := range []string{string(code(1500)), string(code(2500)), "my-campaign"} {
+		auth.links[c] = authority.Reply{Kind: authority.Found, Version: 7, Code: c, URL: "https://example.com/" + c, RedirectType: 302, Status: link.Active}
+	}
+	return &Resolver{Cache: cache, Hint: hint, Segments: segs, Authority: auth, Complete: func() bool { return true }}, auth
+}
+
+func TestLayers(t *testing.T) {
+	tests := []struct {
+		name      string
+		code      []byte
+		want      Outcome
+		authority bool // whether the authority is asked
+	}{
+		{"sealed, bloom-negative: certain 404", code(1234), NotFound, false},
+		{"sealed, in bloom: asked", code(1500), Found, true},
+		{"open segment, unknown: asked", code(2999), NotFound, true},
+		{"open segment, created: asked", code(2500), Found, true},
+		{"never leased: asked", code(900), NotFound, true},
+		{"custom code: asked", []byte("my-campaign"), Found, true},
+		{"custom unknown: asked", []byte("no-such"), NotFound, true},
+		{"case matters: 0000g4 is ID 2608, open", []byte("0000g4"), NotFound, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r, auth := newResolver(t)
+			_, got := r.Resolve(tt.code, nil)
+			if got != tt.want {
+				t.Errorf("Resolve(%s) = %d; want %d", tt.code, got, tt.want)
+			}
+			if asked := auth.calls.Load() > 0; asked != tt.authority {
+				t.Errorf("Resolve(%s) asked the authority: %v; want %v", tt.code, asked, tt.authority)
+			}
+		})
+	}
+}
+
+func TestNegativeCache(t *testing.T) {
+	r, auth := newResolver(t)
+	// A sealed code the bloom lets through (a false positive) and the
+	// authority does not know: the negative answer is cached and trusted.
+	fp := code(1777)
+	r.Hint.Add(string(fp))
+	for range 3 {
+		if _, got := r.Resolve(fp, nil); got != NotFound {
+			t.Fatalf("Resolve(false positive) = %d; want NotFound", got)
+		}
+		r.Cache.Wait()
+	}
+	if n := auth.calls.Load(); n != 1 {
+		t.Fatalf("authority asked %d times for a cached sealed negative; want 1", n)
+	}
+
+	// A code that could be recent: its negative answer is never trusted,
+	// since the link may be created (201) right after.
+	recent := code(2600)
+	if _, got := r.Resolve(recent, nil); got != NotFound {
+		t.Fatalf("first probe = %d; want NotFound", got)
+	}
+	r.Cache.Wait()
+	auth.links[string(recent)] = authority.Reply{Kind: authority.Found, Version: 200, Code: string(recent), URL: "https://new", RedirectType: 302, Status: link.Active}
+	e, got := r.Resolve(recent, nil)
+	if got != Found || e.URL != "https://new" {
+		t.Fatalf("after create: %v %+v; want Found https://new", got, e)
+	}
+	r.Cache.Wait()
+	// Now cached positively: no further round trip.
+	before := auth.calls.Load()
+	if _, got := r.Resolve(recent, nil); got != Found || auth.calls.Load() != before {
+		t.Fatalf("cached positive not used: %d, calls %d→%d", got, before, auth.calls.Load())
+	}
+}
+
+func TestGapsDisableShortcut(t *testing.T) {
+	r, auth := newResolver(t)
+	r.Complete = func() bool { return false }
+	if _, got := r.Resolve(code(1234), nil); got != NotFound || auth.calls.Load() != 1 {
+		t.Fatalf("with a gap, a sealed bloom-negative must go to the authority: %d, %d calls", got, auth.calls.Load())
+	}
+}
+
+func TestUnavailableIsNever404(t *testing.T) {
+	r, auth := newResolver(t)
+	auth.err = errors.New("nats down")
+	for _, c := range [][]byte{code(2999), []byte("my-campaign"), code(1500)} {
+		if _, got := r.Resolve(c, nil); got != Unavailable {
+			t.Errorf("Resolve(%s) with the authority down = %d; want Unavailable", c, got)
+		}
+	}
+	// A certain miss needs no authority.
+	if _, got := r.Resolve(code(1234), nil); got != NotFound {
+		t.Errorf("sealed bloom-negative with the authority down = %d; want NotFound", got)
+	}
+}
+
+func TestRateLimited(t *testing.T) {
+	r, auth := newResolver(t)
+	r.Limiter = denyAll{}
+	if _, got := r.Resolve(code(2999), []byte{1, 2, 3, 4}); got != Limited || auth.calls.Load() != 0 {
+		t.Fatalf("limited client: %d, %d calls; want Limited and no call", got, auth.calls.Load())
+	}
+	if _, got := r.Resolve(code(1234), []byte{1, 2, 3, 4}); got != NotFound {
+		t.Fatalf("a certain miss is answered even to a limited client: %d", got)
+	}
+}
