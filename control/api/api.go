@@ -4,13 +4,13 @@ package api
 import (
 	"context"
 	"crypto/rand"
+	_ "embed"
 	"encoding/hex"
-	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
@@ -18,34 +18,46 @@ import (
 	"github.com/edgelink/edgelink/shared/link"
 )
 
-// MaxBodyBytes bounds a create request body; a URL is at most 4 KB.
-const MaxBodyBytes = 64 << 10
+// Body limits. A target URL is at most 4 KB, so a create fits in 64 KiB and
+// a full batch in 5 MiB.
+const (
+	MaxBodyBytes      = 64 << 10
+	MaxBatchBodyBytes = 5 << 20
+)
 
-// Routes lists the first path segments control serves, so custom codes can
-// never shadow them.
-var Routes = []string{"api", "healthz", "livez", "readyz", "metrics"}
-
-// Authenticator resolves an API key to its tenant.
+// Authenticator resolves an API key to its tenant. It is asked on every
+// request, so a revoked key fails on its next one.
 type Authenticator interface {
 	TenantByKey(ctx context.Context, key string) (int64, error)
 }
 
 // Links is the write path the API drives.
 type Links interface {
-	Create(ctx context.Context, tenantID int64, req links.CreateRequest) (*link.Link, error)
+	Create(ctx context.Context, tenantID int64, req links.CreateRequest) (links.Created, error)
+	CreateBatch(ctx context.Context, tenantID int64, key string, reqs []links.CreateRequest) (links.BatchResult, error)
 	Get(ctx context.Context, tenantID int64, code string) (*link.Link, error)
+	List(ctx context.Context, tenantID int64, q links.ListRequest) ([]*link.Link, uint64, error)
+	Update(ctx context.Context, tenantID int64, code string, u links.Update) (*link.Link, error)
+	Delete(ctx context.Context, tenantID int64, code string) (*link.Link, error)
 }
 
-// Config tunes the server.
+// Config tunes the server; zero values take the defaults.
 type Config struct {
 	// PublicURL is the edge's base URL that short links start with.
 	PublicURL string
 	// Ready reports whether control can take creates; nil means always.
 	Ready func(ctx context.Context) error
-	Log   *slog.Logger
+	// RatePerSecond and Burst bound each tenant's requests (a token bucket
+	// per tenant in this instance's memory; default 100/s, burst 200). A
+	// negative rate turns limiting off.
+	RatePerSecond float64
+	Burst         int
+	Now           func() time.Time
+	Log           *slog.Logger
 }
 
-// Server serves the control API. Build it with New; it is an http.Handler.
+// Server serves the control API. Build it with New; it is an http.Handler
+// and safe for concurrent use.
 type Server struct {
 	auth   Authenticator
 	links  Links
@@ -53,6 +65,41 @@ type Server struct {
 	log    *slog.Logger
 	mux    *http.ServeMux
 	public string
+	limit  *limiter
+}
+
+// route is one entry of the route table: the mux, the 405 answers, the
+// reserved codes (Routes) and the OpenAPI check all derive from it.
+type route struct {
+	method, path string
+	handler      func(s *Server) http.HandlerFunc
+}
+
+var routeTable = []route{
+	{"POST", "/api/v1/links", func(s *Server) http.HandlerFunc { return s.authed(s.createLink) }},
+	{"GET", "/api/v1/links", func(s *Server) http.HandlerFunc { return s.authed(s.listLinks) }},
+	{"POST", "/api/v1/links/batch", func(s *Server) http.HandlerFunc { return s.authed(s.createBatch) }},
+	{"GET", "/api/v1/links/{code}", func(s *Server) http.HandlerFunc { return s.authed(s.getLink) }},
+	{"PATCH", "/api/v1/links/{code}", func(s *Server) http.HandlerFunc { return s.authed(s.patchLink) }},
+	{"DELETE", "/api/v1/links/{code}", func(s *Server) http.HandlerFunc { return s.authed(s.deleteLink) }},
+	{"GET", "/api/v1/openapi.json", func(s *Server) http.HandlerFunc { return s.openAPI }},
+	{"GET", "/livez", func(s *Server) http.HandlerFunc { return s.livez }},
+	{"GET", "/readyz", func(s *Server) http.HandlerFunc { return s.readyz }},
+}
+
+// Routes lists the first path segments control serves, taken from the route
+// table itself, so custom codes can never shadow them.
+var Routes = firstSegments(routeTable)
+
+func firstSegments(rt []route) []string {
+	var out []string
+	for _, r := range rt {
+		seg, _, _ := strings.Cut(strings.TrimPrefix(r.path, "/"), "/")
+		if !slices.Contains(out, seg) {
+			out = append(out, seg)
+		}
+	}
+	return out
 }
 
 // New returns the API handler.
@@ -60,42 +107,104 @@ func New(auth Authenticator, l Links, cfg Config) *Server {
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
-	s := &Server{auth: auth, links: l, cfg: cfg, log: cfg.Log, mux: http.NewServeMux(), public: strings.TrimRight(cfg.PublicURL, "/")}
-	s.mux.HandleFunc("POST /api/v1/links", s.authed(s.createLink))
-	s.mux.HandleFunc("GET /api/v1/links/{code}", s.authed(s.getLink))
-	s.mux.HandleFunc("GET /livez", func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, "ok\n") })
-	s.mux.HandleFunc("GET /readyz", s.readyz)
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.RatePerSecond == 0 {
+		cfg.RatePerSecond = 100
+	}
+	if cfg.Burst <= 0 {
+		cfg.Burst = 200
+	}
+	s := &Server{auth: auth, links: l, cfg: cfg, log: cfg.Log, mux: http.NewServeMux(),
+		public: strings.TrimRight(cfg.PublicURL, "/"), limit: newLimiter(cfg.RatePerSecond, cfg.Burst, cfg.Now)}
+	allowed := make(map[string][]string)
+	var paths []string
+	for _, r := range routeTable {
+		s.mux.HandleFunc(r.method+" "+r.path, r.handler(s))
+		if allowed[r.path] == nil {
+			paths = append(paths, r.path)
+		}
+		allowed[r.path] = append(allowed[r.path], r.method)
+	}
+	// Every known path answers other methods with a problem, not the mux's
+	// plain-text 405. A literal path that a wildcard path of the table
+	// also matches is left out: the mux would find the two ambiguous.
+	for _, p := range paths {
+		if shadowed(p, paths) {
+			continue
+		}
+		allow := strings.Join(allowed[p], ", ")
+		if slices.Contains(allowed[p], "GET") {
+			allow += ", HEAD"
+		}
+		s.mux.HandleFunc(p, func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Allow", allow)
+			writeProblem(w, r, http.StatusMethodNotAllowed, fmt.Sprintf("%s is not allowed here; allowed: %s", r.Method, allow))
+		})
+	}
 	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, r, http.StatusNotFound, "no such endpoint")
 	})
 	return s
 }
 
+// shadowed reports whether another path in paths, with a wildcard, matches p.
+func shadowed(p string, paths []string) bool {
+	ps := strings.Split(p, "/")
+	for _, q := range paths {
+		qs := strings.Split(q, "/")
+		if q == p || !strings.Contains(q, "{") || len(qs) != len(ps) {
+			continue
+		}
+		match := true
+		for i := range qs {
+			if qs[i] != ps[i] && !strings.HasPrefix(qs[i], "{") {
+				match = false
+			}
+		}
+		if match {
+			return true
+		}
+	}
+	return false
+}
+
 type ctxKey int
 
-const (
-	keyTenant ctxKey = iota
-	keyRequestID
-)
+const keyRequestID ctxKey = iota
 
 func requestID(r *http.Request) string {
 	id, _ := r.Context().Value(keyRequestID).(string)
 	return id
 }
 
-// ServeHTTP tags every request with an id that problem bodies and logs share.
+// ServeHTTP tags every request with an id that problem bodies and logs
+// share, and turns a handler's panic into a 500 problem.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	var b [8]byte
 	_, _ = rand.Read(b[:])
 	id := hex.EncodeToString(b[:])
 	w.Header().Set("X-Request-Id", id)
-	s.mux.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), keyRequestID, id)))
+	r = r.WithContext(context.WithValue(r.Context(), keyRequestID, id))
+	defer func() {
+		if v := recover(); v != nil {
+			if v == http.ErrAbortHandler {
+				panic(v)
+			}
+			s.log.Error("handler panicked", "request_id", id, "method", r.Method, "path", r.URL.Path, "panic", v)
+			writeProblem(w, r, http.StatusInternalServerError, "internal error")
+		}
+	}()
+	s.mux.ServeHTTP(w, r)
 }
 
+// authed authenticates the request on every call (a revoked key fails at
+// once), then charges the tenant's rate limit.
 func (s *Server) authed(h func(http.ResponseWriter, *http.Request, int64)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		key, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-		if !ok || key == "" {
+		if !ok || strings.TrimSpace(key) == "" {
 			s.writeError(w, r, link.ErrUnauthorized)
 			return
 		}
@@ -104,8 +213,17 @@ func (s *Server) authed(h func(http.ResponseWriter, *http.Request, int64)) http.
 			s.writeError(w, r, err)
 			return
 		}
+		if wait, ok := s.limit.allow(tenant); !ok {
+			w.Header().Set("Retry-After", fmt.Sprint(int((wait+time.Second-1)/time.Second)))
+			writeProblem(w, r, http.StatusTooManyRequests, "rate limit exceeded for this tenant; retry after the Retry-After seconds")
+			return
+		}
 		h(w, r, tenant)
 	}
+}
+
+func (s *Server) livez(w http.ResponseWriter, r *http.Request) {
+	_, _ = io.WriteString(w, "ok\n")
 }
 
 func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
@@ -113,130 +231,21 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
 		defer cancel()
 		if err := s.cfg.Ready(ctx); err != nil {
-			writeProblem(w, r, http.StatusServiceUnavailable, err.Error())
+			s.log.Warn("not ready", "err", err)
+			writeProblem(w, r, http.StatusServiceUnavailable, "not ready: the authority database does not answer")
 			return
 		}
 	}
 	_, _ = io.WriteString(w, "ok\n")
 }
 
-// createBody is the JSON a creator posts.
-type createBody struct {
-	URL          *string `json:"url"`
-	Code         string  `json:"code"`
-	ExpiresAt    *string `json:"expires_at"`
-	RedirectType int     `json:"redirect_type"`
-	Namespace    string  `json:"namespace"`
-}
+//go:embed openapi.json
+var openAPIDoc []byte
 
-// linkBody is the JSON a link is answered with.
-type linkBody struct {
-	Code         string  `json:"code"`
-	ShortURL     string  `json:"short_url"`
-	URL          string  `json:"url"`
-	URLOriginal  string  `json:"url_original"`
-	RedirectType int     `json:"redirect_type"`
-	Status       string  `json:"status"`
-	Namespace    string  `json:"namespace"`
-	ExpiresAt    *string `json:"expires_at"`
-	Version      uint64  `json:"version"`
-	CreatedAt    string  `json:"created_at"`
-	UpdatedAt    string  `json:"updated_at"`
-}
+// OpenAPI is the API's OpenAPI 3 document, as served.
+func OpenAPI() []byte { return slices.Clone(openAPIDoc) }
 
-func (s *Server) body(l *link.Link) linkBody {
-	b := linkBody{
-		Code: l.Code, ShortURL: s.public + "/" + l.Code, URL: l.URL, URLOriginal: l.URLOriginal,
-		RedirectType: int(l.RedirectType), Status: string(l.Status), Namespace: l.Namespace,
-		Version: l.Version, CreatedAt: l.CreatedAt.UTC().Format(time.RFC3339Nano), UpdatedAt: l.UpdatedAt.UTC().Format(time.RFC3339Nano),
-	}
-	if !l.ExpiresAt.IsZero() {
-		e := l.ExpiresAt.UTC().Format(time.RFC3339Nano)
-		b.ExpiresAt = &e
-	}
-	return b
-}
-
-func (s *Server) createLink(w http.ResponseWriter, r *http.Request, tenant int64) {
-	var in createBody
-	if err := decodeJSON(w, r, &in); err != nil {
-		writeProblem(w, r, statusOf(err), err.Error())
-		return
-	}
-	if in.URL == nil {
-		writeProblem(w, r, http.StatusBadRequest, "url is required")
-		return
-	}
-	req := links.CreateRequest{URL: *in.URL, Code: in.Code, RedirectType: link.RedirectType(in.RedirectType), Namespace: in.Namespace}
-	if in.ExpiresAt != nil {
-		t, err := time.Parse(time.RFC3339, *in.ExpiresAt)
-		if err != nil {
-			writeProblem(w, r, http.StatusBadRequest, "expires_at must be an RFC 3339 time such as 2030-01-02T15:04:05Z")
-			return
-		}
-		req.ExpiresAt = t
-	}
-	l, err := s.links.Create(r.Context(), tenant, req)
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	w.Header().Set("Location", "/api/v1/links/"+l.Code)
-	writeJSON(w, http.StatusCreated, s.body(l))
-}
-
-func (s *Server) getLink(w http.ResponseWriter, r *http.Request, tenant int64) {
-	l, err := s.links.Get(r.Context(), tenant, r.PathValue("code"))
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, s.body(l))
-}
-
-func writeJSON(w http.ResponseWriter, status int, v any) {
+func (s *Server) openAPI(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Cache-Control", "no-store")
-	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(v)
-}
-
-type statusError struct {
-	status int
-	msg    string
-}
-
-func (e *statusError) Error() string { return e.msg }
-
-func statusOf(err error) int {
-	var se *statusError
-	if errors.As(err, &se) {
-		return se.status
-	}
-	return http.StatusBadRequest
-}
-
-// decodeJSON reads exactly one JSON object with only known fields from a
-// body of at most MaxBodyBytes.
-func decodeJSON(w http.ResponseWriter, r *http.Request, v any) error {
-	ct := r.Header.Get("Content-Type")
-	if ct != "" && !strings.HasPrefix(ct, "application/json") {
-		return &statusError{http.StatusUnsupportedMediaType, "Content-Type must be application/json"}
-	}
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, MaxBodyBytes))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		var tooBig *http.MaxBytesError
-		if errors.As(err, &tooBig) {
-			return &statusError{http.StatusRequestEntityTooLarge, fmt.Sprintf("body is larger than %d bytes", MaxBodyBytes)}
-		}
-		if errors.Is(err, io.EOF) {
-			return &statusError{http.StatusBadRequest, "body is empty; send a JSON object"}
-		}
-		return &statusError{http.StatusBadRequest, "malformed JSON: " + err.Error()}
-	}
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return &statusError{http.StatusBadRequest, "malformed JSON: data after the object"}
-	}
-	return nil
+	_, _ = w.Write(openAPIDoc)
 }

@@ -31,17 +31,33 @@ func writeProblem(w http.ResponseWriter, r *http.Request, status int, detail str
 	})
 }
 
+// clientError maps a domain error a client can act on to its status and
+// message; ok is false for anything else.
+func clientError(err error) (status int, detail string, ok bool) {
+	switch {
+	case errors.Is(err, link.ErrInvalidInput), errors.Is(err, link.ErrInvalidURL):
+		return http.StatusBadRequest, err.Error(), true
+	case errors.Is(err, link.ErrNotFound):
+		return http.StatusNotFound, "no such link", true
+	case errors.Is(err, link.ErrDeleted):
+		return http.StatusGone, "the link was deleted; its code is never reused", true
+	case errors.Is(err, link.ErrCodeTaken):
+		return http.StatusConflict, "that code is already taken", true
+	case errors.Is(err, link.ErrIdempotencyConflict):
+		return http.StatusConflict, "this Idempotency-Key was used with a different request; use a new key for a new request", true
+	}
+	return 0, "", false
+}
+
 // writeError is the one place that maps domain errors to statuses. Client
 // errors carry their message; anything else is logged with its cause and the
 // client sees only the request id.
 func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
+	if status, detail, ok := clientError(err); ok {
+		writeProblem(w, r, status, detail)
+		return
+	}
 	switch {
-	case errors.Is(err, link.ErrInvalidInput), errors.Is(err, link.ErrInvalidURL):
-		writeProblem(w, r, http.StatusBadRequest, err.Error())
-	case errors.Is(err, link.ErrNotFound):
-		writeProblem(w, r, http.StatusNotFound, "no such link")
-	case errors.Is(err, link.ErrCodeTaken):
-		writeProblem(w, r, http.StatusConflict, "that code is already taken")
 	case errors.Is(err, link.ErrUnauthorized):
 		w.Header().Set("WWW-Authenticate", `Bearer realm="edgelink"`)
 		writeProblem(w, r, http.StatusUnauthorized, "a valid API key is required: Authorization: Bearer <key>")
@@ -53,4 +69,20 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 		s.log.Error("request failed", "request_id", requestID(r), "method", r.Method, "path", r.URL.Path, "err", err)
 		writeProblem(w, r, http.StatusInternalServerError, "internal error")
 	}
+}
+
+// itemProblem is a batch item's error. It carries no request id, so a
+// replayed batch answers the same bytes.
+func (s *Server) itemProblem(err error) Problem {
+	status, detail, ok := clientError(err)
+	switch {
+	case ok:
+	case errors.Is(err, link.ErrUnavailable):
+		s.log.Warn("batch item failed: unavailable", "err", err)
+		status, detail = http.StatusServiceUnavailable, "temporarily unavailable, retry this link"
+	default:
+		s.log.Error("batch item failed", "err", err)
+		status, detail = http.StatusInternalServerError, "internal error"
+	}
+	return Problem{Type: "about:blank", Title: http.StatusText(status), Status: status, Detail: detail}
 }

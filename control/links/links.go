@@ -1,16 +1,16 @@
 // Package links is control's write path: it validates a creator's request,
 // takes an ID, turns it into a code and stores the link with its change
-// event.
+// event, idempotently when the creator sends a key.
 package links
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
-	"strings"
+	"sync/atomic"
 	"time"
 
+	"github.com/edgelink/edgelink/control/postgres"
 	"github.com/edgelink/edgelink/shared/base62"
 	"github.com/edgelink/edgelink/shared/link"
 )
@@ -22,31 +22,45 @@ type IDSource interface {
 
 // Store is the authority the service writes to.
 type Store interface {
-	CreateLink(ctx context.Context, l *link.Link, custom bool) error
+	WriteTx(ctx context.Context, fn func(*postgres.Tx) error) error
+	Autocommit() *postgres.Tx
 	GetLink(ctx context.Context, tenantID int64, code string) (*link.Link, error)
+	ListLinks(ctx context.Context, tenantID int64, q postgres.ListQuery) ([]*link.Link, error)
+	UpdateLink(ctx context.Context, tenantID int64, code string, c postgres.Change) (*link.Link, error)
 }
 
-// Config tunes the service.
+// Config tunes the service; zero values take the defaults.
 type Config struct {
 	// BlockedDomains are target domains refused with their subdomains,
 	// lower-case ASCII (punycode).
 	BlockedDomains []string
-	// Reserved are codes that custom links may not take: the first path
-	// segments both servers route, plus a policy list.
+	// Reserved are control's own route segments and an operator's extra
+	// codes; the edge's routes and the policy file are added to them.
 	Reserved []string
-	Now      func() time.Time
-	Log      *slog.Logger
+	// Writers bounds the shared create transactions in flight at once
+	// (default 2); keep it below the pool size less the relay's connection,
+	// so reads and authentication still find connections.
+	Writers int
+	// MaxCoalesce bounds the creates one shared transaction carries
+	// (default 500).
+	MaxCoalesce int
+	Now         func() time.Time
+	Log         *slog.Logger
 }
 
-// Service creates and reads links. It is safe for concurrent use.
+// Service creates, reads and changes links. It is safe for concurrent use.
 type Service struct {
 	store    Store
 	ids      IDSource
 	cfg      Config
 	reserved map[string]bool
+	co       *coalescer
+
+	wasted atomic.Uint64
 }
 
-// New returns a Service.
+// New returns a Service. It starts no goroutines: shared create
+// transactions run on the goroutines of the callers waiting for them.
 func New(store Store, ids IDSource, cfg Config) *Service {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
@@ -54,11 +68,30 @@ func New(store Store, ids IDSource, cfg Config) *Service {
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
-	reserved := make(map[string]bool, len(cfg.Reserved))
-	for _, r := range cfg.Reserved {
-		reserved[strings.ToLower(r)] = true
+	if cfg.Writers <= 0 {
+		cfg.Writers = 2
 	}
-	return &Service{store: store, ids: ids, cfg: cfg, reserved: reserved}
+	if cfg.MaxCoalesce <= 0 {
+		cfg.MaxCoalesce = 500
+	}
+	s := &Service{store: store, ids: ids, cfg: cfg, reserved: Reserved(cfg.Reserved)}
+	s.co = newCoalescer(s, cfg.Writers, cfg.MaxCoalesce)
+	return s
+}
+
+// Stats are the service's counters.
+type Stats struct {
+	// WastedIDs counts IDs taken for generated codes that a custom link
+	// already held: skipped, never handed out again.
+	WastedIDs uint64
+	// SharedTx counts create transactions and Coalesced the creates they
+	// carried.
+	SharedTx, Coalesced uint64
+}
+
+// Stats returns the counters so far.
+func (s *Service) Stats() Stats {
+	return Stats{WastedIDs: s.wasted.Load(), SharedTx: s.co.txs.Load(), Coalesced: s.co.items.Load()}
 }
 
 // CreateRequest is what a creator asks for.
@@ -68,59 +101,44 @@ type CreateRequest struct {
 	ExpiresAt    time.Time
 	RedirectType link.RedirectType // 0 for the default
 	Namespace    string
+	// IdempotencyKey, if set, makes the create idempotent for the tenant.
+	IdempotencyKey string
+	// Rejected, in a batch, is why the transport could not read this item;
+	// the batch answers it as the item's error.
+	Rejected error
+}
+
+// Created is a create's answer.
+type Created struct {
+	Link *link.Link
+	// Replayed reports that an earlier request with the same idempotency
+	// key created the link and this is its original answer.
+	Replayed bool
 }
 
 // maxGeneratedTries bounds how many generated codes a create skips because a
 // custom link already holds them.
 const maxGeneratedTries = 8
 
-// Create validates req and stores a new active link for tenantID. Invalid
-// input answers an error wrapping link.ErrInvalidInput or link.ErrInvalidURL,
-// a taken custom code link.ErrCodeTaken; nothing is written in those cases.
-func (s *Service) Create(ctx context.Context, tenantID int64, req CreateRequest) (*link.Link, error) {
+// Create validates req and stores a new active link for tenantID, in a
+// transaction it may share with concurrent creates. Invalid input answers an
+// error wrapping link.ErrInvalidInput or link.ErrInvalidURL, a taken custom
+// code link.ErrCodeTaken, a reused idempotency key with another request
+// link.ErrIdempotencyConflict; nothing is written in those cases.
+func (s *Service) Create(ctx context.Context, tenantID int64, req CreateRequest) (Created, error) {
 	l, err := s.validate(req)
 	if err != nil {
-		return nil, err
+		return Created{}, err
 	}
 	l.TenantID = tenantID
-	if req.Code != "" {
-		id, err := s.ids.NextID(ctx)
-		if err != nil {
-			return nil, fmt.Errorf("allocate id: %w", err)
-		}
-		l.ID, l.Code = id, req.Code
-		if err := s.store.CreateLink(ctx, l, true); err != nil {
-			return nil, err
-		}
-		return l, nil
+	it := &item{link: l, custom: req.Code != "", key: req.IdempotencyKey}
+	if it.key != "" {
+		it.hash = requestHash("link", l, req.Code)
 	}
-	for range maxGeneratedTries {
-		id, err := s.ids.NextID(ctx)
-		if err != nil {
-			return nil, fmt.Errorf("allocate id: %w", err)
-		}
-		code, err := base62.Encode(id)
-		if err != nil {
-			return nil, fmt.Errorf("allocate id: %w", err)
-		}
-		l.ID, l.Code = id, code
-		err = s.store.CreateLink(ctx, l, false)
-		if errors.Is(err, link.ErrCodeTaken) {
-			// Custom codes never take the generated shape (see
-			// validateCustomCode), so this only happens to codes imported
-			// from elsewhere; the ID is wasted, never reused.
-			s.cfg.Log.Warn("generated code already taken; skipping id", "id", id)
-			continue
-		}
-		if err != nil {
-			return nil, err
-		}
-		return l, nil
-	}
-	return nil, fmt.Errorf("%w: no free generated code after %d tries", link.ErrUnavailable, maxGeneratedTries)
+	return s.co.do(ctx, it)
 }
 
-// Get returns one of the tenant's links.
+// Get returns one of the tenant's links, deleted ones included.
 func (s *Service) Get(ctx context.Context, tenantID int64, code string) (*link.Link, error) {
 	if !link.ValidCodeSyntax(code) {
 		return nil, link.ErrNotFound
@@ -128,12 +146,103 @@ func (s *Service) Get(ctx context.Context, tenantID int64, code string) (*link.L
 	return s.store.GetLink(ctx, tenantID, code)
 }
 
+// ListRequest selects a page of links; see postgres.ListQuery.
+type ListRequest = postgres.ListQuery
+
+// MaxPage bounds a list page.
+const MaxPage = 200
+
+// List returns a page of the tenant's links, newest first, and the cursor of
+// the next page (0 when this is the last).
+func (s *Service) List(ctx context.Context, tenantID int64, q ListRequest) ([]*link.Link, uint64, error) {
+	if q.Limit <= 0 || q.Limit > MaxPage {
+		return nil, 0, fmt.Errorf("%w: limit must be 1 to %d", link.ErrInvalidInput, MaxPage)
+	}
+	if q.Status != "" && !q.Status.Valid() {
+		return nil, 0, fmt.Errorf("%w: status must be active, disabled or deleted", link.ErrInvalidInput)
+	}
+	want := q.Limit
+	q.Limit++ // one more tells whether another page exists
+	ls, err := s.store.ListLinks(ctx, tenantID, q)
+	if err != nil {
+		return nil, 0, err
+	}
+	if len(ls) > want {
+		ls = ls[:want]
+		return ls, ls[want-1].ID, nil
+	}
+	return ls, 0, nil
+}
+
+// Update is a change to a link; nil fields are kept.
+type Update struct {
+	URL          *string
+	RedirectType *link.RedirectType
+	// ExpiresAt set to a zero time clears the expiry.
+	ExpiresAt *time.Time
+	Status    *link.Status // active or disabled
+}
+
+// Update changes one of the tenant's links and returns its new state, with
+// a new version and change event. Unknown and other tenants' codes answer
+// link.ErrNotFound, deleted links link.ErrDeleted.
+func (s *Service) Update(ctx context.Context, tenantID int64, code string, u Update) (*link.Link, error) {
+	if !link.ValidCodeSyntax(code) {
+		return nil, link.ErrNotFound
+	}
+	var c postgres.Change
+	if u.URL == nil && u.RedirectType == nil && u.ExpiresAt == nil && u.Status == nil {
+		return nil, fmt.Errorf("%w: nothing to change; send url, redirect_type, expires_at or status", link.ErrInvalidInput)
+	}
+	if u.URL != nil {
+		norm, err := NormalizeURL(*u.URL, s.cfg.BlockedDomains)
+		if err != nil {
+			return nil, err
+		}
+		c.SetURL, c.URL, c.URLOriginal = true, norm, *u.URL
+	}
+	if u.RedirectType != nil {
+		if !u.RedirectType.Valid() {
+			return nil, fmt.Errorf("%w: redirect_type must be 301, 302, 307 or 308", link.ErrInvalidInput)
+		}
+		c.SetRedirect, c.RedirectType = true, *u.RedirectType
+	}
+	if u.ExpiresAt != nil {
+		if !u.ExpiresAt.IsZero() && !u.ExpiresAt.After(s.cfg.Now()) {
+			return nil, fmt.Errorf("%w: expires_at must be in the future (or null to never expire)", link.ErrInvalidInput)
+		}
+		c.SetExpiry, c.ExpiresAt = true, *u.ExpiresAt
+	}
+	if u.Status != nil {
+		if *u.Status != link.Active && *u.Status != link.Disabled {
+			return nil, fmt.Errorf("%w: status must be active or disabled; DELETE removes a link", link.ErrInvalidInput)
+		}
+		c.SetStatus, c.Status = true, *u.Status
+	}
+	return s.store.UpdateLink(ctx, tenantID, code, c)
+}
+
+// Delete tombstones one of the tenant's links: it stops redirecting and its
+// code is never handed out again. Deleting a deleted link changes nothing
+// and answers link.ErrDeleted.
+func (s *Service) Delete(ctx context.Context, tenantID int64, code string) (*link.Link, error) {
+	if !link.ValidCodeSyntax(code) {
+		return nil, link.ErrNotFound
+	}
+	return s.store.UpdateLink(ctx, tenantID, code, postgres.Change{SetStatus: true, Status: link.Deleted})
+}
+
 func (s *Service) validate(req CreateRequest) (*link.Link, error) {
+	if req.Rejected != nil {
+		return nil, req.Rejected
+	}
 	norm, err := NormalizeURL(req.URL, s.cfg.BlockedDomains)
 	if err != nil {
 		return nil, err
 	}
-	l := &link.Link{URL: norm, URLOriginal: req.URL, RedirectType: req.RedirectType, ExpiresAt: req.ExpiresAt, Namespace: req.Namespace}
+	// The authority keeps microseconds: truncate here so the answer, the
+	// stored link and a replay's hash all agree.
+	l := &link.Link{URL: norm, URLOriginal: req.URL, RedirectType: req.RedirectType, ExpiresAt: req.ExpiresAt.Truncate(time.Microsecond), Namespace: req.Namespace}
 	if l.RedirectType == 0 {
 		l.RedirectType = link.DefaultRedirect
 	}
@@ -153,6 +262,10 @@ func (s *Service) validate(req CreateRequest) (*link.Link, error) {
 		if err := s.validateCustomCode(req.Code); err != nil {
 			return nil, err
 		}
+		l.Code = req.Code
+	}
+	if len(req.IdempotencyKey) > 255 {
+		return nil, fmt.Errorf("%w: Idempotency-Key is longer than 255 bytes", link.ErrInvalidInput)
 	}
 	return l, nil
 }
@@ -164,11 +277,21 @@ func (s *Service) validateCustomCode(code string) error {
 	if !link.ValidCodeSyntax(code) {
 		return fmt.Errorf("%w: code must be %d to %d characters of 0-9, A-Z, a-z, '-' or '_'", link.ErrInvalidInput, link.MinCodeLen, link.MaxCodeLen)
 	}
-	if len(code) == base62.Length && base62.Valid(code) || code == "000000" {
+	if len(code) == base62.Length && (base62.Valid(code) || code == "000000") {
 		return fmt.Errorf("%w: 6-character codes of only letters and digits are reserved for generated links; use another length or add '-' or '_'", link.ErrInvalidInput)
 	}
-	if s.reserved[strings.ToLower(code)] {
+	if s.reserved[lowerASCII(code)] {
 		return fmt.Errorf("%w: code %q is reserved", link.ErrInvalidInput, code)
 	}
 	return nil
+}
+
+func lowerASCII(s string) string {
+	b := []byte(s)
+	for i, c := range b {
+		if c >= 'A' && c <= 'Z' {
+			b[i] = c + 'a' - 'A'
+		}
+	}
+	return string(b)
 }

@@ -92,3 +92,12 @@ var (
 // as codes. Control reserves them (with its own routes) so no custom code
 // can shadow them.
 var EdgeRoutes = []string{"livez", "readyz", "metrics", "robots.txt", "favicon.ico"}
+
+// Errors of the creator API's lifecycle and idempotency.
+var (
+	// ErrDeleted: the link is a tombstone; its code stays taken for good.
+	ErrDeleted = errors.New("link deleted")
+	// ErrIdempotencyConflict: an idempotency key was sent again with a
+	// different request.
+	ErrIdempotencyConflict = errors.New("idempotency key reused with a different request")
+)

@@ -1,0 +1,115 @@
+package api
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/edgelink/edgelink/control/outbox"
+	"github.com/edgelink/edgelink/shared/link"
+	"github.com/edgelink/edgelink/shared/linkevent"
+	"github.com/edgelink/edgelink/shared/natstest"
+)
+
+// TestMutationsReachTheStream: creates, PATCHes and DELETEs over HTTP come
+// out of the real relay on a real JetStream as full-state events, in version
+// order, and an edge applying them by version ends with each link's state.
+func TestMutationsReachTheStream(t *testing.T) {
+	e := newEnv(t)
+	key := e.tenant(t, "acme")
+	_, js := natstest.Start(t).Connect(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = outbox.New(e.store, js, outbox.Config{PollInterval: 50 * time.Millisecond}).Run(ctx)
+	}()
+	t.Cleanup(func() { cancel(); <-done })
+
+	e.do(t, "POST", "/api/v1/links", key, []byte(`{"url": "https://example.com/a", "code": "promo-a"}`))
+	e.do(t, "POST", "/api/v1/links/batch", key, []byte(`{"links": [{"url": "https://example.com/b", "code": "promo-b"}, {"url": "https://example.com/c", "code": "promo-c"}]}`))
+	e.do(t, "PATCH", "/api/v1/links/promo-a", key, []byte(`{"url": "https://example.com/a2", "redirect_type": 307}`))
+	e.do(t, "PATCH", "/api/v1/links/promo-b", key, []byte(`{"status": "disabled"}`))
+	e.do(t, "DELETE", "/api/v1/links/promo-c", key, nil)
+	e.do(t, "PATCH", "/api/v1/links/promo-a", key, []byte(`{"expires_at": "2090-01-01T00:00:00Z"}`))
+
+	want := map[string]string{
+		"promo-a": "active https://example.com/a2 307 2090-01-01T00:00:00Z",
+		"promo-b": "disabled https://example.com/b 302 -",
+		"promo-c": "deleted https://example.com/c 302 -",
+	}
+	var evs []linkevent.Event
+	deadline := time.Now().Add(30 * time.Second)
+	for len(evs) < 7 {
+		if time.Now().After(deadline) {
+			t.Fatalf("stream holds %d events after 30s; want 7", len(evs))
+		}
+		time.Sleep(20 * time.Millisecond)
+		evs = streamEvents(t, js)
+	}
+	versions := make([]uint64, len(evs))
+	state := map[string]linkevent.Event{}
+	var prev uint64
+	for i, ev := range evs {
+		versions[i] = ev.Version
+		if ev.Prev != prev {
+			t.Fatalf("event %d follows %d, want %d: the stream skipped one", ev.Version, ev.Prev, prev)
+		}
+		prev = ev.Version
+		if ev.Version > state[ev.Code].Version {
+			state[ev.Code] = ev
+		}
+	}
+	if !slices.IsSorted(versions) || len(evs) != 7 {
+		t.Fatalf("stream versions %v; want 7 in increasing order", versions)
+	}
+	for code, w := range want {
+		ev := state[code]
+		exp := "-"
+		if ev.ExpiresAt != 0 {
+			exp = time.UnixMilli(ev.ExpiresAt).UTC().Format(time.RFC3339)
+		}
+		if got := fmt.Sprintf("%s %s %d %s", ev.Status, ev.URL, ev.RedirectType, exp); got != w {
+			t.Errorf("%s applied by version: %s; want %s", code, got, w)
+		}
+		// The API's version of the link is the stream's last for its code.
+		l := e.do(t, "GET", "/api/v1/links/"+code, key, nil).json(t)
+		if uint64(l["version"].(float64)) != ev.Version || l["status"] != string(ev.Status) {
+			t.Errorf("%s: API says version %v status %v, stream %d %s", code, l["version"], l["status"], ev.Version, ev.Status)
+		}
+	}
+	if state["promo-c"].Status != link.Deleted {
+		t.Errorf("delete did not reach the stream as a tombstone: %+v", state["promo-c"])
+	}
+}
+
+// streamEvents reads the whole change stream, checking every message decodes.
+func streamEvents(t *testing.T, js jetstream.JetStream) []linkevent.Event {
+	t.Helper()
+	ctx := context.Background()
+	s, err := js.Stream(ctx, linkevent.Stream)
+	if err != nil {
+		return nil // the relay has not created it yet
+	}
+	info, err := s.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []linkevent.Event
+	for seq := info.State.FirstSeq; info.State.Msgs > 0 && seq <= info.State.LastSeq; seq++ {
+		msg, err := s.GetMsg(ctx, seq)
+		if err != nil {
+			t.Fatalf("get seq %d: %v", seq, err)
+		}
+		var ev linkevent.Event
+		if err := linkevent.Unmarshal(msg.Data, &ev); err != nil {
+			t.Fatalf("seq %d: %v", seq, err)
+		}
+		out = append(out, ev)
+	}
+	return out
+}

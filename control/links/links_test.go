@@ -1,0 +1,229 @@
+package links
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/edgelink/edgelink/control/postgres"
+	"github.com/edgelink/edgelink/shared/link"
+	"github.com/edgelink/edgelink/shared/pgtest"
+)
+
+func TestMain(m *testing.M) { pgtest.Main(m) }
+
+// counterIDs hands out 1, 2, 3, …; gate, if set, holds every call until it
+// is closed.
+type counterIDs struct {
+	n    atomic.Uint64
+	gate chan struct{}
+}
+
+func (c *counterIDs) NextID(ctx context.Context) (uint64, error) {
+	if c.gate != nil {
+		select {
+		case <-c.gate:
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		}
+	}
+	return c.n.Add(1), nil
+}
+
+func setup(t *testing.T, ids IDSource, cfg Config) (*Service, *postgres.Store, *pgxpool.Pool, int64) {
+	t.Helper()
+	pool := pgtest.Pool(t)
+	st := postgres.New(pool)
+	tenant, err := st.CreateTenant(context.Background(), "acme")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return New(st, ids, cfg), st, pool, tenant
+}
+
+func count(t *testing.T, pool *pgxpool.Pool, table string) int {
+	t.Helper()
+	var n int
+	if err := pool.QueryRow(context.Background(), "SELECT count(*) FROM "+table).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+func (c *coalescer) queued() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.pending)
+}
+
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+// TestCoalescedCreatesKeepTheirOwnAnswers: many concurrent creates, mixing
+// generated and custom codes, colliding custom codes, idempotency keys sent
+// once and many times, and one create whose caller gave up while queued,
+// share few transactions, and each caller gets exactly its own answer.
+func TestCoalescedCreatesKeepTheirOwnAnswers(t *testing.T) {
+	ids := &counterIDs{gate: make(chan struct{})}
+	svc, _, pool, tenant := setup(t, ids, Config{Writers: 1, MaxCoalesce: 500})
+	ctx := context.Background()
+
+	type call struct {
+		req CreateRequest
+		got Created
+		err error
+	}
+	var calls []*call
+	add := func(req CreateRequest) { calls = append(calls, &call{req: req}) }
+	for i := range 100 {
+		add(CreateRequest{URL: fmt.Sprintf("https://example.com/gen/%d", i)})
+	}
+	for i := range 50 {
+		add(CreateRequest{URL: fmt.Sprintf("https://example.com/key/%d", i), IdempotencyKey: fmt.Sprintf("k%d", i)})
+	}
+	for i := range 10 { // ten keys, each sent five times with one request
+		for range 5 {
+			add(CreateRequest{URL: fmt.Sprintf("https://example.com/rep/%d", i), IdempotencyKey: fmt.Sprintf("rep%d", i)})
+		}
+	}
+	for i := range 20 { // twenty custom codes, each asked for twice
+		add(CreateRequest{URL: "https://example.com/c1", Code: fmt.Sprintf("code-%d", i)})
+		add(CreateRequest{URL: "https://example.com/c2", Code: fmt.Sprintf("code-%d", i)})
+	}
+
+	// The first create to reach a writer slot holds it (its ID source is
+	// gated) until every other create is queued behind it.
+	var wg sync.WaitGroup
+	for _, c := range calls {
+		wg.Go(func() { c.got, c.err = svc.Create(ctx, tenant, c.req) })
+	}
+	waitFor(t, "all creates to queue", func() bool { return int(svc.co.items.Load())+svc.co.queued() == len(calls) })
+	gone, cancel := context.WithCancel(ctx)
+	cancel()
+	if _, err := svc.Create(gone, tenant, CreateRequest{URL: "https://example.com/gone"}); !errors.Is(err, context.Canceled) {
+		t.Fatalf("create with a cancelled context: %v", err)
+	}
+	close(ids.gate)
+	wg.Wait()
+
+	codes := map[string]int{}
+	byKey := map[string][]Created{}
+	taken := map[string]int{}
+	for i, c := range calls {
+		switch {
+		case c.req.Code != "" && errors.Is(c.err, link.ErrCodeTaken):
+			taken[c.req.Code]++
+			continue
+		case c.err != nil:
+			t.Fatalf("create %d (%+v): %v", i, c.req, c.err)
+		}
+		if c.got.Link.URL != c.req.URL || c.got.Link.TenantID != tenant || c.got.Link.Version == 0 {
+			t.Fatalf("create %d (%+v) answered %+v", i, c.req, c.got.Link)
+		}
+		if c.req.Code != "" && c.got.Link.Code != c.req.Code {
+			t.Fatalf("create %d asked for %q, got %q", i, c.req.Code, c.got.Link.Code)
+		}
+		if c.req.IdempotencyKey != "" {
+			byKey[c.req.IdempotencyKey] = append(byKey[c.req.IdempotencyKey], c.got)
+		}
+		if !c.got.Replayed {
+			codes[c.got.Link.Code]++
+		}
+	}
+	for code, n := range codes {
+		if n != 1 {
+			t.Errorf("code %s answered to %d creators", code, n)
+		}
+	}
+	for i := range 20 {
+		if code := fmt.Sprintf("code-%d", i); taken[code] != 1 {
+			t.Errorf("custom code %s: %d creators told it is taken; want exactly 1", code, taken[code])
+		}
+	}
+	for k, cs := range byKey {
+		replays := 0
+		for _, c := range cs {
+			if *c.Link != *cs[0].Link {
+				t.Errorf("key %s answered two links: %+v and %+v", k, c.Link, cs[0].Link)
+			}
+			if c.Replayed {
+				replays++
+			}
+		}
+		if replays != len(cs)-1 {
+			t.Errorf("key %s: %d of %d answers replayed; want all but one", k, replays, len(cs))
+		}
+	}
+	want := 100 + 50 + 10 + 20
+	if links, events, keys := count(t, pool, "links"), count(t, pool, "outbox"), count(t, pool, "idempotency_keys"); links != want || events != want || keys != 60 {
+		t.Fatalf("%d links, %d outbox rows, %d keys; want %d, %d, 60", links, events, keys, want, want)
+	}
+	// The held create went alone; the rest fit in one transaction, except
+	// what could not share it: the second asker of each custom code.
+	st := svc.Stats()
+	if st.SharedTx > 3 || st.Coalesced != uint64(len(calls)) {
+		t.Errorf("stats %+v: want %d creates in at most 3 transactions", st, len(calls))
+	}
+}
+
+// TestGeneratedCodeHeldByCustomLinkIsSkipped: a generated code that a link
+// already holds (an import) is skipped, its ID counted as waste, and never
+// answered twice.
+func TestGeneratedCodeHeldByCustomLinkIsSkipped(t *testing.T) {
+	ids := &counterIDs{}
+	svc, st, _, tenant := setup(t, ids, Config{})
+	ctx := context.Background()
+	imported := &link.Link{ID: 1_000_000, Code: "000002", TenantID: tenant, Namespace: "default",
+		URL: "https://imported.example/", URLOriginal: "https://imported.example/", RedirectType: 302}
+	if err := st.CreateLink(ctx, imported, true); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for range 3 {
+		c, err := svc.Create(ctx, tenant, CreateRequest{URL: "https://example.com/"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, c.Link.Code)
+	}
+	if fmt.Sprint(got) != "[000001 000003 000004]" {
+		t.Fatalf("generated codes %v; want [000001 000003 000004]", got)
+	}
+	if w := svc.Stats().WastedIDs; w != 1 {
+		t.Fatalf("wasted %d IDs; want 1", w)
+	}
+}
+
+func TestReserved(t *testing.T) {
+	r := Reserved([]string{"api", "/livez", "readyz/"}, "Acme")
+	for _, code := range []string{"api", "livez", "readyz", "metrics", "robots.txt", "favicon.ico", "login", "well-known", "acme"} {
+		if !r[code] {
+			t.Errorf("%q is not reserved", code)
+		}
+	}
+	for _, code := range []string{"", "#", "about:", "spring-sale"} {
+		if r[code] {
+			t.Errorf("%q is reserved", code)
+		}
+	}
+	svc := New(nil, nil, Config{Reserved: []string{"api"}})
+	for _, code := range []string{"API", "Admin", "LIVEZ"} {
+		if err := svc.validateCustomCode(code); !errors.Is(err, link.ErrInvalidInput) {
+			t.Errorf("custom code %q: %v; want reserved", code, err)
+		}
+	}
+}

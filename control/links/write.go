@@ -1,0 +1,418 @@
+package links
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+
+	"github.com/edgelink/edgelink/control/postgres"
+	"github.com/edgelink/edgelink/shared/base62"
+	"github.com/edgelink/edgelink/shared/link"
+)
+
+// item is one link on its way into a write transaction, and its answer.
+type item struct {
+	link   *link.Link
+	custom bool
+	key    string // idempotency key, "" for none
+	hash   []byte
+
+	res Created
+	err error
+
+	// Coalescer bookkeeping, guarded by its mutex until done is closed.
+	done   chan struct{}
+	taken  bool
+	leader *item // same key and request as leader, which alone is written
+}
+
+// requestHash is what a replay must match: everything that decides the link
+// a create makes, after normalization, so two spellings of one request are
+// one request.
+func requestHash(kind string, l *link.Link, code string) []byte {
+	h := sha256.New()
+	writeHashed(h, kind, l, code)
+	return h.Sum(nil)
+}
+
+func writeHashed(h interface{ Write([]byte) (int, error) }, kind string, l *link.Link, code string) {
+	expires := "never"
+	if !l.ExpiresAt.IsZero() {
+		expires = strconv.FormatInt(l.ExpiresAt.UnixMicro(), 10)
+	}
+	// NUL separates fields: no validated field can contain it.
+	fmt.Fprintf(h, "%s\x00%s\x00%s\x00%d\x00%s\x00%s\x00", kind, l.URL, expires, l.RedirectType, code, l.Namespace)
+}
+
+// write writes its, in one transaction when an idempotency key must commit
+// with its links; without keys every statement is atomic on its own, so
+// they run without BEGIN and COMMIT.
+func (s *Service) write(ctx context.Context, its []*item) error {
+	// IDs are taken before any connection is held: an ID source that must
+	// itself reach the database (a segment load) never waits for a
+	// connection that a transaction waiting on it holds.
+	for _, it := range its {
+		it.link.ID = 0
+		if id, err := s.ids.NextID(ctx); err == nil {
+			it.link.ID = id
+		}
+	}
+	for _, it := range its {
+		if it.key != "" {
+			return s.store.WriteTx(ctx, func(tx *postgres.Tx) error { return s.writeItems(ctx, tx, its) })
+		}
+	}
+	err := s.writeItems(ctx, s.store.Autocommit(), its)
+	if err == nil {
+		return nil
+	}
+	// What ran before err committed, and those links stand; the others get
+	// one try each on their own, so one create cannot fail the rest.
+	for _, it := range its {
+		switch {
+		case it.res.Link != nil:
+		case len(its) == 1:
+			it.err = err
+		default:
+			it.link.ID = 0 // the failed statement may have committed it
+			if e := s.writeItems(ctx, s.store.Autocommit(), []*item{it}); e != nil {
+				it.res, it.err = Created{}, e
+			}
+		}
+	}
+	return nil
+}
+
+// writeItems writes its in tx: it claims their idempotency keys, answers
+// those whose key a committed request holds, inserts the rest and records
+// the answers under their keys. Keys in its must be distinct, and so must
+// custom codes. It fails only when the transaction must roll back.
+func (s *Service) writeItems(ctx context.Context, tx *postgres.Tx, its []*item) error {
+	var (
+		keyed []*item
+		keys  []postgres.IdemKey
+		write = make([]*item, 0, len(its))
+	)
+	for _, it := range its {
+		it.res, it.err = Created{}, nil
+		if it.key == "" {
+			write = append(write, it)
+			continue
+		}
+		keyed = append(keyed, it)
+		keys = append(keys, postgres.IdemKey{TenantID: it.link.TenantID, Key: it.key, Hash: it.hash})
+	}
+	claimed, err := tx.ClaimKeys(ctx, keys)
+	if err != nil {
+		return err
+	}
+	var (
+		owned   []*item
+		ownedID []postgres.IdemKeyID
+		lookups []postgres.IdemKeyID
+		waiting []*item
+	)
+	for i, it := range keyed {
+		id := postgres.IdemKeyID{TenantID: it.link.TenantID, Key: it.key}
+		if claimed[i] {
+			owned, ownedID = append(owned, it), append(ownedID, id)
+			write = append(write, it)
+		} else {
+			lookups, waiting = append(lookups, id), append(waiting, it)
+		}
+	}
+	if len(lookups) > 0 {
+		stored, err := tx.StoredResponses(ctx, lookups)
+		if err != nil {
+			return err
+		}
+		for i, it := range waiting {
+			it.res, it.err = replay(stored[lookups[i]], it.hash)
+		}
+	}
+	if err := s.insertAll(ctx, tx, write); err != nil {
+		return err
+	}
+	responses := make([][]byte, len(owned))
+	for i, it := range owned {
+		if it.err == nil {
+			if responses[i], err = json.Marshal(storedCreate{Link: it.res.Link}); err != nil {
+				return err
+			}
+		}
+	}
+	return tx.FinishKeys(ctx, ownedID, responses)
+}
+
+// storedCreate is a create's answer as its idempotency key keeps it: the
+// link as it was created, so a replay answers the same body even after the
+// link changed.
+type storedCreate struct {
+	Link *link.Link `json:"link"`
+}
+
+func replay(sr postgres.StoredResponse, hash []byte) (Created, error) {
+	if sr.Hash == nil {
+		// The key's holder gave it up after this transaction's claim
+		// lost: a retry will claim it.
+		return Created{}, fmt.Errorf("%w: idempotency key in use, retry", link.ErrUnavailable)
+	}
+	if string(sr.Hash) != string(hash) {
+		return Created{}, link.ErrIdempotencyConflict
+	}
+	var sc storedCreate
+	if err := json.Unmarshal(sr.Response, &sc); err != nil || sc.Link == nil {
+		return Created{}, fmt.Errorf("decode stored response: %w", errors.Join(err, errors.New("no link")))
+	}
+	return Created{Link: sc.Link, Replayed: true}, nil
+}
+
+// insertAll gives its their IDs and codes and inserts them. A generated code
+// a custom link already holds is skipped (its ID is wasted, counted, never
+// reused) and the link takes the next ID. Per-link failures land in the
+// item; an error means the transaction must roll back.
+func (s *Service) insertAll(ctx context.Context, tx *postgres.Tx, its []*item) error {
+	todo := its
+	for round := 0; len(todo) > 0; round++ {
+		batch := make([]postgres.NewLink, 0, len(todo))
+		owners := make([]*item, 0, len(todo))
+		for _, it := range todo {
+			if round == maxGeneratedTries {
+				it.err = fmt.Errorf("%w: no free generated code after %d tries", link.ErrUnavailable, maxGeneratedTries)
+				continue
+			}
+			if round > 0 || it.link.ID == 0 {
+				id, err := s.ids.NextID(ctx)
+				if err != nil {
+					it.err = fmt.Errorf("allocate id: %w", err)
+					continue
+				}
+				it.link.ID = id
+			}
+			id := it.link.ID
+			var err error
+			if !it.custom {
+				if it.link.Code, err = base62.Encode(id); err != nil {
+					it.err = fmt.Errorf("allocate id: %w", err)
+					continue
+				}
+			}
+			batch = append(batch, postgres.NewLink{Link: it.link, Custom: it.custom})
+			owners = append(owners, it)
+		}
+		inserted, err := tx.InsertLinks(ctx, batch)
+		if err != nil {
+			return err
+		}
+		var again []*item
+		for i, it := range owners {
+			switch {
+			case inserted[i]:
+				it.res = Created{Link: it.link}
+			case it.custom:
+				it.err = link.ErrCodeTaken
+			default:
+				// Custom codes never take the generated shape (see
+				// validateCustomCode), so only imported codes get here.
+				s.wasted.Add(1)
+				s.cfg.Log.Warn("generated code already taken; skipping id", "id", it.link.ID)
+				again = append(again, it)
+			}
+		}
+		todo = again
+	}
+	return nil
+}
+
+// MaxBatch bounds the links of one batch create.
+const MaxBatch = 1000
+
+// ItemResult is one link's outcome in a batch: Link, or Err.
+type ItemResult struct {
+	Link *link.Link
+	Err  error
+}
+
+// BatchResult is a batch create's answer.
+type BatchResult struct {
+	Items []ItemResult
+	// Replayed: an earlier batch with the same idempotency key made these
+	// links, and this is its original answer.
+	Replayed bool
+}
+
+// CreateBatch creates up to MaxBatch links for tenantID in one transaction,
+// each link succeeding or failing on its own (invalid input, taken code).
+// With an idempotency key the batch is idempotent as a whole: the same key
+// with the same requests answers the original results, with other requests
+// link.ErrIdempotencyConflict. An error means nothing was written.
+func (s *Service) CreateBatch(ctx context.Context, tenantID int64, key string, reqs []CreateRequest) (BatchResult, error) {
+	if len(reqs) == 0 || len(reqs) > MaxBatch {
+		return BatchResult{}, fmt.Errorf("%w: a batch holds 1 to %d links", link.ErrInvalidInput, MaxBatch)
+	}
+	if len(key) > 255 {
+		return BatchResult{}, fmt.Errorf("%w: Idempotency-Key is longer than 255 bytes", link.ErrInvalidInput)
+	}
+	results := make([]ItemResult, len(reqs))
+	its := make([]*item, len(reqs))
+	var write []*item
+	codes := make(map[string]bool)
+	h := sha256.New()
+	for i, req := range reqs {
+		req.IdempotencyKey = ""
+		l, err := s.validate(req)
+		if err != nil {
+			results[i].Err = err
+			// Invalid items are part of the request too: hash what was sent.
+			fmt.Fprintf(h, "invalid\x00%q\x00%q\x00%d\x00%d\x00%q\x00%q\x00", req.URL, req.Code, req.ExpiresAt.UnixMicro(), req.RedirectType, req.Namespace, err.Error())
+			continue
+		}
+		l.TenantID = tenantID
+		writeHashed(h, "item", l, req.Code)
+		if req.Code != "" {
+			if codes[req.Code] {
+				results[i].Err = link.ErrCodeTaken
+				continue
+			}
+			codes[req.Code] = true
+		}
+		its[i] = &item{link: l, custom: req.Code != ""}
+		write = append(write, its[i])
+	}
+	hash := h.Sum(nil)
+
+	for _, it := range write { // before any connection is held, as in write
+		if id, err := s.ids.NextID(ctx); err == nil {
+			it.link.ID = id
+		}
+	}
+	var out BatchResult
+	inTx := s.store.WriteTx
+	if key == "" {
+		// Without a key nothing must commit with the links, and each
+		// InsertLinks statement is atomic on its own.
+		inTx = func(ctx context.Context, fn func(*postgres.Tx) error) error { return fn(s.store.Autocommit()) }
+	}
+	err := inTx(ctx, func(tx *postgres.Tx) error {
+		out = BatchResult{}
+		id := postgres.IdemKeyID{TenantID: tenantID, Key: key}
+		if key != "" {
+			claimed, err := tx.ClaimKeys(ctx, []postgres.IdemKey{{TenantID: tenantID, Key: key, Hash: hash}})
+			if err != nil {
+				return err
+			}
+			if !claimed[0] {
+				stored, err := tx.StoredResponses(ctx, []postgres.IdemKeyID{id})
+				if err != nil {
+					return err
+				}
+				out, err = replayBatch(stored[id], hash)
+				return err
+			}
+		}
+		if err := s.insertAll(ctx, tx, write); err != nil {
+			if key != "" {
+				return err
+			}
+			// Without a transaction what ran before err committed: answer
+			// per link, so the answer says exactly what exists.
+			for _, it := range write {
+				if it.res.Link == nil && it.err == nil {
+					it.err = err
+				}
+			}
+		}
+		for _, it := range write {
+			if key != "" && errors.Is(it.err, link.ErrUnavailable) {
+				// Keep no answer that a retry could improve on: roll back
+				// and let the creator retry the whole batch.
+				return it.err
+			}
+		}
+		out.Items = make([]ItemResult, len(reqs))
+		for i := range reqs {
+			if its[i] == nil {
+				out.Items[i] = results[i]
+			} else {
+				out.Items[i] = ItemResult{Link: its[i].res.Link, Err: its[i].err}
+			}
+		}
+		if key == "" {
+			return nil
+		}
+		b, err := json.Marshal(encodeBatch(out.Items))
+		if err != nil {
+			return err
+		}
+		return tx.FinishKeys(ctx, []postgres.IdemKeyID{id}, [][]byte{b})
+	})
+	if err != nil {
+		return BatchResult{}, err
+	}
+	return out, nil
+}
+
+// storedItem is a batch item's answer as an idempotency key keeps it.
+type storedItem struct {
+	Link *link.Link `json:"link,omitempty"`
+	Err  string     `json:"err,omitempty"` // the error's kind, see errorKinds
+	Msg  string     `json:"msg,omitempty"` // the error's message
+}
+
+// errorKinds are the per-item errors a stored batch answer can hold.
+var errorKinds = map[string]error{
+	"invalid_input": link.ErrInvalidInput,
+	"invalid_url":   link.ErrInvalidURL,
+	"code_taken":    link.ErrCodeTaken,
+}
+
+func encodeBatch(items []ItemResult) []storedItem {
+	out := make([]storedItem, len(items))
+	for i, r := range items {
+		if r.Err == nil {
+			out[i].Link = r.Link
+			continue
+		}
+		out[i].Msg = r.Err.Error()
+		for kind, sentinel := range errorKinds {
+			if errors.Is(r.Err, sentinel) {
+				out[i].Err = kind
+			}
+		}
+	}
+	return out
+}
+
+func replayBatch(sr postgres.StoredResponse, hash []byte) (BatchResult, error) {
+	if sr.Hash == nil {
+		return BatchResult{}, fmt.Errorf("%w: idempotency key in use, retry", link.ErrUnavailable)
+	}
+	if string(sr.Hash) != string(hash) {
+		return BatchResult{}, link.ErrIdempotencyConflict
+	}
+	var stored []storedItem
+	if err := json.Unmarshal(sr.Response, &stored); err != nil {
+		return BatchResult{}, fmt.Errorf("decode stored batch: %w", err)
+	}
+	out := BatchResult{Items: make([]ItemResult, len(stored)), Replayed: true}
+	for i, si := range stored {
+		if si.Err == "" && si.Link != nil {
+			out.Items[i].Link = si.Link
+			continue
+		}
+		out.Items[i].Err = storedError{kind: errorKinds[si.Err], msg: si.Msg}
+	}
+	return out, nil
+}
+
+// storedError is a replayed item error: the original message and kind.
+type storedError struct {
+	kind error
+	msg  string
+}
+
+func (e storedError) Error() string { return e.msg }
+func (e storedError) Unwrap() error { return e.kind }

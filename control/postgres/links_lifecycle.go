@@ -1,0 +1,142 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
+
+	"github.com/edgelink/edgelink/shared/link"
+)
+
+// Change is what an update sets; fields whose Set flag is false are kept.
+type Change struct {
+	SetURL       bool
+	URL          string // normalized
+	URLOriginal  string
+	SetRedirect  bool
+	RedirectType link.RedirectType
+	SetExpiry    bool
+	ExpiresAt    time.Time // zero clears the expiry
+	SetStatus    bool
+	Status       link.Status
+}
+
+// updateLink changes one link and writes its outbox row in one statement.
+// The order is the contract the relay depends on: cur locks the row first,
+// x then makes sure the transaction has an xid, and only then does v take
+// the change version; so whoever holds a version is a transaction the relay
+// can see running, and versions of one code increase in commit order.
+// A deleted link is left alone (u is empty), which the caller reports.
+const updateLink = `
+WITH cur AS MATERIALIZED (
+	SELECT id, status FROM links WHERE code = $1 AND tenant_id = $2 FOR UPDATE
+),
+x AS MATERIALIZED (SELECT pg_current_xact_id() AS xid FROM cur WHERE cur.status <> 'deleted'),
+v AS MATERIALIZED (SELECT cur.id, x.xid, nextval('change_version_seq') AS version FROM cur, x),
+u AS (
+	UPDATE links l SET
+		url           = CASE WHEN $3::bool THEN $4::text ELSE l.url END,
+		url_original  = CASE WHEN $3::bool THEN $5::text ELSE l.url_original END,
+		redirect_type = CASE WHEN $6::bool THEN $7::int2 ELSE l.redirect_type END,
+		expires_at    = CASE WHEN $8::bool THEN $9::timestamptz ELSE l.expires_at END,
+		status        = CASE WHEN $10::bool THEN $11::text ELSE l.status END,
+		version = v.version, updated_at = now()
+	FROM v WHERE l.id = v.id
+	RETURNING l.id, l.code, l.tenant_id, l.namespace, l.url, l.url_original, l.redirect_type, l.status,
+	          l.expires_at, l.version, l.created_at, l.updated_at
+),
+o AS (
+	INSERT INTO outbox (version, xid, kind, code, url, redirect_type, status, expires_at)
+	SELECT u.version, v.xid, 'link', u.code, u.url, u.redirect_type, u.status, u.expires_at FROM u, v
+)
+SELECT u.id, u.code, u.tenant_id, u.namespace, u.url, u.url_original, u.redirect_type, u.status,
+       u.expires_at, u.version, u.created_at, u.updated_at
+FROM cur LEFT JOIN u ON true`
+
+// UpdateLink applies c to one of the tenant's links, with a new version and
+// change event, and returns the new state. An unknown code, or another
+// tenant's, answers link.ErrNotFound; a deleted link link.ErrDeleted, and
+// nothing is written in either case.
+func (s *Store) UpdateLink(ctx context.Context, tenantID int64, code string, c Change) (*link.Link, error) {
+	row := s.pool.QueryRow(ctx, updateLink, code, tenantID,
+		c.SetURL, c.URL, c.URLOriginal,
+		c.SetRedirect, int16(c.RedirectType),
+		c.SetExpiry, nullTime(c.ExpiresAt),
+		c.SetStatus, string(c.Status))
+	var (
+		id      pgtype.Int8
+		tenant  pgtype.Int8
+		l       link.Link
+		strs    [5]pgtype.Text // code, namespace, url, url_original, status
+		rt      pgtype.Int2
+		expires pgtype.Timestamptz
+		version pgtype.Int8
+		created pgtype.Timestamptz
+		updated pgtype.Timestamptz
+	)
+	err := row.Scan(&id, &strs[0], &tenant, &strs[1], &strs[2], &strs[3], &rt, &strs[4], &expires, &version, &created, &updated)
+	if err != nil {
+		return nil, translate(err)
+	}
+	if !id.Valid {
+		return nil, link.ErrDeleted
+	}
+	l.ID, l.Code, l.TenantID, l.Namespace = uint64(id.Int64), strs[0].String, tenant.Int64, strs[1].String
+	l.URL, l.URLOriginal, l.RedirectType, l.Status = strs[2].String, strs[3].String, link.RedirectType(rt.Int16), link.Status(strs[4].String)
+	l.Version, l.CreatedAt, l.UpdatedAt = uint64(version.Int64), created.Time, updated.Time
+	if expires.Valid {
+		l.ExpiresAt = expires.Time
+	}
+	return &l, nil
+}
+
+// ListQuery selects a page of a tenant's links, newest ID first.
+type ListQuery struct {
+	// Before is the cursor: only links with a smaller ID; 0 for the first page.
+	Before uint64
+	// Status filters by status; empty means active and disabled (not deleted).
+	Status        link.Status
+	Namespace     string    // empty: any
+	CreatedAfter  time.Time // zero: unbounded
+	CreatedBefore time.Time // zero: unbounded
+	Limit         int
+}
+
+// ListLinks returns up to q.Limit of the tenant's links matching q, in
+// descending ID order.
+func (s *Store) ListLinks(ctx context.Context, tenantID int64, q ListQuery) ([]*link.Link, error) {
+	if q.Limit <= 0 {
+		return nil, errors.New("list links: limit must be positive")
+	}
+	before := int64(q.Before)
+	if before == 0 {
+		before = 1 << 62
+	}
+	var statuses []string
+	if q.Status != "" {
+		statuses = []string{string(q.Status)}
+	} else {
+		statuses = []string{string(link.Active), string(link.Disabled)}
+	}
+	rows, err := s.pool.Query(ctx, `
+		SELECT id, code, tenant_id, namespace, url, url_original, redirect_type, status,
+		       expires_at, version, created_at, updated_at
+		FROM links
+		WHERE tenant_id = $1 AND id < $2 AND status = ANY ($3::text[])
+		  AND ($4 = '' OR namespace = $4)
+		  AND ($5::timestamptz IS NULL OR created_at > $5)
+		  AND ($6::timestamptz IS NULL OR created_at < $6)
+		ORDER BY id DESC LIMIT $7`,
+		tenantID, before, statuses, q.Namespace, nullTime(q.CreatedAfter), nullTime(q.CreatedBefore), q.Limit)
+	if err != nil {
+		return nil, translate(err)
+	}
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (*link.Link, error) { return scanLink(row) })
+	if err != nil {
+		return nil, translate(err)
+	}
+	return out, nil
+}

@@ -1,0 +1,244 @@
+package postgres
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgtype"
+
+	"github.com/edgelink/edgelink/shared/link"
+)
+
+// Tx is one write transaction of the create path: the coalescer runs many
+// creators' links through one, the batch endpoint a whole batch. Its methods
+// never fail on a single item (a taken code or key is an answer, not an
+// error), so one item cannot roll back the others. It is not safe for
+// concurrent use.
+type Tx struct {
+	tx querier
+}
+
+type querier interface {
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+}
+
+// WriteTx runs fn in a transaction on the primary and commits if fn returns
+// nil. Nothing fn wrote survives an error.
+func (s *Store) WriteTx(ctx context.Context, fn func(*Tx) error) error {
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error { return fn(&Tx{tx: tx}) })
+	return translate(err)
+}
+
+// Autocommit is a Tx whose every call is a transaction of its own. Each
+// call is still atomic (one statement), so it suits writes that need no
+// other statement to commit with them, such as InsertLinks without
+// idempotency keys, at a third of the round trips.
+func (s *Store) Autocommit() *Tx { return &Tx{tx: s.pool} }
+
+// IdemKey is a tenant's idempotency key and the hash of the request it came
+// with.
+type IdemKey struct {
+	TenantID int64
+	Key      string
+	Hash     []byte
+}
+
+// ClaimKeys records keys that no committed transaction holds yet and reports,
+// per key, whether this transaction now holds it. A key that a concurrent
+// transaction is inserting makes this wait until that one ends: then the key
+// is claimed here if it rolled back and not if it committed. Keys are claimed
+// in a fixed order so two transactions claiming overlapping sets queue
+// instead of deadlocking. Keys must be distinct.
+func (t *Tx) ClaimKeys(ctx context.Context, keys []IdemKey) ([]bool, error) {
+	claimed := make([]bool, len(keys))
+	if len(keys) == 0 {
+		return claimed, nil
+	}
+	tenants, names, hashes := make([]int64, len(keys)), make([]string, len(keys)), make([][]byte, len(keys))
+	index := make(map[IdemKeyID]int, len(keys))
+	for i, k := range keys {
+		tenants[i], names[i], hashes[i] = k.TenantID, k.Key, k.Hash
+		index[IdemKeyID{k.TenantID, k.Key}] = i
+	}
+	rows, err := t.tx.Query(ctx, `
+		INSERT INTO idempotency_keys (tenant_id, idem_key, request_hash)
+		SELECT * FROM unnest($1::bigint[], $2::text[], $3::bytea[]) ORDER BY 1, 2
+		ON CONFLICT DO NOTHING
+		RETURNING tenant_id, idem_key`, tenants, names, hashes)
+	if err != nil {
+		return nil, translate(err)
+	}
+	var id IdemKeyID
+	_, err = pgx.ForEachRow(rows, []any{&id.TenantID, &id.Key}, func() error {
+		claimed[index[id]] = true
+		return nil
+	})
+	if err != nil {
+		return nil, translate(err)
+	}
+	return claimed, nil
+}
+
+// IdemKeyID names an idempotency key.
+type IdemKeyID struct {
+	TenantID int64
+	Key      string
+}
+
+// StoredResponse is what a committed idempotency key holds.
+type StoredResponse struct {
+	Hash     []byte
+	Response []byte
+}
+
+// StoredResponses reads committed keys, typically those ClaimKeys did not
+// claim. A key that was not found is missing from the map.
+func (t *Tx) StoredResponses(ctx context.Context, keys []IdemKeyID) (map[IdemKeyID]StoredResponse, error) {
+	out := make(map[IdemKeyID]StoredResponse, len(keys))
+	if len(keys) == 0 {
+		return out, nil
+	}
+	tenants, names := make([]int64, len(keys)), make([]string, len(keys))
+	for i, k := range keys {
+		tenants[i], names[i] = k.TenantID, k.Key
+	}
+	rows, err := t.tx.Query(ctx, `
+		SELECT k.tenant_id, k.idem_key, k.request_hash, k.response
+		FROM idempotency_keys k JOIN unnest($1::bigint[], $2::text[]) AS r(tenant_id, idem_key)
+		  ON k.tenant_id = r.tenant_id AND k.idem_key = r.idem_key`, tenants, names)
+	if err != nil {
+		return nil, translate(err)
+	}
+	var (
+		id IdemKeyID
+		sr StoredResponse
+	)
+	_, err = pgx.ForEachRow(rows, []any{&id.TenantID, &id.Key, &sr.Hash, &sr.Response}, func() error {
+		out[id] = StoredResponse{Hash: append([]byte(nil), sr.Hash...), Response: append([]byte(nil), sr.Response...)}
+		return nil
+	})
+	return out, translate(err)
+}
+
+// FinishKeys stores each claimed key's response, or gives the key up when
+// its response is nil (the request failed and wrote nothing, so a retry with
+// the key must run again).
+func (t *Tx) FinishKeys(ctx context.Context, keys []IdemKeyID, responses [][]byte) error {
+	if len(keys) == 0 {
+		return nil
+	}
+	tenants, names := make([]int64, len(keys)), make([]string, len(keys))
+	for i, k := range keys {
+		tenants[i], names[i] = k.TenantID, k.Key
+	}
+	_, err := t.tx.Exec(ctx, `
+		WITH r AS (SELECT * FROM unnest($1::bigint[], $2::text[], $3::bytea[]) AS r(tenant_id, idem_key, response)),
+		d AS (
+			DELETE FROM idempotency_keys k USING r
+			WHERE k.tenant_id = r.tenant_id AND k.idem_key = r.idem_key AND r.response IS NULL)
+		UPDATE idempotency_keys k SET response = r.response FROM r
+		WHERE k.tenant_id = r.tenant_id AND k.idem_key = r.idem_key AND r.response IS NOT NULL`,
+		tenants, names, responses)
+	return translate(err)
+}
+
+// insertLinks writes many links and their outbox rows in one statement. The
+// xid is taken before any version (see insertLink). A row whose code (or
+// id) exists already is skipped, not an error: its version becomes a hole the
+// relay passes once this transaction ends. Rows go in code order so
+// concurrent batches wait on each other's codes in one direction only.
+const insertLinks = `
+WITH x AS MATERIALIZED (SELECT pg_current_xact_id() AS xid),
+i AS MATERIALIZED (
+	SELECT t.*, nextval('change_version_seq') AS version
+	FROM x, unnest($1::bigint[], $2::text[], $3::bigint[], $4::text[], $5::text[], $6::text[], $7::text[],
+	               $8::int2[], $9::timestamptz[])
+	     AS t(id, code, tenant_id, code_source, namespace, url_original, url, redirect_type, expires_at)
+),
+l AS (
+	INSERT INTO links (id, code, tenant_id, code_source, namespace, url_original, url,
+	                   redirect_type, status, expires_at, version)
+	SELECT id, code, tenant_id, code_source, namespace, url_original, url, redirect_type, 'active',
+	       expires_at, version
+	FROM i ORDER BY code
+	ON CONFLICT DO NOTHING
+	RETURNING version, created_at, updated_at
+),
+o AS (
+	INSERT INTO outbox (version, xid, kind, code, url, redirect_type, status, expires_at)
+	SELECT i.version, x.xid, 'link', i.code, i.url, i.redirect_type, 'active', i.expires_at
+	FROM l JOIN i ON i.version = l.version, x
+)
+SELECT i.code, l.version, l.created_at, l.updated_at FROM l JOIN i ON i.version = l.version`
+
+// NewLink is a link to insert. Link's ID, Code, TenantID, Namespace, URL,
+// URLOriginal, RedirectType and ExpiresAt are inputs.
+type NewLink struct {
+	Link   *link.Link
+	Custom bool
+}
+
+// InsertLinks inserts links with their change events and reports, per link,
+// whether it was inserted; an inserted link has its Version, Status and
+// timestamps filled in. A link not inserted had its code (or ID) taken,
+// possibly by another link of the same call.
+func (t *Tx) InsertLinks(ctx context.Context, ls []NewLink) ([]bool, error) {
+	n := len(ls)
+	inserted := make([]bool, n)
+	if n == 0 {
+		return inserted, nil
+	}
+	var (
+		ids      = make([]int64, n)
+		codes    = make([]string, n)
+		tenants  = make([]int64, n)
+		sources  = make([]string, n)
+		nss      = make([]string, n)
+		origs    = make([]string, n)
+		urls     = make([]string, n)
+		rts      = make([]int16, n)
+		expires  = make([]pgtype.Timestamptz, n)
+		byCode   = make(map[string]int, n)
+		dupCodes bool
+	)
+	for i, nl := range ls {
+		l := nl.Link
+		ids[i], codes[i], tenants[i] = int64(l.ID), l.Code, l.TenantID
+		sources[i] = "generated"
+		if nl.Custom {
+			sources[i] = "custom"
+		}
+		nss[i], origs[i], urls[i], rts[i], expires[i] = l.Namespace, l.URLOriginal, l.URL, int16(l.RedirectType), nullTime(l.ExpiresAt)
+		if _, dup := byCode[l.Code]; dup {
+			dupCodes = true
+		}
+		byCode[l.Code] = i
+	}
+	if dupCodes {
+		return nil, fmt.Errorf("insert links: %w: duplicate codes in one call", link.ErrInvalidInput)
+	}
+	rows, err := t.tx.Query(ctx, insertLinks, ids, codes, tenants, sources, nss, origs, urls, rts, expires)
+	if err != nil {
+		return nil, translate(err)
+	}
+	var (
+		code             string
+		version          int64
+		created, updated time.Time
+	)
+	_, err = pgx.ForEachRow(rows, []any{&code, &version, &created, &updated}, func() error {
+		i := byCode[code]
+		l := ls[i].Link
+		l.Version, l.CreatedAt, l.UpdatedAt, l.Status = uint64(version), created, updated, link.Active
+		inserted[i] = true
+		return nil
+	})
+	if err != nil {
+		return nil, translate(err)
+	}
+	return inserted, nil
+}
