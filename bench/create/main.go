@@ -321,3 +321,5 @@ func quantile(sorted []time.Duration, q float64) time.Duration {
 type memIDs struct{ next atomic.Uint64 }
 
 func (m *memIDs) NextID(context.Context) (uint64, error) { return m.next.Add(1), nil }
+
+func (*memIDs) Done(uint64, bool) {}

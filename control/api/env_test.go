@@ -64,6 +64,8 @@ type seqIDs struct{ st *postgres.Store }
 
 func (s seqIDs) NextID(ctx context.Context) (uint64, error) { return s.st.NextSequenceID(ctx) }
 
+func (seqIDs) Done(uint64, bool) {}
+
 func loadDoc(t testing.TB) *openapi3.T {
 	t.Helper()
 	doc, err := openapi3.NewLoader().LoadFromData(OpenAPI())

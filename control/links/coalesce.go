@@ -180,6 +180,9 @@ func (c *coalescer) flush(ctx context.Context, batch []*item) {
 			it.res.Replayed = l.err == nil
 		}
 	}
+	// Every write of this flush has ended: its IDs can be released before
+	// anyone is answered.
+	c.s.releaseIDs(leaders)
 	for _, it := range batch {
 		close(it.done)
 	}

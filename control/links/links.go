@@ -16,8 +16,14 @@ import (
 )
 
 // IDSource hands out link IDs that are never handed out again.
+//
+// Done must be called exactly once for every ID NextID returned, after the
+// last write that could commit it has ended, saying whether a link with it
+// committed: the allocator seals a segment (so edges may answer misses in it
+// without asking the authority) only when every ID it handed out is done.
 type IDSource interface {
 	NextID(ctx context.Context) (uint64, error)
+	Done(id uint64, committed bool)
 }
 
 // Store is the authority the service writes to.

@@ -23,6 +23,18 @@ func TestMain(m *testing.M) { pgtest.Main(m) }
 type counterIDs struct {
 	n    atomic.Uint64
 	gate chan struct{}
+
+	mu   sync.Mutex
+	done map[uint64][]bool // every Done call per ID
+}
+
+func (c *counterIDs) Done(id uint64, committed bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.done == nil {
+		c.done = make(map[uint64][]bool)
+	}
+	c.done[id] = append(c.done[id], committed)
 }
 
 func (c *counterIDs) NextID(ctx context.Context) (uint64, error) {
@@ -34,6 +46,37 @@ func (c *counterIDs) NextID(ctx context.Context) (uint64, error) {
 		}
 	}
 	return c.n.Add(1), nil
+}
+
+// checkDone asserts the IDSource contract the allocator's sealing relies
+// on: every ID handed out was released exactly once, as committed exactly
+// when a link holds it.
+func checkDone(t *testing.T, ids *counterIDs, pool *pgxpool.Pool) {
+	t.Helper()
+	rows, err := pool.Query(context.Background(), `SELECT id FROM links`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stored := map[uint64]bool{}
+	for rows.Next() {
+		var id int64
+		if err := rows.Scan(&id); err != nil {
+			t.Fatal(err)
+		}
+		stored[uint64(id)] = true
+	}
+	ids.mu.Lock()
+	defer ids.mu.Unlock()
+	for id := uint64(1); id <= ids.n.Load(); id++ {
+		calls := ids.done[id]
+		if len(calls) != 1 {
+			t.Errorf("id %d released %d times (%v); want once", id, len(calls), calls)
+			continue
+		}
+		if calls[0] != stored[id] {
+			t.Errorf("id %d released as committed=%v, but a link holds it: %v", id, calls[0], stored[id])
+		}
+	}
 }
 
 func setup(t *testing.T, ids IDSource, cfg Config) (*Service, *postgres.Store, *pgxpool.Pool, int64) {
@@ -178,6 +221,7 @@ func TestCoalescedCreatesKeepTheirOwnAnswers(t *testing.T) {
 	if st.SharedTx > 3 || st.Coalesced != uint64(len(calls)) {
 		t.Errorf("stats %+v: want %d creates in at most 3 transactions", st, len(calls))
 	}
+	checkDone(t, ids, pool)
 }
 
 // TestGeneratedCodeHeldByCustomLinkIsSkipped: a generated code that a link
@@ -185,7 +229,7 @@ func TestCoalescedCreatesKeepTheirOwnAnswers(t *testing.T) {
 // answered twice.
 func TestGeneratedCodeHeldByCustomLinkIsSkipped(t *testing.T) {
 	ids := &counterIDs{}
-	svc, st, _, tenant := setup(t, ids, Config{})
+	svc, st, pool, tenant := setup(t, ids, Config{})
 	ctx := context.Background()
 	imported := &link.Link{ID: 1_000_000, Code: "000002", TenantID: tenant, Namespace: "default",
 		URL: "https://imported.example/", URLOriginal: "https://imported.example/", RedirectType: 302}
@@ -206,6 +250,7 @@ func TestGeneratedCodeHeldByCustomLinkIsSkipped(t *testing.T) {
 	if w := svc.Stats().WastedIDs; w != 1 {
 		t.Fatalf("wasted %d IDs; want 1", w)
 	}
+	checkDone(t, ids, pool)
 }
 
 func TestReserved(t *testing.T) {
@@ -226,4 +271,35 @@ func TestReserved(t *testing.T) {
 			t.Errorf("custom code %q: %v; want reserved", code, err)
 		}
 	}
+}
+
+// TestBatchReleasesEveryID: a batch with an idempotency key, a custom code
+// another link holds and an invalid item, then its replay: every ID taken is
+// released once, as committed exactly when its link exists.
+func TestBatchReleasesEveryID(t *testing.T) {
+	ids := &counterIDs{}
+	svc, _, pool, tenant := setup(t, ids, Config{})
+	ctx := context.Background()
+	if _, err := svc.Create(ctx, tenant, CreateRequest{URL: "https://example.com/held", Code: "held-code"}); err != nil {
+		t.Fatal(err)
+	}
+	reqs := []CreateRequest{
+		{URL: "https://example.com/1"},
+		{URL: "https://example.com/2", Code: "held-code"},
+		{URL: "javascript:alert(1)"},
+		{URL: "https://example.com/3", Code: "fresh-code"},
+	}
+	for range 2 { // the second is a replay
+		res, err := svc.CreateBatch(ctx, tenant, "batch-key", reqs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Items[0].Link == nil || res.Items[1].Err == nil || res.Items[2].Err == nil || res.Items[3].Link == nil {
+			t.Fatalf("batch results %+v", res.Items)
+		}
+	}
+	if _, err := svc.CreateBatch(ctx, tenant, "", reqs[:1]); err != nil {
+		t.Fatal(err)
+	}
+	checkDone(t, ids, pool)
 }

@@ -23,6 +23,10 @@ type item struct {
 	res Created
 	err error
 
+	// ids are every ID this item was given, so each can be released once
+	// (see IDSource.Done) when the operation's writes have ended.
+	ids []uint64
+
 	// Coalescer bookkeeping, guarded by its mutex until done is closed.
 	done   chan struct{}
 	taken  bool
@@ -56,9 +60,7 @@ func (s *Service) write(ctx context.Context, its []*item) error {
 	// connection that a transaction waiting on it holds.
 	for _, it := range its {
 		it.link.ID = 0
-		if id, err := s.ids.NextID(ctx); err == nil {
-			it.link.ID = id
-		}
+		_ = s.assignID(ctx, it) // a failure is retried, and answered, by insertAll
 	}
 	for _, it := range its {
 		if it.key != "" {
@@ -170,6 +172,30 @@ func replay(sr postgres.StoredResponse, hash []byte) (Created, error) {
 	return Created{Link: sc.Link, Replayed: true}, nil
 }
 
+// assignID gives it a fresh ID and remembers it for releaseIDs.
+func (s *Service) assignID(ctx context.Context, it *item) error {
+	id, err := s.ids.NextID(ctx)
+	if err != nil {
+		return err
+	}
+	it.link.ID = id
+	it.ids = append(it.ids, id)
+	return nil
+}
+
+// releaseIDs tells the ID source that every ID its were given is done: the
+// one a committed link holds as committed, all others (replays, taken
+// codes, rolled-back attempts) as unused. Call it once the operation's last
+// write has ended.
+func (s *Service) releaseIDs(its []*item) {
+	for _, it := range its {
+		for _, id := range it.ids {
+			s.ids.Done(id, it.err == nil && it.res.Link != nil && !it.res.Replayed && it.res.Link.ID == id)
+		}
+		it.ids = nil
+	}
+}
+
 // insertAll gives its their IDs and codes and inserts them. A generated code
 // a custom link already holds is skipped (its ID is wasted, counted, never
 // reused) and the link takes the next ID. Per-link failures land in the
@@ -185,12 +211,10 @@ func (s *Service) insertAll(ctx context.Context, tx *postgres.Tx, its []*item) e
 				continue
 			}
 			if round > 0 || it.link.ID == 0 {
-				id, err := s.ids.NextID(ctx)
-				if err != nil {
+				if err := s.assignID(ctx, it); err != nil {
 					it.err = fmt.Errorf("allocate id: %w", err)
 					continue
 				}
-				it.link.ID = id
 			}
 			id := it.link.ID
 			var err error
@@ -284,10 +308,9 @@ func (s *Service) CreateBatch(ctx context.Context, tenantID int64, key string, r
 	}
 	hash := h.Sum(nil)
 
+	defer s.releaseIDs(write)
 	for _, it := range write { // before any connection is held, as in write
-		if id, err := s.ids.NextID(ctx); err == nil {
-			it.link.ID = id
-		}
+		_ = s.assignID(ctx, it)
 	}
 	var out BatchResult
 	inTx := s.store.WriteTx
