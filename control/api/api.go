@@ -54,6 +54,8 @@ type Config struct {
 	Burst         int
 	Now           func() time.Time
 	Log           *slog.Logger
+	// Stats backs the click statistics endpoints (stats.go).
+	Stats StatsReader
 }
 
 // Server serves the control API. Build it with New; it is an http.Handler
@@ -82,6 +84,8 @@ var routeTable = []route{
 	{"GET", "/api/v1/links/{code}", func(s *Server) http.HandlerFunc { return s.authed(s.getLink) }},
 	{"PATCH", "/api/v1/links/{code}", func(s *Server) http.HandlerFunc { return s.authed(s.patchLink) }},
 	{"DELETE", "/api/v1/links/{code}", func(s *Server) http.HandlerFunc { return s.authed(s.deleteLink) }},
+	{"GET", "/api/v1/links/{code}/stats", func(s *Server) http.HandlerFunc { return s.authed(s.linkStats) }},
+	{"GET", "/api/v1/stats", func(s *Server) http.HandlerFunc { return s.authed(s.tenantStats) }},
 	{"GET", "/api/v1/openapi.json", func(s *Server) http.HandlerFunc { return s.openAPI }},
 	{"GET", "/livez", func(s *Server) http.HandlerFunc { return s.livez }},
 	{"GET", "/readyz", func(s *Server) http.HandlerFunc { return s.readyz }},

@@ -21,6 +21,7 @@ import (
 
 	"github.com/edgelink/edgelink/control/api"
 	controlauthority "github.com/edgelink/edgelink/control/authority"
+	"github.com/edgelink/edgelink/control/clickroll"
 	"github.com/edgelink/edgelink/control/idalloc"
 	"github.com/edgelink/edgelink/control/links"
 	"github.com/edgelink/edgelink/control/outbox"
@@ -51,6 +52,9 @@ type Config struct {
 	Log          *slog.Logger
 	// OnListen, if set, is called with the API's address once it listens.
 	OnListen func(addr net.Addr)
+	// NoClickRollup leaves the CLICKS stream to other control instances
+	// (tests run the roller in a process of its own to kill it).
+	NoClickRollup bool
 	// Snapshots is when control builds and publishes edge snapshots by
 	// itself; zero fields take the defaults of snapshots.Schedule.
 	Snapshots snapshots.Schedule
@@ -81,6 +85,15 @@ func Run(ctx context.Context, cfg Config) error {
 		return err
 	}
 	store := postgres.New(pool)
+	// Derived counters converge: whatever drifted (a bug, a manual fix in
+	// SQL) is corrected against the rows, and said.
+	if drifts, err := store.ReconcileLiveLinks(ctx); err != nil {
+		log.Error("reconcile live-link counters", "err", err)
+	} else {
+		for _, d := range drifts {
+			log.Warn("live-link counter drifted; corrected", "tenant", d.TenantID, "counted", d.Counted, "actual", d.Actual)
+		}
+	}
 
 	nc, err := nats.Connect(cfg.NATSURL, nats.Name("edgelink-control"), nats.MaxReconnects(-1),
 		nats.RetryOnFailedConnect(true), nats.ReconnectWait(250*time.Millisecond))
@@ -135,7 +148,7 @@ func Run(ctx context.Context, cfg Config) error {
 		Reserved:       append(append([]string{}, api.Routes...), cfg.Reserved...),
 		Log:            log,
 	})
-	handler := api.New(store, svc, api.Config{PublicURL: cfg.PublicURL, Ready: store.Ping, Log: log})
+	handler := api.New(store, svc, api.Config{PublicURL: cfg.PublicURL, Ready: store.Ping, Log: log, Stats: store})
 
 	ln, err := net.Listen("tcp", cfg.HTTPAddr)
 	if err != nil {
@@ -161,6 +174,10 @@ func Run(ctx context.Context, cfg Config) error {
 	g.Go(func() error {
 		return outbox.New(store, js, outbox.Config{Log: log}).Run(relayCtx)
 	})
+	if !cfg.NoClickRollup {
+		// Stops with the relay: a batch in flight commits or is redelivered.
+		g.Go(func() error { return clickroll.New(store, js, clickroll.Config{Log: log}).Run(relayCtx) })
+	}
 	// Edges ask about codes they do not know; answering stops with the API.
 	g.Go(func() error {
 		return controlauthority.New(nc, store, controlauthority.Config{Log: log}).Run(ctx)

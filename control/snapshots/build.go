@@ -34,6 +34,31 @@ type Builder struct {
 	js   jetstream.JetStream
 	log  *slog.Logger
 	now  func() time.Time
+
+	budget int     // entries kept in memory-budget mode; 0 keeps all
+	hot    Hotness // ranks links for the budget
+}
+
+// Hotness ranks links for a memory-budget snapshot. Hottest returns at most
+// n codes, hottest first; codes it does not know are ignored. The
+// click-based source belongs to the analytics side (per-link click
+// rollups); any other ranking (a list of campaign codes, say) plugs in
+// the same way.
+type Hotness interface {
+	Hottest(ctx context.Context, n int) ([]string, error)
+}
+
+// WithBudget returns a Builder that keeps only the n hottest links by hot in
+// its snapshots' entries (flagged partial) and still puts every code in the
+// bloom, so an edge answers a cold link from its cache or the authority and
+// an unknown code without one. n <= 0 or a nil hot keeps every link.
+func (b *Builder) WithBudget(n int, hot Hotness) *Builder {
+	c := *b
+	c.budget, c.hot = n, hot
+	if n <= 0 || hot == nil {
+		c.budget, c.hot = 0, nil
+	}
+	return &c
 }
 
 // New returns a Builder.
@@ -66,7 +91,20 @@ func (b *Builder) Build(ctx context.Context, w io.Writer, progress Progress) (sn
 		wr     snapshot.Writer
 		sealed []snapshot.Sealed
 		filter *bloom.BloomFilter
+		keep   map[string]struct{} // memory-budget mode: the codes whose entries stay
+		all    uint64              // codes in the bloom
 	)
+	if b.budget > 0 {
+		codes, err := b.hot.Hottest(ctx, b.budget)
+		if err != nil {
+			return h, fmt.Errorf("snapshot: rank links: %w", err)
+		}
+		keep = make(map[string]struct{}, min(len(codes), b.budget))
+		for _, c := range codes[:min(len(codes), b.budget)] {
+			keep[c] = struct{}{}
+		}
+		h.Flags |= snapshot.FlagPartial
+	}
 	err = pgx.BeginTxFunc(ctx, b.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
 		var total int64
 		if err := tx.QueryRow(ctx, `SELECT count(*) FROM links`).Scan(&total); err != nil {
@@ -102,10 +140,13 @@ func (b *Builder) Build(ctx context.Context, w io.Writer, progress Progress) (sn
 			if expires.Valid {
 				l.ExpiresAt = expires.Time.UnixMilli()
 			}
-			if err := wr.Add(l); err != nil {
-				return err
-			}
 			filter.AddString(code)
+			all++
+			if _, hot := keep[code]; keep == nil || hot {
+				if err := wr.Add(l); err != nil {
+					return err
+				}
+			}
 			if done++; progress != nil && done%10000 == 0 {
 				progress(done, total)
 			}
@@ -122,7 +163,7 @@ func (b *Builder) Build(ctx context.Context, w io.Writer, progress Progress) (sn
 	if _, err := filter.WriteTo(&bloomBytes); err != nil {
 		return h, err
 	}
-	h.BloomCount = uint64(wr.Len())
+	h.BloomCount = all
 	h.Entries = uint64(wr.Len())
 	if err := wr.Write(w, h, sealed, bloomBytes.Bytes()); err != nil {
 		return h, fmt.Errorf("snapshot: write: %w", err)

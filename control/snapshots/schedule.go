@@ -14,6 +14,10 @@ type Schedule struct {
 	Every    time.Duration // default 10 minutes
 	Check    time.Duration // how often the stream is looked at; default 10s
 	Replicas int
+	// Disabled turns scheduled builds off: for deployments that build
+	// with `control snapshot build` elsewhere, and for tests that must not
+	// see snapshots swapped in under them.
+	Disabled bool
 }
 
 // Run builds and publishes on sched until ctx is done. Several control
@@ -21,6 +25,9 @@ type Schedule struct {
 // duplicate build only costs work. Failures are logged and retried at the
 // next check; Run returns only when ctx ends.
 func (b *Builder) Run(ctx context.Context, sched Schedule) error {
+	if sched.Disabled {
+		return nil
+	}
 	if sched.Changes == 0 {
 		sched.Changes = 100_000
 	}

@@ -201,3 +201,59 @@ func TestBuildIsConsistentAndComplete(t *testing.T) {
 		t.Error("an invalid snapshot was published")
 	}
 }
+
+// hotList ranks a fixed list, standing in for click rollups.
+type hotList []string
+
+func (h hotList) Hottest(_ context.Context, n int) ([]string, error) { return h[:min(n, len(h))], nil }
+
+// TestBudgetKeepsHottestAndBloomsAll: in memory-budget mode the entries are
+// the hottest links only, flagged partial, and the bloom still covers every
+// code.
+func TestBudgetKeepsHottestAndBloomsAll(t *testing.T) {
+	ctx := context.Background()
+	pool := pgtest.Pool(t)
+	_, js := natstest.Start(t).Connect(t)
+	var tenant int64
+	if err := pool.QueryRow(ctx, `INSERT INTO tenants (name) VALUES ('t') RETURNING id`).Scan(&tenant); err != nil {
+		t.Fatal(err)
+	}
+	var codes []string
+	for i := range 20 {
+		code, _ := base62.Encode(uint64(1000 + i))
+		codes = append(codes, code)
+		if _, err := pool.Exec(ctx, `INSERT INTO links (id, code, tenant_id, code_source, url_original, url, version)
+			VALUES ($1, $2, $3, 'generated', 'https://example.com/x', 'https://example.com/x', $1)`, 1000+i, code, tenant); err != nil {
+			t.Fatal(err)
+		}
+	}
+	hot := hotList{codes[7], "unknown-code", codes[3], codes[11], codes[0]}
+	var buf bytes.Buffer
+	h, err := New(pool, js, nil).WithBudget(3, hot).Build(ctx, &buf, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	snap, err := snapshot.Open(buf.Bytes())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h.Flags&snapshot.FlagPartial == 0 || snap.Header.Flags&snapshot.FlagPartial == 0 || snap.Header.BloomCount != 20 {
+		t.Fatalf("header %+v: want partial, bloom of 20", snap.Header)
+	}
+	f := new(bloom.BloomFilter)
+	if _, err := f.ReadFrom(bytes.NewReader(snap.Bloom())); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range codes {
+		_, in := snap.Lookup([]byte(c))
+		if want := c == codes[7] || c == codes[3]; in != want {
+			t.Errorf("%s in the entries: %v, want %v", c, in, want)
+		}
+		if !f.TestString(c) {
+			t.Errorf("%s missing from the bloom", c)
+		}
+	}
+	if snap.Len() != 2 {
+		t.Errorf("%d entries, want the 2 known codes among the 3 hottest", snap.Len())
+	}
+}

@@ -27,6 +27,7 @@ import (
 
 	"github.com/edgelink/edgelink/control/postgres"
 	controlserver "github.com/edgelink/edgelink/control/server"
+	"github.com/edgelink/edgelink/control/snapshots"
 	edgeserver "github.com/edgelink/edgelink/edge/server"
 	"github.com/edgelink/edgelink/shared/link"
 	"github.com/edgelink/edgelink/shared/pgserver"
@@ -47,6 +48,12 @@ type Options struct {
 	NATSURL string
 	// Edge, if set, adjusts the edge's configuration before it starts.
 	Edge func(*edgeserver.Config)
+	// Control, if set, adjusts control's configuration before it starts.
+	Control func(*controlserver.Config)
+	// Snapshots, if set, is control's snapshot build schedule; nil builds
+	// none (tests that count overlay entries must not see swaps), and
+	// `go tool task up` sets the default schedule.
+	Snapshots *snapshots.Schedule
 }
 
 // Ready describes the running stack.
@@ -61,6 +68,7 @@ func main() {
 	flag.StringVar(&o.EdgeAddr, "edge", "127.0.0.1:8081", "edge address")
 	flag.IntVar(&o.NATSPort, "nats-port", 4222, "NATS port (a free one is picked if it is taken)")
 	flag.Parse()
+	o.Snapshots = &snapshots.Schedule{}
 	o.Stdout = os.Stdout
 	o.Log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -130,7 +138,7 @@ func Run(ctx context.Context, o Options) error {
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error {
 		ecfg := edgeserver.Config{HTTPAddr: o.EdgeAddr, NATSURL: natsURL, Name: "local", Log: o.Log,
-			OnListen: func(a net.Addr) { edgeAddr <- a }}
+			SnapshotDir: filepath.Join(dataDir, "edge-local"), OnListen: func(a net.Addr) { edgeAddr <- a }}
 		if o.Edge != nil {
 			o.Edge(&ecfg)
 		}
@@ -144,9 +152,17 @@ func Run(ctx context.Context, o Options) error {
 	case <-gctx.Done():
 		return g.Wait()
 	}
+	sched := snapshots.Schedule{Disabled: true}
+	if o.Snapshots != nil {
+		sched = *o.Snapshots
+	}
 	g.Go(func() error {
-		err := controlserver.Run(gctx, controlserver.Config{HTTPAddr: o.ControlAddr, DatabaseURL: dsn, NATSURL: natsURL,
-			PublicURL: edgeURL, Log: o.Log, OnListen: func(a net.Addr) { controlAddr <- a }})
+		ccfg := controlserver.Config{HTTPAddr: o.ControlAddr, DatabaseURL: dsn, NATSURL: natsURL,
+			PublicURL: edgeURL, Log: o.Log, Snapshots: sched, OnListen: func(a net.Addr) { controlAddr <- a }}
+		if o.Control != nil {
+			o.Control(&ccfg)
+		}
+		err := controlserver.Run(gctx, ccfg)
 		return prefix("control", err)
 	})
 	var controlURL string

@@ -45,7 +45,16 @@ type Feed struct {
 
 	pauseMu sync.Mutex
 	paused  chan struct{} // non-nil while paused; closed on Resume
+
+	// mu serializes applying a message with Restart, so no message of a
+	// consumer started before a Restart is applied after it.
+	mu     sync.Mutex
+	gen    uint64             // incremented by Restart
+	cancel context.CancelFunc // stops the current consumer
 }
+
+// errRestarted ends a consumer that Restart replaced.
+var errRestarted = errors.New("change feed repositioned")
 
 // New returns a feed applying js's change stream to s.
 func New(js jetstream.JetStream, s Applier, log *slog.Logger) *Feed {
@@ -87,6 +96,24 @@ func lastApplied(ns int64) time.Time {
 // to its version: no gap was ever seen. After a gap the edge must not answer
 // a miss from what it has applied (it would need a re-sync from a snapshot).
 func (f *Feed) Complete() bool { return f.gaps.Load() == 0 }
+
+// Restart repositions the feed after stream sequence seq, whose event had
+// version (a snapshot's position), forgets any gap and waits to catch up
+// again. It may be called before Run (to start after a snapshot) or while
+// Run runs (a re-sync from a newer snapshot): the running consumer is
+// stopped and no message it received is applied afterwards.
+func (f *Feed) Restart(seq, version uint64) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.gen++
+	f.seq.Store(seq)
+	f.version.Store(version)
+	f.gaps.Store(0)
+	f.caught.Store(false)
+	if f.cancel != nil {
+		f.cancel()
+	}
+}
 
 // Pause stops applying events until Resume; received events wait in the
 // consumer. It exists so tests can prove that the edge answers correctly
@@ -131,6 +158,9 @@ func (f *Feed) Run(ctx context.Context) error {
 		if ctx.Err() != nil {
 			break
 		}
+		if errors.Is(err, errRestarted) {
+			continue
+		}
 		f.log.Warn("change feed interrupted", "err", err, "seq", f.seq.Load(), "retry_in", backoff)
 		select {
 		case <-ctx.Done():
@@ -145,6 +175,12 @@ func (f *Feed) Run(ctx context.Context) error {
 // sequence. An ordered consumer recreates itself across server restarts; it
 // is only rebuilt here when that fails.
 func (f *Feed) consume(ctx context.Context) error {
+	f.mu.Lock()
+	gen := f.gen
+	cctx, cancel := context.WithCancel(ctx)
+	f.cancel = cancel
+	f.mu.Unlock()
+	defer cancel()
 	cfg := jetstream.OrderedConsumerConfig{DeliverPolicy: jetstream.DeliverAllPolicy}
 	if seq := f.seq.Load(); seq > 0 {
 		cfg.DeliverPolicy, cfg.OptStartSeq = jetstream.DeliverByStartSequencePolicy, seq+1
@@ -155,6 +191,12 @@ func (f *Feed) consume(ctx context.Context) error {
 	}
 	if info, err := f.js.Stream(ctx, linkevent.Stream); err == nil {
 		st := info.CachedInfo().State
+		f.mu.Lock()
+		stale := f.gen != gen
+		f.mu.Unlock()
+		if stale {
+			return errRestarted
+		}
 		if st.FirstSeq > f.seq.Load()+1 && st.Msgs > 0 {
 			// Events we never applied are gone from the stream (limits or
 			// a purge); whatever we apply next, we cannot prove
@@ -172,20 +214,29 @@ func (f *Feed) consume(ctx context.Context) error {
 		return fmt.Errorf("change feed messages: %w", err)
 	}
 	defer iter.Stop()
-	go func() { <-ctx.Done(); iter.Stop() }()
+	go func() { <-cctx.Done(); iter.Stop() }()
 	for {
 		msg, err := iter.Next()
 		if err != nil {
 			if errors.Is(err, jetstream.ErrMsgIteratorClosed) {
+				if ctx.Err() == nil && cctx.Err() != nil {
+					return errRestarted
+				}
 				return ctx.Err()
 			}
 			return err
 		}
-		f.waitResumed(ctx)
+		f.waitResumed(cctx)
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
+		f.mu.Lock()
+		if f.gen != gen {
+			f.mu.Unlock()
+			return errRestarted
+		}
 		f.apply(msg)
+		f.mu.Unlock()
 	}
 }
 

@@ -1,18 +1,26 @@
-// Package clicks records a click per redirect off the response path and
-// publishes them in batches to the CLICKS stream.
+// Package clicks records a click per redirect, and the redirect's service
+// time, off the response path, and publishes both to the CLICKS stream:
+// clicks in batches, service times as a histogram delta every ReportEvery.
+//
+// The request handler only copies bytes into a fixed, lock-free ring (and
+// adds one to a histogram bucket); classifying the User-Agent and cutting
+// the referrer down to its host happen in the publisher goroutine, so
+// neither the time nor an allocation of it lands on a redirect.
 package clicks
 
 import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"hash/maphash"
 	"log/slog"
+	"math/bits"
 	"strconv"
-	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/valyala/fasthttp"
 
 	"github.com/edgelink/edgelink/shared/clicks"
 	"github.com/edgelink/edgelink/shared/link"
@@ -24,41 +32,72 @@ type Publisher interface {
 	CreateOrUpdateStream(ctx context.Context, cfg jetstream.StreamConfig) (jetstream.Stream, error)
 }
 
-// Config sizes the recorder.
+// Config sizes the recorder. Zero values take the defaults noted.
 type Config struct {
 	Edge string // the edge's name: the subject suffix
-	// Buffer is how many clicks may wait for publishing (default 65536);
-	// past it clicks are dropped and counted.
+	// Buffer is how many clicks may wait for publishing, rounded up to a
+	// power of two (default 65,536, about 22 MiB: a click keeps up to 128
+	// bytes of Referer and 160 of User-Agent); past it clicks are dropped
+	// and counted.
 	Buffer int
 	// Batch is the most clicks in one message (default 1024).
 	Batch int
 	// FlushEvery bounds how long a click waits (default 200ms).
 	FlushEvery time.Duration
+	// ReportEvery is how often the service-time histogram and the click
+	// counters are published (default 10s); they are also published on
+	// shutdown.
+	ReportEvery time.Duration
 	// PublishTimeout bounds one publish (default 2s).
 	PublishTimeout time.Duration
 	Log            *slog.Logger
 }
 
-type rec struct {
-	at   int64
-	n    uint8
-	code [link.MaxCodeLen]byte
+// rawReferrerLen is how much of a Referer a click keeps: enough for a
+// scheme, credentials and a 64-byte host, which is all that is published.
+const rawReferrerLen = 128
+
+// slot is one click in the ring. seq is the ring's turn protocol (Vyukov's
+// bounded queue): a producer owns the slot when seq equals its position,
+// and hands it to the publisher by storing position+1.
+type slot struct {
+	seq    atomic.Uint64
+	at     int64
+	status uint16
+	nCode  uint8
+	nRef   uint8
+	nUA    uint8
+	code   [link.MaxCodeLen]byte
+	ref    [rawReferrerLen]byte
+	ua     [clicks.MaxUserAgentLen]byte
 }
 
-// Recorder is a fixed ring of small structs: Record copies the code in and
-// never allocates or blocks on I/O. Safe for concurrent use.
+// Recorder is a fixed ring of clicks and a histogram of service times.
+// Record and Timed never block, allocate or do I/O; Run publishes. Safe for
+// concurrent use; one Run at a time.
 type Recorder struct {
-	cfg   Config
-	pub   Publisher
-	boot  string
-	mu    sync.Mutex
-	ring  []rec
-	head  int // next to publish
-	n     int // queued
-	kick  chan struct{}
-	batch uint64
+	cfg  Config
+	pub  Publisher
+	boot string
+	ring []slot
+	mask uint64
+	tail atomic.Uint64 // next position a producer takes: clicks accepted so far
+	head uint64        // next position to publish; Run's own
+	kick chan struct{}
+	full atomic.Uint64 // clicks refused because the ring was full
 
-	// Recorded, Published and Dropped count clicks.
+	latency [clicks.Buckets]atomic.Uint64
+
+	batch, reports uint64 // message counters for ids; Run's own
+	seed           maphash.Seed
+	uaCache        []uaClass // Run's own
+	pending        []byte    // a histogram message not yet published
+	pendingID      string
+
+	// Recorded counts clicks accepted into the ring (refreshed by Run at
+	// every flush, so it may trail by FlushEvery); Published, clicks
+	// stored in the stream; Dropped, clicks lost on the edge: refused by
+	// a full ring or in a batch whose publish failed.
 	Recorded, Published, Dropped atomic.Uint64
 }
 
@@ -67,11 +106,15 @@ func New(pub Publisher, cfg Config) *Recorder {
 	if cfg.Buffer <= 0 {
 		cfg.Buffer = 1 << 16
 	}
+	size := 1 << bits.Len(uint(cfg.Buffer-1))
 	if cfg.Batch <= 0 {
 		cfg.Batch = 1024
 	}
 	if cfg.FlushEvery <= 0 {
 		cfg.FlushEvery = 200 * time.Millisecond
+	}
+	if cfg.ReportEvery <= 0 {
+		cfg.ReportEvery = 10 * time.Second
 	}
 	if cfg.PublishTimeout <= 0 {
 		cfg.PublishTimeout = 2 * time.Second
@@ -81,90 +124,176 @@ func New(pub Publisher, cfg Config) *Recorder {
 	}
 	var b [8]byte
 	_, _ = rand.Read(b[:])
-	return &Recorder{cfg: cfg, pub: pub, boot: hex.EncodeToString(b[:]), ring: make([]rec, cfg.Buffer), kick: make(chan struct{}, 1)}
+	r := &Recorder{cfg: cfg, pub: pub, boot: hex.EncodeToString(b[:]), ring: make([]slot, size),
+		mask: uint64(size - 1), kick: make(chan struct{}, 1)}
+	for i := range r.ring {
+		r.ring[i].seq.Store(uint64(i))
+	}
+	return r
 }
 
-// Record queues a click on code at atMillis, or counts it dropped when the
-// buffer is full.
-func (r *Recorder) Record(code []byte, atMillis int64) {
+// Boot is this recorder's random id: control keeps the click counts of each
+// edge process apart by it.
+func (r *Recorder) Boot() string { return r.boot }
+
+// Buffered is how many clicks wait in the ring: lost if the process dies
+// now.
+func (r *Recorder) Buffered() uint64 {
+	done := r.Published.Load() + r.Dropped.Load() - r.full.Load()
+	accepted := r.tail.Load()
+	if done > accepted {
+		return 0
+	}
+	return accepted - done
+}
+
+// Record queues a click on code answered with status at atMillis, keeping
+// at most 128 bytes of referer and 160 of userAgent, or counts it dropped
+// when the ring is full. Codes longer than link.MaxCodeLen are ignored.
+func (r *Recorder) Record(code, referer, userAgent []byte, status int, atMillis int64) {
 	if len(code) > link.MaxCodeLen {
 		return
 	}
-	r.mu.Lock()
-	if r.n == len(r.ring) {
-		r.mu.Unlock()
-		r.Dropped.Add(1)
-		return
-	}
-	p := &r.ring[(r.head+r.n)%len(r.ring)]
-	p.at, p.n = atMillis, uint8(copy(p.code[:], code))
-	r.n++
-	full := r.n >= r.cfg.Batch
-	r.mu.Unlock()
-	r.Recorded.Add(1)
-	if full {
-		select {
-		case r.kick <- struct{}{}:
+	pos := r.tail.Load()
+	for {
+		s := &r.ring[pos&r.mask]
+		switch seq := s.seq.Load(); {
+		case seq == pos:
+			if !r.tail.CompareAndSwap(pos, pos+1) {
+				pos = r.tail.Load()
+				continue
+			}
+			s.at, s.status = atMillis, uint16(status)
+			s.nCode = uint8(copy(s.code[:], code))
+			s.nRef = uint8(copy(s.ref[:], referer))
+			s.nUA = uint8(copy(s.ua[:], userAgent))
+			s.seq.Store(pos + 1)
+			if (pos+1)%uint64(r.cfg.Batch) == 0 {
+				select {
+				case r.kick <- struct{}{}:
+				default:
+				}
+			}
+			return
+		case seq < pos:
+			// The slot still holds a click from one lap ago: full.
+			r.full.Add(1)
+			r.Dropped.Add(1)
+			return
 		default:
+			pos = r.tail.Load() // another producer took pos
 		}
 	}
 }
 
-// Run publishes batches until ctx is done, then flushes what is queued
-// (bounded by PublishTimeout per batch).
+// RecordLatency counts one redirect's service time.
+func (r *Recorder) RecordLatency(d time.Duration) {
+	r.latency[clicks.Bucket(uint64(max(d, 0)))].Add(1)
+}
+
+// Timed wraps next, counting the service time of every redirect it answers
+// (a 3xx): from when fasthttp handed it the request (ctx.Time, read before
+// the handler runs) to the handler's end. One clock read and one atomic add
+// per request.
+func (r *Recorder) Timed(next fasthttp.RequestHandler) fasthttp.RequestHandler {
+	return func(ctx *fasthttp.RequestCtx) {
+		next(ctx)
+		if s := ctx.Response.StatusCode(); s >= 300 && s < 400 {
+			r.RecordLatency(time.Since(ctx.Time()))
+		}
+	}
+}
+
+// Run publishes batches until ctx is done, then flushes what is queued and
+// the histogram (bounded by PublishTimeout per message).
 func (r *Recorder) Run(ctx context.Context) error {
-	t := time.NewTicker(r.cfg.FlushEvery)
-	defer t.Stop()
+	flush := time.NewTicker(r.cfg.FlushEvery)
+	defer flush.Stop()
+	report := time.NewTicker(r.cfg.ReportEvery)
+	defer report.Stop()
 	buf := make([]byte, 0, 64<<10)
 	ensured := false
+	// Publishes are bounded by PublishTimeout, not by ctx: a batch taken
+	// from the ring when shutdown begins is still published, not dropped.
+	pctx := context.WithoutCancel(ctx)
 	for {
 		select {
 		case <-ctx.Done():
-			for r.flush(context.WithoutCancel(ctx), &buf, &ensured) {
+			for r.flush(pctx, &buf, &ensured) {
 			}
+			r.report(pctx, &ensured)
 			return nil
-		case <-t.C:
+		case <-report.C:
+			r.report(pctx, &ensured)
+			continue // clicks keep their own cadence
+		case <-flush.C:
 		case <-r.kick:
 		}
-		for r.flush(ctx, &buf, &ensured) {
+		for r.flush(pctx, &buf, &ensured) {
 		}
 	}
+}
+
+func (r *Recorder) source() clicks.Source {
+	return clicks.Source{Edge: r.cfg.Edge, Boot: r.boot, Offered: r.tail.Load() + r.full.Load(), Dropped: r.Dropped.Load()}
+}
+
+// uaClass is a classified User-Agent, by its 64-bit hash.
+type uaClass struct {
+	hash   uint64
+	device clicks.Device
+	bot    bool
+	ok     bool
+}
+
+const uaCacheSize = 4096
+
+// classify is clicks.Classify behind a direct-mapped cache: a few dozen
+// User-Agents make most traffic, and hashing one costs a few percent of
+// classifying it. A 64-bit hash collision (about 2^-64 per pair) would
+// reuse another UA's class: a counting error, never a crash.
+func (r *Recorder) classify(ua []byte) (clicks.Device, bool) {
+	if r.uaCache == nil {
+		r.seed, r.uaCache = maphash.MakeSeed(), make([]uaClass, uaCacheSize)
+	}
+	h := maphash.Bytes(r.seed, ua)
+	c := &r.uaCache[h%uaCacheSize]
+	if c.ok && c.hash == h {
+		return c.device, c.bot
+	}
+	d, bot := clicks.Classify(ua)
+	*c = uaClass{hash: h, device: d, bot: bot, ok: true}
+	return d, bot
 }
 
 // flush publishes one batch, reporting whether it published a full one
 // (more may be queued).
 func (r *Recorder) flush(ctx context.Context, buf *[]byte, ensured *bool) bool {
-	r.mu.Lock()
-	n := min(r.n, r.cfg.Batch)
+	r.Recorded.Store(r.tail.Load())
+	n := 0
+	for n < r.cfg.Batch && r.ring[(r.head+uint64(n))&r.mask].seq.Load() == r.head+uint64(n)+1 {
+		n++
+	}
 	if n == 0 {
-		r.mu.Unlock()
 		return false
 	}
-	b := clicks.AppendHeader((*buf)[:0], n)
-	for i := range n {
-		p := &r.ring[(r.head+i)%len(r.ring)]
-		b = clicks.AppendClick(b, p.code[:p.n], p.at)
+	b := clicks.AppendHeader((*buf)[:0], r.source(), n)
+	var host [clicks.MaxReferrerLen]byte
+	for range n {
+		s := &r.ring[r.head&r.mask]
+		device, bot := r.classify(s.ua[:s.nUA])
+		ref := clicks.ReferrerHost(host[:], s.ref[:s.nRef])
+		b = clicks.AppendClick(b, s.code[:s.nCode], s.at, s.status, device, bot, ref)
+		s.seq.Store(r.head + r.mask + 1) // free for the next lap
+		r.head++
 	}
-	r.head = (r.head + n) % len(r.ring)
-	r.n -= n
-	r.mu.Unlock()
 	*buf = b
 
-	pctx, cancel := context.WithTimeout(ctx, r.cfg.PublishTimeout)
-	defer cancel()
-	if !*ensured {
-		if _, err := r.pub.CreateOrUpdateStream(pctx, StreamConfig()); err != nil {
-			r.Dropped.Add(uint64(n))
-			r.cfg.Log.Warn("clicks stream unavailable; batch dropped", "clicks", n, "err", err)
-			return false
-		}
-		*ensured = true
-	}
 	r.batch++
 	// The message id makes a retried batch count once; the boot id keeps
 	// a restarted edge from colliding with its earlier life.
 	id := r.cfg.Edge + "-" + r.boot + "-" + strconv.FormatUint(r.batch, 10)
-	if _, err := r.pub.Publish(pctx, clicks.Subject(r.cfg.Edge), b, jetstream.WithMsgID(id)); err != nil {
+	if err := r.publish(ctx, ensured, b, id); err != nil {
 		// At-most-once: a publish that timed out may still be stored, so
 		// the drop count can overstate the loss, never understate it.
 		r.Dropped.Add(uint64(n))
@@ -175,16 +304,58 @@ func (r *Recorder) flush(ctx context.Context, buf *[]byte, ensured *bool) bool {
 	return n == r.cfg.Batch
 }
 
-// StreamConfig is the CLICKS stream as edges create it when missing. The
-// rollup consumer (a later issue) reads it; a week's retention lets it
-// recover from a long outage.
+// report publishes the histogram counted since the last report, with the
+// click counters. A report that fails is kept and retried first next time
+// under the same message id, so service times are neither lost nor counted
+// twice across a NATS outage.
+func (r *Recorder) report(ctx context.Context, ensured *bool) {
+	if r.pending != nil {
+		if err := r.publish(ctx, ensured, r.pending, r.pendingID); err != nil {
+			r.cfg.Log.Warn("latency report not published; will retry", "err", err)
+			return
+		}
+		r.pending = nil
+	}
+	var h clicks.Histogram
+	for i := range r.latency {
+		h[i] = r.latency[i].Swap(0)
+	}
+	r.reports++
+	r.pending = clicks.AppendLatency(nil, r.source(), time.Now().UnixMilli(), &h)
+	r.pendingID = r.cfg.Edge + "-" + r.boot + "-l" + strconv.FormatUint(r.reports, 10)
+	if err := r.publish(ctx, ensured, r.pending, r.pendingID); err != nil {
+		r.cfg.Log.Warn("latency report not published; will retry", "err", err)
+		return
+	}
+	r.pending = nil
+}
+
+func (r *Recorder) publish(ctx context.Context, ensured *bool, b []byte, id string) error {
+	pctx, cancel := context.WithTimeout(ctx, r.cfg.PublishTimeout)
+	defer cancel()
+	if !*ensured {
+		if _, err := r.pub.CreateOrUpdateStream(pctx, StreamConfig()); err != nil {
+			return err
+		}
+		*ensured = true
+	}
+	_, err := r.pub.Publish(pctx, clicks.Subject(r.cfg.Edge), b, jetstream.WithMsgID(id))
+	return err
+}
+
+// StreamConfig is the CLICKS stream as edges create it when missing
+// (control creates the same). It keeps at most clicks.MaxBytes and
+// clicks.MaxAge and discards the oldest: if control falls behind for
+// longer, edges keep publishing and control counts the batches it never
+// saw.
 func StreamConfig() jetstream.StreamConfig {
 	return jetstream.StreamConfig{
 		Name:       clicks.Stream,
 		Subjects:   []string{clicks.Subjects},
 		Storage:    jetstream.FileStorage,
-		MaxAge:     7 * 24 * time.Hour,
-		Duplicates: 2 * time.Minute,
+		MaxAge:     clicks.MaxAge,
+		MaxBytes:   clicks.MaxBytes,
+		Duplicates: clicks.Duplicates,
 		Discard:    jetstream.DiscardOld,
 	}
 }

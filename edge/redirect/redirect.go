@@ -4,6 +4,7 @@ package redirect
 
 import (
 	"io"
+	"sync"
 	"sync/atomic"
 	"time"
 	"unsafe"
@@ -13,6 +14,7 @@ import (
 	"github.com/edgelink/edgelink/edge/resolve"
 	"github.com/edgelink/edgelink/edge/store"
 	"github.com/edgelink/edgelink/shared/link"
+	"github.com/edgelink/edgelink/shared/snapshot"
 )
 
 // Lookuper finds what the edge knows of a code.
@@ -20,28 +22,42 @@ type Lookuper interface {
 	Lookup(code []byte) (*store.Entry, bool)
 }
 
-// Resolver answers a code the overlay does not hold: the snapshot, the
+// SnapshotLookuper finds a code in the precomputed snapshot without
+// allocating.
+type SnapshotLookuper interface {
+	Lookup(code []byte) (snapshot.Entry, bool)
+}
+
+// Resolver answers a code neither the overlay nor the snapshot holds: the
 // long-tail cache and the authority. It may block for a bounded time.
 type Resolver interface {
 	Resolve(code, clientIP []byte) (*store.Entry, resolve.Outcome)
 }
 
-// ClickRecorder takes a click per redirect; it must not block or allocate.
+// ClickRecorder takes a click per redirect: the code, the request's
+// Referer and User-Agent (the recorder keeps what it needs; never the
+// client's IP), the status answered and the time. It must not block,
+// allocate or keep the slices.
 type ClickRecorder interface {
-	Record(code []byte, atMillis int64)
+	Record(code, referer, userAgent []byte, status int, atMillis int64)
 }
 
 // Counters are the handler's outcome counts; fields are updated atomically.
 type Counters struct {
 	Hits, NotFound, Gone, BadMethod, BadCode, Limited, Unavailable atomic.Uint64
+	// SnapshotHits counts answers taken from the snapshot.
+	SnapshotHits atomic.Uint64
 }
 
-// Handler answers redirects. Store is the overlay, consulted first and
-// alone on the hit path; Miss (optional) resolves what it lacks, else a miss
-// is a 404. Ready backs /readyz, Metrics (optional) /metrics; Now is
-// injectable for expiry tests.
+// Handler answers redirects. Store is the overlay, consulted first;
+// Snapshot (optional) second, and its entry wins over the overlay's only when
+// its version is newer (the overlay holds changes applied after the
+// snapshot's position, or older ones until a swap prunes them); Miss
+// (optional) resolves what both lack, else a miss is a 404. Ready backs
+// /readyz, Metrics (optional) /metrics; Now is injectable for expiry tests.
 type Handler struct {
 	Store    Lookuper
+	Snapshot SnapshotLookuper
 	Miss     Resolver
 	Clicks   ClickRecorder
 	Ready    func() error
@@ -94,29 +110,59 @@ func (h *Handler) Serve(ctx *fasthttp.RequestCtx) {
 	if h.serveOwn(ctx, path) {
 		return
 	}
+	// The overlay is read before the snapshot: a swap installs the new
+	// snapshot before it prunes the overlay, so a lookup that misses a
+	// pruned entry finds the new snapshot (store.Applied.Install).
 	e, ok := h.Store.Lookup(code)
+	if h.Snapshot != nil {
+		if s, sok := h.Snapshot.Lookup(code); sok && (!ok || s.Version > e.Version) {
+			h.Counters.SnapshotHits.Add(1)
+			h.answer(ctx, code, s.Status == link.Active, s.ExpiresAt, s.RedirectType, s.Origin, s.Rest)
+			return
+		}
+	}
 	if !ok {
 		if e = h.resolve(ctx, code); e == nil {
 			return
 		}
 	}
+	h.answer(ctx, code, !e.Missing && e.Status == link.Active, e.ExpiresAt, e.RedirectType,
+		unsafe.Slice(unsafe.StringData(e.URL), len(e.URL)), nil)
+}
+
+// locationBufs hold a Location assembled from a snapshot entry's origin and
+// rest: fasthttp copies the value, so a buffer goes back right after.
+var locationBufs = sync.Pool{New: func() any { b := make([]byte, 0, 512); return &b }}
+
+// answer writes the redirect or 410 for a known link whose target is origin
+// followed by rest. It does not allocate.
+func (h *Handler) answer(ctx *fasthttp.RequestCtx, code []byte, active bool, expiresAt int64, rt link.RedirectType, origin, rest []byte) {
 	// Expiry is evaluated here, at read time: a link stops redirecting the
 	// instant it expires, whatever the stream says.
 	now := h.now(ctx).UnixMilli()
-	if !e.Live(now) {
+	if !active || (expiresAt != 0 && now >= expiresAt) {
 		h.Counters.Gone.Add(1)
 		h.text(ctx, fasthttp.StatusGone, textGone)
 		return
 	}
 	h.Counters.Hits.Add(1)
 	if h.Clicks != nil {
-		h.Clicks.Record(code, now)
+		h.Clicks.Record(code, ctx.Request.Header.Referer(), ctx.Request.Header.UserAgent(), int(rt), now)
 	}
 	// SetCanonical: the keys are already canonical, so fasthttp need not
 	// normalize them on every hit.
 	ctx.Response.Header.SetCanonical(headerCache, cacheControl)
-	ctx.Response.Header.SetCanonical(headerLocation, unsafe.Slice(unsafe.StringData(e.URL), len(e.URL)))
-	ctx.Response.SetStatusCode(int(e.RedirectType))
+	if len(rest) == 0 {
+		ctx.Response.Header.SetCanonical(headerLocation, origin)
+	} else {
+		bp := locationBufs.Get().(*[]byte)
+		*bp = append(append((*bp)[:0], origin...), rest...)
+		ctx.Response.Header.SetCanonical(headerLocation, *bp)
+		if cap(*bp) <= 8<<10 { // do not pin a rare huge target in the pool
+			locationBufs.Put(bp)
+		}
+	}
+	ctx.Response.SetStatusCode(int(rt))
 }
 
 // resolve handles an overlay miss. It returns the entry to answer from, or

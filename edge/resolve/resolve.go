@@ -1,6 +1,6 @@
-// Package resolve answers the codes the overlay does not hold, walking the
-// rest of the edge's layers: snapshot → long-tail cache → (bloom hint and
-// sealed segments decide) → authority.
+// Package resolve answers the codes neither the overlay nor the snapshot
+// holds, walking the rest of the edge's layers: long-tail cache → (bloom hint
+// and sealed segments decide) → authority.
 package resolve
 
 import (
@@ -37,9 +37,8 @@ type Limiter interface {
 	Allow(ip []byte) bool
 }
 
-// Resolver is safe for concurrent use. Snapshot, Cache, Limiter may be nil.
+// Resolver is safe for concurrent use. Cache and Limiter may be nil.
 type Resolver struct {
-	Snapshot  store.Snapshot
 	Cache     *store.Cache
 	Hint      *store.Hint
 	Segments  *store.Segments
@@ -51,18 +50,12 @@ type Resolver struct {
 	Complete func() bool
 
 	// Counters.
-	SnapshotHits, CacheHits, NegativeHits, BloomRejects, AuthorityAsked, AuthorityFailed, Limited atomic.Uint64
+	CacheHits, NegativeHits, BloomRejects, AuthorityAsked, AuthorityFailed, Limited atomic.Uint64
 }
 
-// Resolve answers a code the overlay does not hold. It blocks at most for
-// the authority's timeout.
+// Resolve answers a code neither the overlay nor the snapshot holds. It
+// blocks at most for the authority's timeout.
 func (r *Resolver) Resolve(code []byte, clientIP []byte) (*store.Entry, Outcome) {
-	if r.Snapshot != nil {
-		if e, ok := r.Snapshot.Lookup(code); ok {
-			r.SnapshotHits.Add(1)
-			return e, Found
-		}
-	}
 	old := r.cannotBeRecent(code)
 	if r.Cache != nil {
 		if e, ok := r.Cache.Get(code); ok {

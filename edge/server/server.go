@@ -1,5 +1,5 @@
-// Package server wires an edge: the layered store, the change feed, the
-// authority client, click recording and the fasthttp redirect server. The
+// Package server wires an edge: the layered store, the snapshot syncer, the
+// change feed, the authority client, click recording and the fasthttp redirect server. The
 // edge binary and the local all-in-one mode run it.
 package server
 
@@ -24,6 +24,7 @@ import (
 	"github.com/edgelink/edgelink/edge/ratelimit"
 	"github.com/edgelink/edgelink/edge/redirect"
 	"github.com/edgelink/edgelink/edge/resolve"
+	"github.com/edgelink/edgelink/edge/snapsync"
 	"github.com/edgelink/edgelink/edge/store"
 )
 
@@ -50,9 +51,23 @@ type Config struct {
 	BurstPerIP int
 	// ClickBuffer bounds clicks waiting to be published (default 65,536).
 	ClickBuffer int
+	// ClickFlushEvery bounds how long a click waits to be published
+	// (default 200ms); ClickReportEvery is how often the redirect
+	// service-time histogram is published (default 10s).
+	ClickFlushEvery, ClickReportEvery time.Duration
 	// MaxReadyLag is the most changes the feed may be behind while the edge
 	// reports ready (default 1,000).
 	MaxReadyLag uint64
+
+	// SnapshotDir keeps the local copy of the newest snapshot, loaded at
+	// boot before anything is asked of NATS; empty keeps none.
+	SnapshotDir string
+	// SnapshotPoll is how often the snapshot bucket is listed besides being
+	// watched (default 30s).
+	SnapshotPoll time.Duration
+	// SnapshotBootWait bounds asking the bucket for a newer snapshot at boot
+	// when a local copy exists (default 5s).
+	SnapshotBootWait time.Duration
 
 	// OnListen, if set, is called with the server's address once it listens.
 	OnListen func(addr net.Addr)
@@ -70,13 +85,18 @@ type Edge struct {
 	Clicks    *clicks.Recorder
 	Overlay   *store.Store
 	Segments  *store.Segments
+	Snapshots *store.Snapshots
+	Syncer    *snapsync.Syncer
 }
 
 // Run serves until ctx is done. The edge keeps answering from memory while
 // NATS, control or PostgreSQL are unreachable; readiness reports it.
 //
-// Shutdown order: stop accepting and finish requests, then stop the feed,
-// then flush clicks, then close NATS.
+// Start order: listen (liveness answers at once), boot the snapshot (local
+// copy or the bucket's newest), then start the feed after the snapshot's
+// position; readiness waits for both the snapshot and the replay.
+// Shutdown order: stop accepting and finish requests, then stop the feed and
+// the syncer, then flush clicks, then close NATS.
 func Run(ctx context.Context, cfg Config) error {
 	log := cfg.Log
 	if log == nil {
@@ -102,23 +122,29 @@ func Run(ctx context.Context, cfg Config) error {
 		return err
 	}
 	defer cache.Close()
-	applied := &store.Applied{Overlay: overlay, Hint: hint, Segments: segments}
+	snaps := new(store.Snapshots)
+	applied := &store.Applied{Overlay: overlay, Hint: hint, Segments: segments, Snapshots: snaps}
 	feed := changefeed.New(js, applied, log)
+	syncer := snapsync.New(js, applied, feed, snapsync.Config{Dir: cfg.SnapshotDir, Poll: cfg.SnapshotPoll,
+		BootWait: cfg.SnapshotBootWait, Log: log})
 	client := authority.New(nc, authority.Config{Timeout: cfg.AuthorityTimeout, Concurrency: cfg.AuthorityConcurrency})
 	var limiter resolve.Limiter
 	if cfg.RatePerIP > 0 {
 		limiter = ratelimit.New(cfg.RatePerIP, cfg.BurstPerIP, 100_000, nil)
 	}
 	res := &resolve.Resolver{
-		// The snapshot layer (a later issue) plugs in here: Snapshot.
 		Cache: cache, Hint: hint, Segments: segments, Authority: client, Limiter: limiter,
 		Complete: feed.Complete,
 	}
-	rec := clicks.New(js, clicks.Config{Edge: cfg.Name, Buffer: cfg.ClickBuffer, Log: log})
-	e := &Edge{Feed: feed, Resolver: res, Authority: client, Clicks: rec, Overlay: overlay, Segments: segments}
-	h := &redirect.Handler{Store: overlay, Miss: res, Clicks: rec, Ready: func() error {
+	rec := clicks.New(js, clicks.Config{Edge: cfg.Name, Buffer: cfg.ClickBuffer, Log: log,
+		FlushEvery: cfg.ClickFlushEvery, ReportEvery: cfg.ClickReportEvery})
+	e := &Edge{Feed: feed, Resolver: res, Authority: client, Clicks: rec, Overlay: overlay, Segments: segments,
+		Snapshots: snaps, Syncer: syncer}
+	h := &redirect.Handler{Store: overlay, Snapshot: snaps, Miss: res, Clicks: rec, Ready: func() error {
 		p := feed.Position()
 		switch {
+		case !syncer.Booted():
+			return errors.New("booting: loading the snapshot")
 		case !nc.IsConnected():
 			return errors.New("degraded: change stream unreachable; serving known links")
 		case !p.CaughtUp:
@@ -133,7 +159,7 @@ func Run(ctx context.Context, cfg Config) error {
 	h.Metrics = func(w io.Writer) { writeMetrics(w, e, nc) }
 	e.Handler = h
 	srv := &fasthttp.Server{
-		Handler:               h.Serve,
+		Handler:               rec.Timed(h.Serve), // redirect service-time histogram
 		Name:                  "edgelink",
 		ReadTimeout:           5 * time.Second,
 		WriteTimeout:          5 * time.Second,
@@ -161,7 +187,16 @@ func Run(ctx context.Context, cfg Config) error {
 	clickCtx, stopClicks := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopClicks()
 	g := new(errgroup.Group)
-	g.Go(func() error { return feed.Run(feedCtx) })
+	g.Go(func() error {
+		// The feed starts where the snapshot ends, so it waits for boot.
+		if err := syncer.Boot(feedCtx); err != nil {
+			return nil // stopped before boot finished
+		}
+		var sg errgroup.Group
+		sg.Go(func() error { return feed.Run(feedCtx) })
+		sg.Go(func() error { return syncer.Run(feedCtx) })
+		return sg.Wait()
+	})
 	g.Go(func() error { return growHint(feedCtx, hint, overlay, cfg.BloomCapacity) })
 	g.Go(func() error { return rec.Run(clickCtx) })
 	g.Go(func() error { return srv.Serve(ln) })
@@ -226,6 +261,11 @@ func writeMetrics(w io.Writer, e *Edge, nc *nats.Conn) {
 	if nc.IsConnected() {
 		connected = 1
 	}
+	var snapVersion, snapEntries uint64
+	var snapBytes int
+	if l := e.Snapshots.Current(); l != nil {
+		snapVersion, snapEntries, snapBytes = l.Snap.Header.ChangeVersion, l.Snap.Header.Entries, l.Size
+	}
 	lastApplied := 0.0
 	if !p.LastApplied.IsZero() {
 		lastApplied = float64(p.LastApplied.UnixNano()) / 1e9
@@ -241,7 +281,7 @@ func writeMetrics(w io.Writer, e *Edge, nc *nats.Conn) {
 		{`edge_requests_total{outcome="bad_code"}`, "", float64(h.BadCode.Load())},
 		{`edge_requests_total{outcome="rate_limited"}`, "", float64(h.Limited.Load())},
 		{`edge_requests_total{outcome="unavailable"}`, "", float64(h.Unavailable.Load())},
-		{`edge_miss_total{layer="snapshot"}`, "counter", float64(r.SnapshotHits.Load())},
+		{`edge_miss_total{layer="snapshot"}`, "counter", float64(h.SnapshotHits.Load())},
 		{`edge_miss_total{layer="cache"}`, "", float64(r.CacheHits.Load())},
 		{`edge_miss_total{layer="negative_cache"}`, "", float64(r.NegativeHits.Load())},
 		{`edge_miss_total{layer="bloom_reject"}`, "", float64(r.BloomRejects.Load())},
@@ -253,6 +293,7 @@ func writeMetrics(w io.Writer, e *Edge, nc *nats.Conn) {
 		{`edge_clicks_recorded_total`, "counter", float64(c.Recorded.Load())},
 		{`edge_clicks_published_total`, "counter", float64(c.Published.Load())},
 		{`edge_clicks_dropped_total`, "counter", float64(c.Dropped.Load())},
+		{`edge_clicks_buffered`, "gauge", float64(c.Buffered())},
 		{`edge_changefeed_applied_version`, "gauge", float64(p.Version)},
 		{`edge_changefeed_applied_sequence`, "gauge", float64(p.Seq)},
 		{`edge_changefeed_pending`, "gauge", float64(p.Pending)},
@@ -262,6 +303,12 @@ func writeMetrics(w io.Writer, e *Edge, nc *nats.Conn) {
 		{`edge_store_entries`, "gauge", float64(e.Overlay.Len())},
 		{`edge_sealed_intervals`, "gauge", float64(e.Segments.Intervals())},
 		{`edge_nats_connected`, "gauge", float64(connected)},
+		{`edge_snapshot_change_version`, "gauge", float64(snapVersion)},
+		{`edge_snapshot_entries`, "gauge", float64(snapEntries)},
+		{`edge_snapshot_bytes`, "gauge", float64(snapBytes)},
+		{`edge_snapshot_swaps_total`, "counter", float64(e.Syncer.Swaps.Load())},
+		{`edge_snapshot_rejected_total`, "counter", float64(e.Syncer.Rejected.Load())},
+		{`edge_snapshot_resyncs_total`, "counter", float64(e.Syncer.Resyncs.Load())},
 	} {
 		if m.kind != "" {
 			name := m.name

@@ -2,16 +2,20 @@ package store
 
 import (
 	"sync"
+	"sync/atomic"
 
 	"github.com/bits-and-blooms/bloom/v3"
 )
 
-// Hint is the bloom filter of live codes: at the snapshot's version,
-// extended by every code the stream brings. "No" is certain, "yes" may be a
-// false positive. bloom's Test is not safe with a concurrent Add, so the
-// filter is guarded; it is consulted only on overlay misses, never on the
+// Hint is the bloom filter of live codes: at the snapshot's version (the
+// base, read from the snapshot's bloom section), extended by every code the
+// stream brings (a second filter). "No" is certain, "yes" may be a false
+// positive. The base is never mutated, so it is read without a lock and
+// swapped whole; bloom's Test is not safe with a concurrent Add, so the
+// stream's filter is guarded. It is consulted only on misses, never on the
 // hit path. Safe for concurrent use.
 type Hint struct {
+	base     atomic.Pointer[bloom.BloomFilter]
 	mu       sync.RWMutex
 	f        *bloom.BloomFilter
 	capacity uint
@@ -32,15 +36,22 @@ func (h *Hint) Add(code string) {
 	h.mu.Unlock()
 }
 
+// SetBase replaces the snapshot's filter. f must not be modified
+// afterwards.
+func (h *Hint) SetBase(f *bloom.BloomFilter) { h.base.Store(f) }
+
 // MayContain reports whether code may be live; false is certain.
 func (h *Hint) MayContain(code []byte) bool {
+	if b := h.base.Load(); b != nil && b.Test(code) {
+		return true
+	}
 	h.mu.RLock()
 	ok := h.f.Test(code)
 	h.mu.RUnlock()
 	return ok
 }
 
-// Saturated reports whether the filter holds more codes (approximately)
+// Saturated reports whether the stream's filter holds more codes (approximately)
 // than it was sized for.
 func (h *Hint) Saturated() bool {
 	h.mu.RLock()
@@ -48,8 +59,8 @@ func (h *Hint) Saturated() bool {
 	return h.f.ApproximatedSize() > uint32(h.capacity)
 }
 
-// Rebuild replaces the filter by one sized for capacity holding every code
-// each yields; the snapshot loader will use it with the snapshot's filter.
+// Rebuild replaces the stream's filter by one sized for capacity holding
+// every code each yields; the snapshot's filter is left alone.
 func (h *Hint) Rebuild(capacity uint, each func(add func(code string))) {
 	f := bloom.NewWithEstimates(capacity, h.fp)
 	each(func(code string) { f.AddString(code) })

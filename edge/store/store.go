@@ -1,6 +1,6 @@
 // Package store holds what an edge knows of links, in the layers the
 // lookup consults in order: the overlay of changes applied from the stream
-// (Store), the snapshot (a later issue; see Snapshot), the bounded long-tail
+// (Store), the precomputed snapshot (Snapshots), the bounded long-tail
 // cache of authority answers (Cache), plus the bloom hint of live codes
 // (Hint) and the sealed ID segments (Segments) that decide when a miss may
 // be answered without the authority.
@@ -32,13 +32,6 @@ type Entry struct {
 // Live reports whether the entry redirects at nowMillis.
 func (e *Entry) Live(nowMillis int64) bool {
 	return !e.Missing && e.Status == link.Active && (e.ExpiresAt == 0 || nowMillis < e.ExpiresAt)
-}
-
-// Snapshot is the seam for the precomputed snapshot layer between the
-// overlay and the cache: an immutable, atomically swapped map loaded at
-// start. Lookup must not allocate.
-type Snapshot interface {
-	Lookup(code []byte) (*Entry, bool)
 }
 
 const shardCount = 64
@@ -90,6 +83,25 @@ func (s *Store) Apply(e *Entry) bool {
 	return true
 }
 
+// Prune deletes every entry drop reports true for, shard by shard, under
+// the shard's lock, so an Apply of the same code is either seen by drop or
+// happens after the delete. It returns how many entries it deleted.
+func (s *Store) Prune(drop func(*Entry) bool) int {
+	n := 0
+	for i := range s.shards {
+		sh := &s.shards[i]
+		sh.mu.Lock()
+		for code, e := range sh.m {
+			if drop(e) {
+				delete(sh.m, code)
+				n++
+			}
+		}
+		sh.mu.Unlock()
+	}
+	return n
+}
+
 // Range calls fn for every entry held until fn returns false. Entries
 // applied meanwhile may or may not be seen.
 func (s *Store) Range(fn func(*Entry) bool) {
@@ -126,12 +138,13 @@ func EntryFromEvent(ev *linkevent.Event) *Entry {
 }
 
 // Applied is the stream's side of the layers, updated together by the change
-// feed: the overlay, the bloom hint and the sealed segments. Safe for
-// concurrent use.
+// feed: the overlay, the bloom hint and the sealed segments, plus the
+// snapshot they extend. Safe for concurrent use.
 type Applied struct {
-	Overlay  *Store
-	Hint     *Hint
-	Segments *Segments
+	Overlay   *Store
+	Hint      *Hint
+	Segments  *Segments
+	Snapshots *Snapshots
 }
 
 // Apply stores e in the overlay (last writer wins by version) and adds its

@@ -1,22 +1,30 @@
-// Package clicks is the click event edges publish and the consumer (a later
-// issue) rolls up per link per day: stream names and a compact batch
-// encoding.
+// Package clicks is what edges publish to the CLICKS stream and control rolls
+// up: click batches and redirect service-time histograms, their compact
+// binary encodings, the user-agent classifier and the referrer-host rule.
 //
-// Clicks are at-most-once by design: the edge records them off the response
-// path, and a full buffer or an unreachable NATS drops them (counted) rather
-// than slow a redirect down.
+// Clicks are at-most-once on the edge by design: the edge records them off
+// the response path, and a full buffer or an unreachable NATS drops them
+// (counted) rather than slow a redirect down. Everything after the stream is
+// exactly-once: control stores its stream position in the same transaction
+// as the rollups.
+//
+// No IP address is carried: a click is the code, the time, the edge, the
+// status answered, the referrer's host only, and a device class and bot flag
+// derived from the User-Agent on the edge (the raw User-Agent never leaves
+// the edge).
 package clicks
 
 import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/edgelink/edgelink/shared/link"
 )
 
 const (
-	// Stream is the JetStream stream holding click batches.
+	// Stream is the JetStream stream holding click batches and histograms.
 	Stream = "CLICKS"
 	// SubjectPrefix starts every click subject; an edge publishes on
 	// SubjectPrefix + its name, so a consumer can tell edges apart.
@@ -25,59 +33,300 @@ const (
 	Subjects = SubjectPrefix + ">"
 )
 
-// Subject is the subject edge publishes its batches on.
+// Stream limits. Both sides create the stream with these so neither
+// silently changes the other's: if control falls behind, the stream keeps at
+// most MaxBytes and MaxAge of clicks and discards the oldest (control counts
+// what it never saw); edges keep redirecting whatever happens.
+const (
+	MaxAge     = 7 * 24 * time.Hour
+	MaxBytes   = 1 << 30
+	Duplicates = 2 * time.Minute
+)
+
+// Subject is the subject edge publishes on.
 func Subject(edge string) string { return SubjectPrefix + edge }
+
+// Limits of the fields a click carries. Longer input is cut, never
+// rejected: statistics should not lose a click over a long header.
+const (
+	MaxEdgeLen     = 64
+	MaxBootLen     = 32
+	MaxReferrerLen = 64 // a referrer host; DNS allows 253, real ones rarely pass 64
+)
 
 // Click is one redirect served.
 type Click struct {
-	Code string
-	At   int64 // Unix milliseconds
+	Code     string
+	At       int64  // Unix milliseconds
+	Status   uint16 // the HTTP status answered: 301, 302, 307, 308 (0 from format 1)
+	Device   Device
+	Bot      bool
+	Referrer string // the referrer's host, lower case; "" when none
 }
 
-const format byte = 1
+// Day is the UTC day of the click, as rollups key it.
+func (c Click) Day() time.Time { return DayOf(c.At) }
 
-var errInvalid = errors.New("clicks: invalid batch")
+// DayOf is the UTC midnight of the day holding atMillis.
+func DayOf(atMillis int64) time.Time {
+	return time.UnixMilli(atMillis).UTC().Truncate(24 * time.Hour)
+}
 
-// AppendHeader starts a batch of n clicks in dst.
-func AppendHeader(dst []byte, n int) []byte {
-	dst = append(dst, format)
+// Source says which edge process sent a message and what it had counted
+// when it sent it: Offered clicks (every hit it tried to record) and Dropped
+// ones (buffer full or publish failed). Control keeps the highest numbers
+// per Edge and Boot; Offered − Dropped − clicks applied is what a boot lost
+// without knowing it (an edge killed with clicks in its buffer).
+type Source struct {
+	Edge    string
+	Boot    string // random per process start
+	Offered uint64
+	Dropped uint64
+}
+
+// Batch is one message of the stream: clicks or a histogram delta.
+type Batch struct {
+	Source
+	Clicks  []Click
+	Latency *Histogram // for a histogram message; nil for clicks
+	At      int64      // when a histogram message was cut, Unix milliseconds
+}
+
+// Message formats: the first byte of every message.
+const (
+	formatClicksV1 byte = 1 // code and time only (the first edge release)
+	formatClicks   byte = 2
+	formatLatency  byte = 3
+)
+
+var errInvalid = errors.New("clicks: invalid message")
+
+func appendString(dst []byte, s []byte, max int) []byte {
+	if len(s) > max {
+		s = s[:max]
+	}
+	dst = append(dst, byte(len(s)))
+	return append(dst, s...)
+}
+
+func appendSource(dst []byte, src Source) []byte {
+	dst = appendString(dst, []byte(src.Edge), MaxEdgeLen)
+	dst = appendString(dst, []byte(src.Boot), MaxBootLen)
+	dst = binary.AppendUvarint(dst, src.Offered)
+	return binary.AppendUvarint(dst, src.Dropped)
+}
+
+// AppendHeader starts a click batch of n clicks from src in dst.
+func AppendHeader(dst []byte, src Source, n int) []byte {
+	dst = append(dst, formatClicks)
+	dst = appendSource(dst, src)
 	return binary.AppendUvarint(dst, uint64(n))
 }
 
-// AppendClick appends one click of a batch: varint time, code length, code.
-// It allocates only when dst must grow.
-func AppendClick(dst []byte, code []byte, at int64) []byte {
+// AppendClick appends one click of a batch. code must be a valid code;
+// referrer is cut to MaxReferrerLen. It allocates only when dst must grow.
+func AppendClick(dst []byte, code []byte, at int64, status uint16, device Device, bot bool, referrer []byte) []byte {
 	dst = binary.AppendVarint(dst, at)
-	dst = append(dst, byte(len(code)))
-	return append(dst, code...)
+	dst = binary.AppendUvarint(dst, uint64(status))
+	flags := byte(device) & deviceMask
+	if bot {
+		flags |= botFlag
+	}
+	dst = append(dst, flags)
+	dst = appendString(dst, referrer, MaxReferrerLen)
+	return appendString(dst, code, link.MaxCodeLen)
 }
 
-// Decode returns the clicks of a batch, validating every code.
-func Decode(b []byte) ([]Click, error) {
-	if len(b) < 2 || b[0] != format {
-		return nil, fmt.Errorf("%w: bad header", errInvalid)
-	}
-	n, k := binary.Uvarint(b[1:])
-	if k <= 0 || n > uint64(len(b)) {
-		return nil, fmt.Errorf("%w: count", errInvalid)
-	}
-	b = b[1+k:]
-	out := make([]Click, 0, n)
-	for range n {
-		at, k := binary.Varint(b)
-		if k <= 0 || len(b) < k+1 {
-			return nil, fmt.Errorf("%w: truncated", errInvalid)
+const (
+	deviceMask byte = 0x0f
+	botFlag    byte = 0x80
+)
+
+// AppendLatency encodes a histogram message: the source, when it was cut,
+// and the non-zero buckets.
+func AppendLatency(dst []byte, src Source, at int64, h *Histogram) []byte {
+	dst = append(dst, formatLatency)
+	dst = appendSource(dst, src)
+	dst = binary.AppendVarint(dst, at)
+	n := 0
+	for _, c := range h {
+		if c != 0 {
+			n++
 		}
-		cl := int(b[k])
-		b = b[k+1:]
-		if len(b) < cl || !link.ValidCodeSyntax(b[:cl]) {
-			return nil, fmt.Errorf("%w: code", errInvalid)
-		}
-		out = append(out, Click{Code: string(b[:cl]), At: at})
-		b = b[cl:]
 	}
-	if len(b) != 0 {
-		return nil, fmt.Errorf("%w: trailing bytes", errInvalid)
+	dst = binary.AppendUvarint(dst, uint64(n))
+	for i, c := range h {
+		if c != 0 {
+			dst = binary.AppendUvarint(dst, uint64(i))
+			dst = binary.AppendUvarint(dst, c)
+		}
+	}
+	return dst
+}
+
+type reader struct {
+	b   []byte
+	err error
+}
+
+func (r *reader) fail(what string) {
+	if r.err == nil {
+		r.err = fmt.Errorf("%w: %s", errInvalid, what)
+	}
+}
+
+func (r *reader) uvarint(what string) uint64 {
+	v, k := binary.Uvarint(r.b)
+	if k <= 0 {
+		r.fail(what)
+		return 0
+	}
+	r.b = r.b[k:]
+	return v
+}
+
+func (r *reader) varint(what string) int64 {
+	v, k := binary.Varint(r.b)
+	if k <= 0 {
+		r.fail(what)
+		return 0
+	}
+	r.b = r.b[k:]
+	return v
+}
+
+func (r *reader) byte(what string) byte {
+	if len(r.b) < 1 {
+		r.fail(what)
+		return 0
+	}
+	c := r.b[0]
+	r.b = r.b[1:]
+	return c
+}
+
+func (r *reader) bytes(what string, max int) []byte {
+	n := int(r.byte(what))
+	if n > max || len(r.b) < n {
+		r.fail(what)
+		return nil
+	}
+	s := r.b[:n]
+	r.b = r.b[n:]
+	return s
+}
+
+func (r *reader) source() Source {
+	var s Source
+	s.Edge = string(r.bytes("edge", MaxEdgeLen))
+	s.Boot = string(r.bytes("boot", MaxBootLen))
+	s.Offered = r.uvarint("offered")
+	s.Dropped = r.uvarint("dropped")
+	return s
+}
+
+// Decode reads a message of any format, validating every field.
+func Decode(b []byte) (Batch, error) {
+	if len(b) < 2 {
+		return Batch{}, fmt.Errorf("%w: too short", errInvalid)
+	}
+	r := &reader{b: b[1:]}
+	var out Batch
+	switch b[0] {
+	case formatClicksV1:
+		out.Clicks = r.clicksV1()
+	case formatClicks:
+		out.Source = r.source()
+		out.Clicks = r.clicks()
+	case formatLatency:
+		out.Source = r.source()
+		out.At = r.varint("time")
+		out.Latency = r.histogram()
+	default:
+		return Batch{}, fmt.Errorf("%w: unknown format %d", errInvalid, b[0])
+	}
+	if r.err == nil && len(r.b) != 0 {
+		r.fail("trailing bytes")
+	}
+	if r.err != nil {
+		return Batch{}, r.err
 	}
 	return out, nil
+}
+
+// count reads a count of items each at least min bytes long, refusing one
+// the rest of the message cannot hold (so a forged count cannot make Decode
+// allocate much).
+func (r *reader) count(min int) int {
+	n := r.uvarint("count")
+	if n > uint64(len(r.b)/min) {
+		r.fail("count")
+		return 0
+	}
+	return int(n)
+}
+
+func (r *reader) code() string {
+	c := r.bytes("code", link.MaxCodeLen)
+	if r.err == nil && !link.ValidCodeSyntax(c) {
+		r.fail("code")
+	}
+	return string(c)
+}
+
+func (r *reader) clicksV1() []Click {
+	n := r.count(3)
+	out := make([]Click, 0, n)
+	for range n {
+		at := r.varint("time")
+		c := r.code()
+		if r.err != nil {
+			return nil
+		}
+		out = append(out, Click{Code: c, At: at})
+	}
+	return out
+}
+
+func (r *reader) clicks() []Click {
+	n := r.count(6)
+	out := make([]Click, 0, n)
+	for range n {
+		var c Click
+		c.At = r.varint("time")
+		st := r.uvarint("status")
+		flags := r.byte("flags")
+		ref := r.bytes("referrer", MaxReferrerLen)
+		c.Code = r.code()
+		if r.err != nil {
+			return nil
+		}
+		if st < 100 || st > 599 || Device(flags&deviceMask) >= numDevices || flags&^(deviceMask|botFlag) != 0 {
+			r.fail("click fields")
+			return nil
+		}
+		c.Status, c.Device, c.Bot, c.Referrer = uint16(st), Device(flags&deviceMask), flags&botFlag != 0, string(ref)
+		out = append(out, c)
+	}
+	return out
+}
+
+func (r *reader) histogram() *Histogram {
+	n := r.count(2)
+	h := new(Histogram)
+	last := -1
+	for range n {
+		i := r.uvarint("bucket")
+		c := r.uvarint("bucket count")
+		if r.err != nil {
+			return nil
+		}
+		// Ascending, non-zero buckets only: one encoding per histogram.
+		if i >= Buckets || int(i) <= last || c == 0 {
+			r.fail("bucket")
+			return nil
+		}
+		h[i], last = c, int(i)
+	}
+	return h
 }

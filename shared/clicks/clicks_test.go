@@ -2,45 +2,144 @@ package clicks
 
 import (
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 )
 
 func TestBatchRoundTrip(t *testing.T) {
-	want := []Click{{Code: "00000A", At: 1}, {Code: "custom-code_1", At: 1893456000000}, {Code: "zzzzzz", At: -5}}
-	b := AppendHeader(nil, len(want))
+	src := Source{Edge: "fra-1", Boot: "0123456789abcdef", Offered: 10, Dropped: 2}
+	want := []Click{
+		{Code: "00000A", At: 1, Status: 302, Device: DeviceMobile, Referrer: "t.co"},
+		{Code: "custom-code_1", At: 1893456000000, Status: 301, Device: DeviceDesktop, Bot: true},
+		{Code: "zzzzzz", At: -5, Status: 308, Device: DeviceTV, Referrer: "news.ycombinator.com"},
+	}
+	b := AppendHeader(nil, src, len(want))
 	for _, c := range want {
-		b = AppendClick(b, []byte(c.Code), c.At)
+		b = AppendClick(b, []byte(c.Code), c.At, c.Status, c.Device, c.Bot, []byte(c.Referrer))
 	}
 	got, err := Decode(b)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if diff := cmp.Diff(want, got); diff != "" {
+	if diff := cmp.Diff(Batch{Source: src, Clicks: want}, got); diff != "" {
 		t.Fatalf("round trip (-want +got):\n%s", diff)
 	}
-	for _, bad := range [][]byte{nil, {format}, b[:len(b)-1], append(append([]byte{}, b...), 0)} {
+	for _, bad := range [][]byte{nil, {formatClicks}, b[:len(b)-1], append(append([]byte{}, b...), 0), {9, 0}} {
 		if _, err := Decode(bad); err == nil {
 			t.Errorf("Decode(%q) succeeded", bad)
 		}
 	}
 }
 
+// TestDecodesFormat1: batches the first edge release published are still in
+// the stream after an upgrade and must still count.
+func TestDecodesFormat1(t *testing.T) {
+	b := []byte{formatClicksV1, 1, 84, 6, '0', '0', '0', '0', '0', 'A'}
+	got, err := Decode(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []Click{{Code: "00000A", At: 42}}; !cmp.Equal(got.Clicks, want) {
+		t.Fatalf("got %+v, want %+v", got.Clicks, want)
+	}
+}
+
+func TestLatencyRoundTrip(t *testing.T) {
+	var h Histogram
+	h[Bucket(150)] = 7
+	h[Bucket(uint64(3*time.Millisecond))] = 2
+	src := Source{Edge: "e", Boot: "b", Offered: 1}
+	got, err := Decode(AppendLatency(nil, src, 1234, &h))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Source != src || got.At != 1234 || got.Latency == nil || *got.Latency != h || got.Clicks != nil {
+		t.Fatalf("got %+v", got)
+	}
+}
+
+func TestBuckets(t *testing.T) {
+	prev := -1
+	for _, v := range []uint64{0, 1, 15, 16, 31, 32, 33, 63, 64, 100, 1000, 1 << 20, 1<<40 + 12345, 1<<64 - 1} {
+		i := Bucket(v)
+		lo, hi := BucketBounds(i)
+		if v < lo || v > hi || i < prev || i >= Buckets {
+			t.Errorf("Bucket(%d) = %d with bounds [%d, %d]", v, i, lo, hi)
+		}
+		if v >= 32 && float64(hi-lo) > float64(lo)/16 {
+			t.Errorf("bucket %d of %d is [%d, %d]: wider than 1/16", i, v, lo, hi)
+		}
+		prev = i
+	}
+	// Buckets tile the range: each starts right after the previous ends.
+	for i := 1; i < Buckets; i++ {
+		_, prevHi := BucketBounds(i - 1)
+		lo, _ := BucketBounds(i)
+		if lo != prevHi+1 {
+			t.Fatalf("bucket %d starts at %d; bucket %d ends at %d", i, lo, i-1, prevHi)
+		}
+	}
+}
+
+func TestQuantile(t *testing.T) {
+	var h Histogram
+	for v := uint64(1); v <= 1000; v++ {
+		h[Bucket(v*1000)]++ // 1µs … 1ms, uniform
+	}
+	for _, tt := range []struct {
+		q    float64
+		want time.Duration
+	}{{0.5, 500 * time.Microsecond}, {0.95, 950 * time.Microsecond}, {0.99, 990 * time.Microsecond}, {1, time.Millisecond}} {
+		got := h.Quantile(tt.q)
+		if got < tt.want || float64(got) > float64(tt.want)*1.07 {
+			t.Errorf("Quantile(%v) = %v; want %v within +6.25%%", tt.q, got, tt.want)
+		}
+	}
+	var empty Histogram
+	if got := empty.Quantile(0.99); got != 0 {
+		t.Errorf("empty Quantile = %v", got)
+	}
+}
+
 func FuzzDecode(f *testing.F) {
-	b := AppendHeader(nil, 1)
-	f.Add(AppendClick(b, []byte("00000A"), 42))
+	src := Source{Edge: "e1", Boot: "b", Offered: 3, Dropped: 1}
+	b := AppendHeader(nil, src, 1)
+	f.Add(AppendClick(b, []byte("00000A"), 42, 302, DeviceMobile, true, []byte("t.co")))
+	var h Histogram
+	h[3], h[900] = 1, 2
+	f.Add(AppendLatency(nil, src, 7, &h))
+	f.Add([]byte{formatClicksV1, 1, 84, 6, '0', '0', '0', '0', '0', 'A'})
 	f.Fuzz(func(t *testing.T, b []byte) {
-		cs, err := Decode(b)
+		m, err := Decode(b)
 		if err != nil {
 			return
 		}
-		out := AppendHeader(nil, len(cs))
-		for _, c := range cs {
-			out = AppendClick(out, []byte(c.Code), c.At)
+		var out []byte
+		switch {
+		case m.Latency != nil:
+			out = AppendLatency(nil, m.Source, m.At, m.Latency)
+		default:
+			out = AppendHeader(nil, m.Source, len(m.Clicks))
+			for _, c := range m.Clicks {
+				st := c.Status
+				if st == 0 {
+					st = 302 // format 1 carried none
+				}
+				out = AppendClick(out, []byte(c.Code), c.At, st, c.Device, c.Bot, []byte(c.Referrer))
+			}
 		}
 		again, err := Decode(out)
-		if err != nil || !cmp.Equal(again, cs) {
-			t.Fatalf("re-decoding %q gave %v, %v; want %v", out, again, err, cs)
+		if err != nil {
+			t.Fatalf("re-decoding %q: %v", out, err)
+		}
+		if b[0] == formatClicksV1 {
+			for i := range again.Clicks {
+				again.Clicks[i].Status = 0
+			}
+		}
+		if !cmp.Equal(again, m) {
+			t.Fatalf("re-decoding %q gave %+v; want %+v", out, again, m)
 		}
 	})
 }

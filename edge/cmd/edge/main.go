@@ -10,6 +10,7 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"syscall"
 	"time"
 
@@ -30,6 +31,10 @@ type cli struct {
 	AuthorityLimit   int           `default:"32" env:"EDGELINK_EDGE_AUTHORITY_CONCURRENCY" help:"Authority lookups in flight at most."`
 	RatePerIP        float64       `name:"rate-per-ip" default:"20" env:"EDGELINK_EDGE_RATE_PER_IP" help:"Authority lookups per second per client IP (negative: unlimited)."`
 	BurstPerIP       int           `name:"burst-per-ip" default:"100" env:"EDGELINK_EDGE_BURST_PER_IP" help:"Burst of authority lookups per client IP."`
+
+	SnapshotDir      string        `name:"snapshot-dir" env:"EDGELINK_EDGE_SNAPSHOT_DIR" help:"Folder keeping the newest snapshot, loaded at boot without NATS (default .data/edge-<name>; 'none' keeps none)."`
+	SnapshotPoll     time.Duration `name:"snapshot-poll" default:"30s" env:"EDGELINK_EDGE_SNAPSHOT_POLL" help:"How often the snapshot bucket is listed besides being watched."`
+	SnapshotBootWait time.Duration `name:"snapshot-boot-wait" default:"5s" env:"EDGELINK_EDGE_SNAPSHOT_BOOT_WAIT" help:"Bound on asking the bucket for a newer snapshot at boot when a local copy exists."`
 }
 
 func main() {
@@ -53,8 +58,17 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, onListen 
 	}
 	var level slog.Level
 	_ = level.UnmarshalText([]byte(c.LogLevel))
+	// Each edge keeps its own copy, so edges sharing a host never race on
+	// one file.
+	switch c.SnapshotDir {
+	case "":
+		c.SnapshotDir = filepath.Join(".data", "edge-"+c.Name)
+	case "none":
+		c.SnapshotDir = ""
+	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
 	return server.Run(ctx, server.Config{HTTPAddr: c.Listen, NATSURL: c.NATSURL, Name: c.Name, Log: log, OnListen: onListen,
 		CacheEntries: c.CacheEntries, BloomCapacity: c.BloomCapacity, AuthorityTimeout: c.AuthorityTimeout,
-		AuthorityConcurrency: c.AuthorityLimit, RatePerIP: c.RatePerIP, BurstPerIP: c.BurstPerIP})
+		AuthorityConcurrency: c.AuthorityLimit, RatePerIP: c.RatePerIP, BurstPerIP: c.BurstPerIP,
+		SnapshotDir: c.SnapshotDir, SnapshotPoll: c.SnapshotPoll, SnapshotBootWait: c.SnapshotBootWait})
 }

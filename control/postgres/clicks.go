@@ -1,0 +1,433 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/edgelink/edgelink/shared/clicks"
+)
+
+// Advisory locks of the click roller (one active consumer) and of the
+// live-link reconcile (one at a time, so two controls starting together
+// do not both correct the same drift).
+const (
+	clickRollerLockKey int64 = 0x65646765_6c6e6b35 // "edgelnk5"
+	reconcileLockKey   int64 = 0x65646765_6c6e6b36 // "edgelnk6"
+)
+
+// ErrClickPositionMoved means the stored stream position is not the one
+// the roller built its rollup on: another roller applied in between. The
+// rollup was not applied; the roller must re-read the position.
+var ErrClickPositionMoved = errors.New("click stream position moved under the roller")
+
+// ErrClickRollerBusy means another roller holds the lock.
+var ErrClickRollerBusy = errors.New("another click roller is active")
+
+// LinkDay is one link's clicks on one day.
+type LinkDay struct {
+	Code              string
+	Day               time.Time // UTC midnight
+	Clicks, BotClicks int64
+}
+
+// BreakdownDay is one link's clicks on one day with one value of a
+// dimension: "referrer", "device", "status" or "edge".
+type BreakdownDay struct {
+	Code, Dimension, Value string
+	Day                    time.Time
+	Clicks, BotClicks      int64
+}
+
+// SourceReport is what one edge process reported, and how many of its
+// clicks this rollup applies.
+type SourceReport struct {
+	Edge, Boot       string
+	Offered, Dropped uint64 // the highest the messages said
+	Applied          int64
+}
+
+// LatencyBucket is a count of one histogram bucket on one day.
+type LatencyBucket struct {
+	Day    time.Time
+	Bucket int
+	Count  int64
+}
+
+// ClickRollup is what the click roller applies in one transaction: the
+// messages of the stream after Prev up to Last, aggregated. Keys must be
+// unique within each slice.
+type ClickRollup struct {
+	Stream     string
+	Prev, Last uint64 // stream sequences: the stored position before and after
+	// Lost counts stream messages between Prev and Last that the stream
+	// had already discarded (its limits) when the roller got there.
+	Lost      uint64
+	Links     []LinkDay
+	Breakdown []BreakdownDay
+	Sources   []SourceReport
+	Latency   []LatencyBucket
+}
+
+// ClickPosition returns the last stream sequence applied from stream (0 if
+// none).
+func (s *Store) ClickPosition(ctx context.Context, stream string) (uint64, error) {
+	var seq int64
+	err := s.pool.QueryRow(ctx, `SELECT last_seq FROM click_positions WHERE stream = $1`, stream).Scan(&seq)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return 0, nil
+	}
+	return uint64(seq), translate(err)
+}
+
+// ApplyClicks applies r and moves the position from r.Prev to r.Last in
+// one transaction: a rollup is applied entirely or not at all, exactly
+// once. If the stored position is not r.Prev it applies nothing and
+// returns ErrClickPositionMoved. Clicks on codes the links table does not
+// have are counted in clicks_daily.unknown_clicks only.
+func (s *Store) ApplyClicks(ctx context.Context, r *ClickRollup) error {
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `INSERT INTO click_positions (stream, last_seq) VALUES ($1, 0) ON CONFLICT DO NOTHING`, r.Stream); err != nil {
+			return err
+		}
+		// The row lock serialises rollers, and the compare makes the
+		// apply a compare-and-swap on the position.
+		var cur int64
+		if err := tx.QueryRow(ctx, `SELECT last_seq FROM click_positions WHERE stream = $1 FOR UPDATE`, r.Stream).Scan(&cur); err != nil {
+			return err
+		}
+		if uint64(cur) != r.Prev {
+			return fmt.Errorf("%w: stored %d, rollup after %d", ErrClickPositionMoved, cur, r.Prev)
+		}
+		if err := applyLinks(ctx, tx, r.Links); err != nil {
+			return err
+		}
+		if err := applyBreakdown(ctx, tx, r.Breakdown); err != nil {
+			return err
+		}
+		if err := applySources(ctx, tx, r.Sources); err != nil {
+			return err
+		}
+		if err := applyLatency(ctx, tx, r.Latency); err != nil {
+			return err
+		}
+		_, err := tx.Exec(ctx, `UPDATE click_positions SET last_seq = $2, lost_msgs = lost_msgs + $3, updated_at = now() WHERE stream = $1`,
+			r.Stream, int64(r.Last), int64(r.Lost))
+		return err
+	})
+	if errors.Is(err, ErrClickPositionMoved) {
+		return err
+	}
+	return translate(err)
+}
+
+func applyLinks(ctx context.Context, tx pgx.Tx, rows []LinkDay) error {
+	if len(rows) == 0 {
+		return nil
+	}
+	codes, days := make([]string, len(rows)), make([]time.Time, len(rows))
+	n, bots := make([]int64, len(rows)), make([]int64, len(rows))
+	for i, r := range rows {
+		codes[i], days[i], n[i], bots[i] = r.Code, r.Day, r.Clicks, r.BotClicks
+	}
+	_, err := tx.Exec(ctx, `
+WITH u AS (
+	SELECT u.code, u.day, u.clicks, u.bots, l.tenant_id
+	FROM unnest($1::text[], $2::date[], $3::bigint[], $4::bigint[]) AS u (code, day, clicks, bots)
+	LEFT JOIN links l ON l.code = u.code
+), per_link AS (
+	INSERT INTO link_clicks_daily AS t (code, day, clicks, bot_clicks)
+	SELECT code, day, clicks, bots FROM u WHERE tenant_id IS NOT NULL
+	ON CONFLICT (code, day) DO UPDATE SET clicks = t.clicks + excluded.clicks, bot_clicks = t.bot_clicks + excluded.bot_clicks
+), per_tenant AS (
+	INSERT INTO tenant_clicks_daily AS t (tenant_id, day, clicks, bot_clicks)
+	SELECT tenant_id, day, sum(clicks), sum(bots) FROM u WHERE tenant_id IS NOT NULL GROUP BY tenant_id, day
+	ON CONFLICT (tenant_id, day) DO UPDATE SET clicks = t.clicks + excluded.clicks, bot_clicks = t.bot_clicks + excluded.bot_clicks
+), per_day AS (
+	INSERT INTO clicks_daily AS t (day, clicks, bot_clicks, unknown_clicks)
+	SELECT day, sum(clicks), sum(bots), coalesce(sum(clicks) FILTER (WHERE tenant_id IS NULL), 0) FROM u GROUP BY day
+	ON CONFLICT (day) DO UPDATE SET clicks = t.clicks + excluded.clicks, bot_clicks = t.bot_clicks + excluded.bot_clicks,
+		unknown_clicks = t.unknown_clicks + excluded.unknown_clicks
+)
+UPDATE counters SET value = value + (SELECT coalesce(sum(clicks), 0) FROM u) WHERE name = 'redirects_total'`,
+		codes, days, n, bots)
+	return err
+}
+
+func applyBreakdown(ctx context.Context, tx pgx.Tx, rows []BreakdownDay) error {
+	if len(rows) == 0 {
+		return nil
+	}
+	codes, dims, vals := make([]string, len(rows)), make([]string, len(rows)), make([]string, len(rows))
+	days, n, bots := make([]time.Time, len(rows)), make([]int64, len(rows)), make([]int64, len(rows))
+	for i, r := range rows {
+		codes[i], dims[i], vals[i], days[i], n[i], bots[i] = r.Code, r.Dimension, r.Value, r.Day, r.Clicks, r.BotClicks
+	}
+	_, err := tx.Exec(ctx, `
+INSERT INTO link_click_breakdown_daily AS t (code, day, dimension, value, clicks, bot_clicks)
+SELECT u.code, u.day, u.dim, u.val, u.clicks, u.bots
+FROM unnest($1::text[], $2::date[], $3::text[], $4::text[], $5::bigint[], $6::bigint[]) AS u (code, day, dim, val, clicks, bots)
+WHERE EXISTS (SELECT 1 FROM links l WHERE l.code = u.code)
+ON CONFLICT (code, day, dimension, value) DO UPDATE SET clicks = t.clicks + excluded.clicks, bot_clicks = t.bot_clicks + excluded.bot_clicks`,
+		codes, days, dims, vals, n, bots)
+	return err
+}
+
+func applySources(ctx context.Context, tx pgx.Tx, rows []SourceReport) error {
+	if len(rows) == 0 {
+		return nil
+	}
+	edges, boots := make([]string, len(rows)), make([]string, len(rows))
+	offered, dropped, applied := make([]int64, len(rows)), make([]int64, len(rows)), make([]int64, len(rows))
+	for i, r := range rows {
+		edges[i], boots[i], offered[i], dropped[i], applied[i] = r.Edge, r.Boot, int64(r.Offered), int64(r.Dropped), r.Applied
+	}
+	_, err := tx.Exec(ctx, `
+INSERT INTO click_sources AS t (edge, boot, offered, dropped, applied)
+SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[], $4::bigint[], $5::bigint[])
+ON CONFLICT (edge, boot) DO UPDATE SET offered = greatest(t.offered, excluded.offered),
+	dropped = greatest(t.dropped, excluded.dropped), applied = t.applied + excluded.applied, last_seen = now()`,
+		edges, boots, offered, dropped, applied)
+	return err
+}
+
+func applyLatency(ctx context.Context, tx pgx.Tx, rows []LatencyBucket) error {
+	if len(rows) == 0 {
+		return nil
+	}
+	days, buckets, counts := make([]time.Time, len(rows)), make([]int32, len(rows)), make([]int64, len(rows))
+	for i, r := range rows {
+		days[i], buckets[i], counts[i] = r.Day, int32(r.Bucket), r.Count
+	}
+	_, err := tx.Exec(ctx, `
+INSERT INTO redirect_latency_daily AS t (day, bucket, count)
+SELECT * FROM unnest($1::date[], $2::int[], $3::bigint[])
+ON CONFLICT (day, bucket) DO UPDATE SET count = t.count + excluded.count`,
+		days, buckets, counts)
+	return err
+}
+
+// ClickRollerSession is a dedicated connection holding the click roller's
+// advisory lock. Only one roller holds it at a time; the position check in
+// ApplyClicks keeps even a roller that lost it (its connection dropped
+// while it worked) from applying anything twice.
+type ClickRollerSession struct {
+	conn *pgxpool.Conn
+}
+
+// AcquireClickRoller takes the roller lock, or returns ErrClickRollerBusy.
+func (s *Store) AcquireClickRoller(ctx context.Context) (*ClickRollerSession, error) {
+	conn, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return nil, translate(err)
+	}
+	var ok bool
+	if err := conn.QueryRow(ctx, `SELECT pg_try_advisory_lock($1)`, clickRollerLockKey).Scan(&ok); err != nil {
+		conn.Release()
+		return nil, translate(err)
+	}
+	if !ok {
+		conn.Release()
+		return nil, ErrClickRollerBusy
+	}
+	return &ClickRollerSession{conn: conn}, nil
+}
+
+// Alive checks the session's connection, and with it the lock.
+func (c *ClickRollerSession) Alive(ctx context.Context) error {
+	if _, err := c.conn.Exec(ctx, `SELECT 1`); err != nil {
+		return fmt.Errorf("click roller session lost: %w", err)
+	}
+	return nil
+}
+
+// Close releases the lock by closing the connection (a connection holding
+// a session lock must not go back to the pool).
+func (c *ClickRollerSession) Close() {
+	conn := c.conn.Hijack()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_ = conn.Close(ctx)
+}
+
+// LiveLinkDrift is a tenant whose live-link counter disagreed with its rows.
+type LiveLinkDrift struct {
+	TenantID        int64
+	Counted, Actual int64
+}
+
+// ReconcileLiveLinks compares every tenant's live-link counter with a count
+// of its active links, both read in one snapshot, and corrects the
+// counter by the difference. The correction is a delta, so links written
+// while it runs stay counted by their own triggers; writers are never
+// blocked. It returns the drifts it corrected.
+func (s *Store) ReconcileLiveLinks(ctx context.Context) ([]LiveLinkDrift, error) {
+	conn, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return nil, translate(err)
+	}
+	// The session lock spans the read and the fix: a second control
+	// starting now waits and then reads a snapshot that has the fix.
+	defer func() {
+		c := conn.Hijack()
+		cctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = c.Close(cctx)
+	}()
+	if _, err := conn.Exec(ctx, `SELECT pg_advisory_lock($1)`, reconcileLockKey); err != nil {
+		return nil, translate(err)
+	}
+	var drifts []LiveLinkDrift
+	err = pgx.BeginTxFunc(ctx, conn, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
+		rows, err := tx.Query(ctx, `
+SELECT coalesce(c.tenant_id, a.tenant_id), coalesce(c.n, 0), coalesce(a.n, 0)
+FROM (SELECT tenant_id, sum(n)::bigint AS n FROM live_link_counts GROUP BY tenant_id) c
+FULL JOIN (SELECT tenant_id, count(*) AS n FROM links WHERE status = 'active' GROUP BY tenant_id) a
+	ON a.tenant_id = c.tenant_id
+WHERE coalesce(c.n, 0) <> coalesce(a.n, 0)`)
+		if err != nil {
+			return err
+		}
+		drifts, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (LiveLinkDrift, error) {
+			var d LiveLinkDrift
+			return d, r.Scan(&d.TenantID, &d.Counted, &d.Actual)
+		})
+		return err
+	})
+	if err != nil {
+		return nil, translate(err)
+	}
+	for _, d := range drifts {
+		if _, err := conn.Exec(ctx, `
+INSERT INTO live_link_counts AS c (tenant_id, stripe, n) VALUES ($1, 0, $2)
+ON CONFLICT (tenant_id, stripe) DO UPDATE SET n = c.n + excluded.n`, d.TenantID, d.Actual-d.Counted); err != nil {
+			return nil, translate(err)
+		}
+	}
+	return drifts, nil
+}
+
+// DayClicks is a day's clicks, bots included in Clicks.
+type DayClicks struct {
+	Day               time.Time
+	Clicks, BotClicks int64
+}
+
+// BreakdownClicks is the clicks of one value of one dimension over a range.
+type BreakdownClicks struct {
+	Dimension, Value  string
+	Clicks, BotClicks int64
+}
+
+// LinkClicks returns code's clicks per day from from to to (inclusive UTC
+// days; days without clicks are absent) and per dimension value, largest
+// first, at most perDimension values per dimension. The caller checks
+// that the code is the tenant's.
+func (s *Store) LinkClicks(ctx context.Context, code string, from, to time.Time, perDimension int) ([]DayClicks, []BreakdownClicks, error) {
+	rows, err := s.pool.Query(ctx, `SELECT day, clicks, bot_clicks FROM link_clicks_daily
+		WHERE code = $1 AND day BETWEEN $2 AND $3 ORDER BY day`, code, from, to)
+	if err != nil {
+		return nil, nil, translate(err)
+	}
+	days, err := pgx.CollectRows(rows, scanDay)
+	if err != nil {
+		return nil, nil, translate(err)
+	}
+	rows, err = s.pool.Query(ctx, `
+SELECT dimension, value, clicks, bot_clicks FROM (
+	SELECT dimension, value, sum(clicks)::bigint AS clicks, sum(bot_clicks)::bigint AS bot_clicks,
+		row_number() OVER (PARTITION BY dimension ORDER BY sum(clicks) DESC, value) AS rank
+	FROM link_click_breakdown_daily WHERE code = $1 AND day BETWEEN $2 AND $3
+	GROUP BY dimension, value
+) r WHERE rank <= $4 ORDER BY dimension, rank`, code, from, to, perDimension)
+	if err != nil {
+		return nil, nil, translate(err)
+	}
+	br, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (BreakdownClicks, error) {
+		var b BreakdownClicks
+		return b, r.Scan(&b.Dimension, &b.Value, &b.Clicks, &b.BotClicks)
+	})
+	return days, br, translate(err)
+}
+
+func scanDay(r pgx.CollectableRow) (DayClicks, error) {
+	var d DayClicks
+	return d, r.Scan(&d.Day, &d.Clicks, &d.BotClicks)
+}
+
+// TenantClicks returns the tenant's clicks per day from from to to
+// (inclusive; days without clicks are absent) and its live links now.
+func (s *Store) TenantClicks(ctx context.Context, tenantID int64, from, to time.Time) ([]DayClicks, int64, error) {
+	rows, err := s.pool.Query(ctx, `SELECT day, clicks, bot_clicks FROM tenant_clicks_daily
+		WHERE tenant_id = $1 AND day BETWEEN $2 AND $3 ORDER BY day`, tenantID, from, to)
+	if err != nil {
+		return nil, 0, translate(err)
+	}
+	days, err := pgx.CollectRows(rows, scanDay)
+	if err != nil {
+		return nil, 0, translate(err)
+	}
+	var live int64
+	err = s.pool.QueryRow(ctx, `SELECT coalesce(sum(n), 0)::bigint FROM live_link_counts WHERE tenant_id = $1`, tenantID).Scan(&live)
+	return days, live, translate(err)
+}
+
+// RedirectLatency returns the merged service-time histogram of each day
+// from from to to that has one.
+func (s *Store) RedirectLatency(ctx context.Context, from, to time.Time) (map[time.Time]*clicks.Histogram, error) {
+	rows, err := s.pool.Query(ctx, `SELECT day, bucket, count FROM redirect_latency_daily WHERE day BETWEEN $1 AND $2`, from, to)
+	if err != nil {
+		return nil, translate(err)
+	}
+	defer rows.Close()
+	out := make(map[time.Time]*clicks.Histogram)
+	for rows.Next() {
+		var (
+			day    time.Time
+			bucket int32
+			count  int64
+		)
+		if err := rows.Scan(&day, &bucket, &count); err != nil {
+			return nil, translate(err)
+		}
+		if bucket < 0 || int(bucket) >= clicks.Buckets {
+			continue
+		}
+		h := out[day]
+		if h == nil {
+			h = new(clicks.Histogram)
+			out[day] = h
+		}
+		h[bucket] += uint64(count)
+	}
+	return out, translate(rows.Err())
+}
+
+// ClickPipeline is how complete the click counts are, service-wide.
+type ClickPipeline struct {
+	RedirectsTotal int64 // history: every click ever applied
+	EdgeDropped    int64 // clicks edges dropped and counted (buffer full, publish failed)
+	// Unaccounted are clicks edges accepted but that never arrived and
+	// that they did not count as dropped: the buffers of killed edges, or
+	// clicks still in flight from live ones.
+	Unaccounted int64
+	LostMsgs    int64 // stream messages discarded by the stream's limits before being read
+	Position    int64 // last stream sequence applied
+}
+
+// ClickPipelineStats returns the pipeline's completeness numbers.
+func (s *Store) ClickPipelineStats(ctx context.Context) (ClickPipeline, error) {
+	var p ClickPipeline
+	err := s.pool.QueryRow(ctx, `
+SELECT (SELECT value FROM counters WHERE name = 'redirects_total'),
+	coalesce((SELECT sum(dropped) FROM click_sources), 0)::bigint,
+	coalesce((SELECT sum(greatest(offered - dropped - applied, 0)) FROM click_sources), 0)::bigint,
+	coalesce((SELECT sum(lost_msgs) FROM click_positions), 0)::bigint,
+	coalesce((SELECT max(last_seq) FROM click_positions), 0)::bigint`).
+		Scan(&p.RedirectsTotal, &p.EdgeDropped, &p.Unaccounted, &p.LostMsgs, &p.Position)
+	return p, translate(err)
+}

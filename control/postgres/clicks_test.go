@@ -1,0 +1,181 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/edgelink/edgelink/shared/clicks"
+	"github.com/edgelink/edgelink/shared/pgtest"
+)
+
+// seedClickLinks writes n active links of a new tenant straight into the
+// table (the triggers under test see them like any create).
+func seedClickLinks(t *testing.T, pool *pgxpool.Pool, tenant string, first, n int) int64 {
+	t.Helper()
+	ctx := context.Background()
+	st := New(pool)
+	id, err := st.TenantByName(ctx, tenant)
+	if err != nil {
+		if id, err = st.CreateTenant(ctx, tenant); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, err = pool.Exec(ctx, `
+INSERT INTO links (id, code, tenant_id, code_source, url_original, url, version)
+SELECT i, 'c-' || i, $1, 'custom', 'https://example.com/', 'https://example.com/', nextval('change_version_seq')
+FROM generate_series($2::bigint, $3::bigint) i`, id, first, first+n-1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return id
+}
+
+func liveLinks(t *testing.T, st *Store, tenant int64) int64 {
+	t.Helper()
+	_, live, err := st.TenantClicks(context.Background(), tenant, time.Now(), time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return live
+}
+
+func TestLiveLinkCounterFollowsEveryMutation(t *testing.T) {
+	pool := pgtest.Pool(t)
+	st := New(pool)
+	ctx := context.Background()
+	a := seedClickLinks(t, pool, "a", 1, 100)
+	b := seedClickLinks(t, pool, "b", 101, 5)
+	exec := func(sql string) {
+		t.Helper()
+		if _, err := pool.Exec(ctx, sql); err != nil {
+			t.Fatal(err)
+		}
+	}
+	exec(`UPDATE links SET status = 'disabled' WHERE id BETWEEN 1 AND 10`)
+	exec(`UPDATE links SET status = 'deleted' WHERE id BETWEEN 5 AND 20`) // 6 disabled and 10 active ones
+	exec(`UPDATE links SET status = 'active' WHERE id = 1`)
+	exec(`UPDATE links SET url = 'https://example.com/x' WHERE id BETWEEN 50 AND 60`) // no status change
+	exec(`DELETE FROM links WHERE id IN (100, 101)`)
+	if got, want := liveLinks(t, st, a), int64(100-20+1-1); got != want {
+		t.Errorf("tenant a: %d live links counted; want %d", got, want)
+	}
+	if got := liveLinks(t, st, b); got != 4 {
+		t.Errorf("tenant b: %d live links counted; want 4", got)
+	}
+	// Concurrent creates on many connections: the striped rows keep up.
+	errs := make(chan error, 8)
+	for i := range 8 {
+		go func() {
+			_, err := pool.Exec(ctx, `
+INSERT INTO links (id, code, tenant_id, code_source, url_original, url, version)
+SELECT i, 'c-' || i, $1, 'custom', 'u', 'u', nextval('change_version_seq') FROM generate_series($2::bigint, $2::bigint + 49) i`,
+				b, 1000+i*50)
+			errs <- err
+		}()
+	}
+	for range 8 {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := liveLinks(t, st, b); got != 404 {
+		t.Errorf("tenant b after concurrent creates: %d; want 404", got)
+	}
+	drifts, err := st.ReconcileLiveLinks(ctx)
+	if err != nil || len(drifts) != 0 {
+		t.Fatalf("reconcile after triggers only: %v, %v; want no drift", drifts, err)
+	}
+}
+
+func TestReconcileFixesDrift(t *testing.T) {
+	pool := pgtest.Pool(t)
+	st := New(pool)
+	ctx := context.Background()
+	a := seedClickLinks(t, pool, "a", 1, 30)
+	// Drift the way a bug or a hand-written fix would: counter rows off,
+	// and a tenant whose rows the counter never saw.
+	if _, err := pool.Exec(ctx, `UPDATE live_link_counts SET n = n + 7 WHERE tenant_id = $1`, a); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pool.Exec(ctx, `ALTER TABLE links DISABLE TRIGGER live_link_counts_insert`); err != nil {
+		t.Fatal(err)
+	}
+	c := seedClickLinks(t, pool, "c", 100, 3)
+	if _, err := pool.Exec(ctx, `ALTER TABLE links ENABLE TRIGGER live_link_counts_insert`); err != nil {
+		t.Fatal(err)
+	}
+	drifts, err := st.ReconcileLiveLinks(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[int64][2]int64{}
+	for _, d := range drifts {
+		want[d.TenantID] = [2]int64{d.Counted, d.Actual}
+	}
+	if len(drifts) != 2 || want[a] != [2]int64{37, 30} || want[c] != [2]int64{0, 3} {
+		t.Fatalf("drifts %+v; want a 37→30 and c 0→3", drifts)
+	}
+	if liveLinks(t, st, a) != 30 || liveLinks(t, st, c) != 3 {
+		t.Fatalf("after reconcile: a %d, c %d; want 30 and 3", liveLinks(t, st, a), liveLinks(t, st, c))
+	}
+	if again, err := st.ReconcileLiveLinks(ctx); err != nil || len(again) != 0 {
+		t.Fatalf("second reconcile: %v, %v; want none", again, err)
+	}
+}
+
+func TestApplyClicksOnceAtAPosition(t *testing.T) {
+	pool := pgtest.Pool(t)
+	st := New(pool)
+	ctx := context.Background()
+	tenant := seedClickLinks(t, pool, "a", 1, 2)
+	day := time.Date(2030, 1, 2, 0, 0, 0, 0, time.UTC)
+	var h clicks.Histogram
+	h[clicks.Bucket(1000)] = 9
+	h[clicks.Bucket(50000)] = 1
+	r := &ClickRollup{
+		Stream: clicks.Stream, Prev: 0, Last: 7, Lost: 2,
+		Links:     []LinkDay{{Code: "c-1", Day: day, Clicks: 10, BotClicks: 3}, {Code: "nope", Day: day, Clicks: 4}},
+		Breakdown: []BreakdownDay{{Code: "c-1", Day: day, Dimension: "referrer", Value: "t.co", Clicks: 10, BotClicks: 3}},
+		Sources:   []SourceReport{{Edge: "e1", Boot: "b1", Offered: 20, Dropped: 2, Applied: 14}},
+		Latency:   []LatencyBucket{{Day: day, Bucket: clicks.Bucket(1000), Count: 9}, {Day: day, Bucket: clicks.Bucket(50000), Count: 1}},
+	}
+	if err := st.ApplyClicks(ctx, r); err != nil {
+		t.Fatal(err)
+	}
+	// A redelivered rollup built on the old position applies nothing.
+	if err := st.ApplyClicks(ctx, r); !errors.Is(err, ErrClickPositionMoved) {
+		t.Fatalf("second apply at the same position: %v; want ErrClickPositionMoved", err)
+	}
+	if pos, err := st.ClickPosition(ctx, clicks.Stream); err != nil || pos != 7 {
+		t.Fatalf("position %d, %v; want 7", pos, err)
+	}
+	days, br, err := st.LinkClicks(ctx, "c-1", day, day, 10)
+	if err != nil || len(days) != 1 || days[0].Clicks != 10 || days[0].BotClicks != 3 || len(br) != 1 || br[0].Value != "t.co" {
+		t.Fatalf("link clicks %+v %+v %v", days, br, err)
+	}
+	tdays, _, err := st.TenantClicks(ctx, tenant, day, day)
+	if err != nil || len(tdays) != 1 || tdays[0].Clicks != 10 {
+		t.Fatalf("tenant clicks %+v %v", tdays, err)
+	}
+	hists, err := st.RedirectLatency(ctx, day, day)
+	if err != nil || hists[day] == nil || *hists[day] != h {
+		t.Fatalf("latency %v %v", hists, err)
+	}
+	p, err := st.ClickPipelineStats(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Offered 20 = 14 applied + 2 dropped + 4 unaccounted; the counter is
+	// every click applied, unknown codes included.
+	if want := (ClickPipeline{RedirectsTotal: 14, EdgeDropped: 2, Unaccounted: 4, LostMsgs: 2, Position: 7}); p != want {
+		t.Fatalf("pipeline %+v; want %+v", p, want)
+	}
+	var unknown int64
+	if err := pool.QueryRow(ctx, `SELECT unknown_clicks FROM clicks_daily WHERE day = $1`, day).Scan(&unknown); err != nil || unknown != 4 {
+		t.Fatalf("unknown clicks %d, %v; want 4", unknown, err)
+	}
+}

@@ -1,0 +1,479 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/edgelink/edgelink/control/clickroll"
+	"github.com/edgelink/edgelink/control/postgres"
+	controlserver "github.com/edgelink/edgelink/control/server"
+	edgeserver "github.com/edgelink/edgelink/edge/server"
+	"github.com/edgelink/edgelink/shared/clicks"
+)
+
+// childEnv makes the test binary, re-executed, run one component in a
+// process of its own: "roller|<database url>|<nats url>" or
+// "edge|<nats url>|<snapshot dir>".
+const childEnv = "EDGELINK_CLICKS_CHILD"
+
+// TestClicksChild is not a test of its own: the tests below re-execute the
+// test binary to run a click roller or an edge that they kill with
+// SIGKILL. Without the environment variable it does nothing.
+func TestClicksChild(t *testing.T) {
+	spec := os.Getenv(childEnv)
+	if spec == "" {
+		return
+	}
+	parts := strings.Split(spec, "|")
+	ctx := context.Background()
+	var err error
+	switch parts[0] {
+	case "roller":
+		var pool *pgxpool.Pool
+		if pool, err = pgxpool.New(ctx, parts[1]); err == nil {
+			var nc *nats.Conn
+			if nc, err = nats.Connect(parts[2], nats.MaxReconnects(-1)); err == nil {
+				js, _ := jetstream.New(nc)
+				// Small transactions, so a kill is likely to land in one.
+				err = clickroll.New(postgres.New(pool), js, clickroll.Config{Batch: 4, FetchWait: 50 * time.Millisecond}).Run(ctx)
+			}
+		}
+	case "edge":
+		err = edgeserver.Run(ctx, edgeserver.Config{HTTPAddr: "127.0.0.1:0", NATSURL: parts[1], Name: "edge-killed",
+			SnapshotDir: parts[2], RatePerIP: -1,
+			// Only full batches are published (a flush is due in an hour),
+			// so clicks sit in the buffer; the counters go out every 100ms.
+			ClickBuffer: 4096, ClickFlushEvery: time.Hour, ClickReportEvery: 100 * time.Millisecond,
+			OnListen: func(a net.Addr) { fmt.Printf("listening %s\n", a) }})
+	}
+	t.Fatalf("child %s stopped: %v", parts[0], err)
+}
+
+// child is a re-executed test binary in its own process group.
+type child struct {
+	cmd  *exec.Cmd
+	addr string // the edge's address
+}
+
+func startChild(t *testing.T, spec string) *child {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^TestClicksChild$")
+	cmd.Env = append(os.Environ(), childEnv+"="+spec)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Stderr = os.Stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	c := &child{cmd: cmd}
+	t.Cleanup(c.kill)
+	if strings.HasPrefix(spec, "edge|") {
+		lines := bufio.NewScanner(out)
+		for lines.Scan() {
+			if a, ok := strings.CutPrefix(lines.Text(), "listening "); ok {
+				c.addr = a
+				break
+			}
+		}
+		if c.addr == "" {
+			t.Fatal("edge child did not listen")
+		}
+	}
+	go func() { _, _ = io.Copy(io.Discard, out) }()
+	return c
+}
+
+// kill is SIGKILL to the child's process group: no deferred function, no
+// flush, no ack, connections cut mid-transaction.
+func (c *child) kill() {
+	if c.cmd.Process == nil || c.cmd.ProcessState != nil {
+		return
+	}
+	_ = syscall.Kill(-c.cmd.Process.Pid, syscall.SIGKILL)
+	_ = c.cmd.Wait()
+}
+
+// request kinds the load cycles through: a Referer and a User-Agent each,
+// and what the edge should make of them.
+var kinds = []struct {
+	referer, ua, host, device string
+	bot                       bool
+}{
+	{"https://t.co/AbC", "Mozilla/5.0 (iPhone; CPU iPhone OS 17_4 like Mac OS X) AppleWebKit/605.1.15 (KHTML, like Gecko) Version/17.4 Mobile/15E148 Safari/604.1", "t.co", "mobile", false},
+	{"https://www.Google.com/search?q=secret", "Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/124.0.0.0 Safari/537.36", "www.google.com", "desktop", false},
+	{"", "Mozilla/5.0 (compatible; Googlebot/2.1; +http://www.google.com/bot.html)", "", "unknown", true},
+	{"android-app://com.slack/", "Mozilla/5.0 (Linux; Android 13; SM-X200) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/124.0.0.0 Safari/537.36", "com.slack", "tablet", false},
+	{"https://user:pw@news.example:8443/p?id=1", "curl/8.5.0", "news.example", "unknown", true},
+}
+
+// tally is what the load sent, per code and per breakdown value.
+type tally struct {
+	mu                 sync.Mutex
+	sent               atomic.Int64
+	perCode, botsCode  map[string]int64
+	referrers, devices map[string]int64
+}
+
+func newTally() *tally {
+	return &tally{perCode: map[string]int64{}, botsCode: map[string]int64{}, referrers: map[string]int64{}, devices: map[string]int64{}}
+}
+
+// load sends n redirects to edgeURL over conc connections, cycling through
+// codes and kinds, and tallies every 3xx answered.
+func load(t *testing.T, edgeURL string, codes []string, n, conc int, tl *tally) {
+	t.Helper()
+	client := &http.Client{
+		Timeout:       10 * time.Second,
+		Transport:     &http.Transport{MaxIdleConnsPerHost: conc},
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+	}
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	errs := make(chan error, conc)
+	for range conc {
+		wg.Go(func() {
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= n {
+					return
+				}
+				code, k := codes[i%len(codes)], kinds[(i/len(codes))%len(kinds)]
+				req, _ := http.NewRequest("GET", edgeURL+"/"+code, nil)
+				req.Header.Set("User-Agent", k.ua)
+				if k.referer != "" {
+					req.Header.Set("Referer", k.referer)
+				}
+				res, err := client.Do(req)
+				if err != nil {
+					errs <- err
+					return
+				}
+				_, _ = io.Copy(io.Discard, res.Body)
+				res.Body.Close()
+				if res.StatusCode != http.StatusFound {
+					errs <- fmt.Errorf("GET /%s answered %d", code, res.StatusCode)
+					return
+				}
+				tl.sent.Add(1)
+				tl.mu.Lock()
+				tl.perCode[code]++
+				if k.bot {
+					tl.botsCode[code]++
+				}
+				tl.referrers[k.host]++
+				tl.devices[k.device]++
+				tl.mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+}
+
+type clickDB struct {
+	pool *pgxpool.Pool
+	st   *postgres.Store
+	js   jetstream.JetStream
+}
+
+func (d *clickDB) query(t *testing.T, sql string, args ...any) map[string]int64 {
+	t.Helper()
+	rows, err := d.pool.Query(context.Background(), sql, args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	out := map[string]int64{}
+	for rows.Next() {
+		var k string
+		var v int64
+		if err := rows.Scan(&k, &v); err != nil {
+			t.Fatal(err)
+		}
+		out[k] = v
+	}
+	return out
+}
+
+// caughtUp waits until the stored position reaches the stream's last
+// message, within a bound.
+func (d *clickDB) caughtUp(t *testing.T) {
+	t.Helper()
+	ctx := context.Background()
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		s, err := d.js.Stream(ctx, clicks.Stream)
+		if err != nil {
+			t.Fatal(err)
+		}
+		info, err := s.Info(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pos, err := d.st.ClickPosition(ctx, clicks.Stream)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if pos >= info.State.LastSeq {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("roller at %d, stream at %d after 60s", pos, info.State.LastSeq)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within 60s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestClicksExactlyOnceThroughKills is issue 9's proof on real PostgreSQL
+// and NATS JetStream: 100,000 redirects through an edge while the click
+// roller, in a process of its own, is SIGKILLed and restarted twice; then
+// an edge killed with clicks in its buffer.
+//
+// The roller runs as a re-executed child killed with SIGKILL rather than a
+// goroutine stopped early: a kill is the crash it must survive. Its
+// PostgreSQL connection drops mid-transaction (the server rolls back), its
+// NATS connection drops with messages delivered and not acknowledged, and
+// nothing of it gets to run a deferred cleanup, which no in-process stop
+// can imitate.
+func TestClicksExactlyOnceThroughKills(t *testing.T) {
+	dir, err := os.MkdirTemp("", "edgelink-clicks-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	var edge *edgeserver.Edge
+	r := startStackWith(t, dir, Options{
+		Control: func(c *controlserver.Config) { c.NoClickRollup = true },
+		Edge:    func(c *edgeserver.Config) { c.RatePerIP = -1; c.OnStart = func(e *edgeserver.Edge) { edge = e } },
+	})
+	ctx := context.Background()
+	pool, err := pgxpool.New(ctx, r.DatabaseURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	nc, err := nats.Connect(r.NATSURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	js, _ := jetstream.New(nc)
+	db := &clickDB{pool: pool, st: postgres.New(pool), js: js}
+
+	var codes []string
+	for i := range 20 {
+		status, body := createLink(t, r, fmt.Sprintf(`{"url": "https://example.com/%d"}`, i))
+		if status != http.StatusCreated {
+			t.Fatalf("create: %d %v", status, body)
+		}
+		codes = append(codes, body["code"].(string))
+	}
+	for _, c := range codes {
+		if status, _ := waitRedirect(t, r, c); status != http.StatusFound {
+			t.Fatalf("%s answered %d", c, status)
+		}
+	}
+
+	rollerSpec := "roller|" + r.DatabaseURL + "|" + r.NATSURL
+	roller := startChild(t, rollerSpec)
+	// The redirects above were clicks too: start from what they left.
+	waitFor(t, "edge buffer drained", func() bool { return edge.Clicks.Buffered() == 0 })
+	db.caughtUp(t)
+	rollups := func(sql string, args ...any) map[string]int64 {
+		m := db.query(t, sql, args...)
+		for k, v := range db.query(t, strings.Replace(sql, "FROM ", "FROM base_", 1), args...) {
+			m[k] -= v
+		}
+		return m
+	}
+	for _, tbl := range []string{"link_clicks_daily", "link_click_breakdown_daily"} {
+		if _, err := pool.Exec(ctx, "CREATE TABLE base_"+tbl+" AS SELECT * FROM "+tbl); err != nil {
+			t.Fatal(err)
+		}
+	}
+	baseRecorded, basePublished := edge.Clicks.Recorded.Load(), edge.Clicks.Published.Load()
+	const total = 100_000
+	tl := newTally()
+	loaded := make(chan struct{})
+	go func() { defer close(loaded); load(t, r.EdgeURL, codes, total, 8, tl) }()
+	for _, at := range []int64{30_000, 65_000} {
+		waitFor(t, "load progress", func() bool { return tl.sent.Load() >= at })
+		before, _ := db.st.ClickPosition(ctx, clicks.Stream)
+		roller.kill()
+		after, _ := db.st.ClickPosition(ctx, clicks.Stream)
+		t.Logf("roller SIGKILLed after %d redirects at stream position %d (then %d); restarting", tl.sent.Load(), before, after)
+		roller = startChild(t, rollerSpec)
+	}
+	<-loaded
+	if t.Failed() {
+		return
+	}
+	// The edge publishes what it holds within FlushEvery.
+	waitFor(t, "edge buffer drained", func() bool {
+		return edge.Clicks.Buffered() == 0 && edge.Clicks.Recorded.Load()-baseRecorded == total
+	})
+	db.caughtUp(t)
+
+	published, dropped := edge.Clicks.Published.Load()-basePublished, edge.Clicks.Dropped.Load()
+	got := rollups(`SELECT code, sum(clicks)::bigint FROM link_clicks_daily GROUP BY code`)
+	var sum int64
+	for _, n := range got {
+		sum += n
+	}
+	t.Logf("sent %d redirects; edge published %d clicks, dropped %d; rollups hold %d", tl.sent.Load(), published, dropped, sum)
+	if sum != total-int64(dropped) || int64(published) != sum {
+		t.Fatalf("rollups hold %d clicks; edges sent %d and counted %d dropped: want exactly %d", sum, total, dropped, total-int64(dropped))
+	}
+	if dropped == 0 {
+		bots := rollups(`SELECT code, sum(bot_clicks)::bigint FROM link_clicks_daily GROUP BY code`)
+		for _, c := range codes {
+			if got[c] != tl.perCode[c] || bots[c] != tl.botsCode[c] {
+				t.Errorf("%s: %d clicks (%d bots) rolled up; %d (%d) sent", c, got[c], bots[c], tl.perCode[c], tl.botsCode[c])
+			}
+		}
+		for dim, want := range map[string]map[string]int64{"referrer": tl.referrers, "device": tl.devices} {
+			have := rollups(`SELECT value, sum(clicks)::bigint FROM link_click_breakdown_daily WHERE dimension = $1 GROUP BY value`, dim)
+			for k, v := range have {
+				if v == 0 {
+					delete(have, k)
+				}
+			}
+			if fmt.Sprint(have) != fmt.Sprint(want) {
+				t.Errorf("%s breakdown %v; sent %v", dim, have, want)
+			}
+		}
+	}
+
+	// An edge killed with clicks in its buffer.
+	edgeChild := startChild(t, "edge|"+r.NATSURL+"|"+t.TempDir())
+	killedURL := "http://" + edgeChild.addr
+	waitFor(t, "killed-to-be edge serving", func() bool {
+		res, err := noFollow.Get(killedURL + "/" + codes[0])
+		if err != nil {
+			return false
+		}
+		res.Body.Close()
+		return res.StatusCode == http.StatusFound
+	})
+	sources := func() map[string]int64 {
+		return db.query(t, `SELECT k, v FROM click_sources, LATERAL (VALUES ('offered', offered), ('dropped', dropped), ('applied', applied)) x (k, v) WHERE edge = 'edge-killed'`)
+	}
+	// The probe above was a redirect too: count it in.
+	var probes int64
+	waitFor(t, "probe clicks reported", func() bool { probes = sources()["offered"]; return probes > 0 })
+	killedTally := newTally()
+	const sentToKilled = 5000
+	load(t, killedURL, codes, sentToKilled-int(probes), 1, killedTally)
+	// Every 1,024th click triggers a flush of what is buffered then; what
+	// comes after the last one waits for a flush an hour away. The
+	// counters report every 100ms.
+	waitFor(t, "killed edge's counters reported", func() bool { return sources()["offered"] == sentToKilled })
+	db.caughtUp(t)
+	if s := sources(); s["applied"] < 4096 || s["applied"] >= sentToKilled {
+		t.Fatalf("before the kill: %v; want at least 4096 applied and some clicks still buffered", s)
+	}
+	edgeChild.kill()
+	db.caughtUp(t)
+	s := sources()
+	lost := sentToKilled - s["applied"]
+	t.Logf("edge SIGKILLed after %d redirects: %d clicks applied, %d lost with its buffer (4096 slots), %d counted dropped", sentToKilled, s["applied"], lost, s["dropped"])
+	if lost <= 0 || lost > 4096 {
+		t.Errorf("lost %d clicks; want some (they were buffered), at most the buffer, 4096", lost)
+	}
+	// The loss is visible in control: offered − dropped − applied.
+	req, err := http.NewRequest("GET", r.ControlURL+"/api/v1/stats", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+r.APIKey)
+	resp, err := noFollow.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var stats struct {
+		Totals  map[string]int64 `json:"totals"`
+		Service map[string]any   `json:"service"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&stats); err != nil {
+		t.Fatal(err)
+	}
+	if u := stats.Service["unaccounted_clicks"].(float64); int64(u) != lost {
+		t.Errorf("stats API: unaccounted_clicks %v; want the %d the killed edge lost", u, lost)
+	}
+	var inDB int64
+	if err := pool.QueryRow(ctx, `SELECT sum(clicks)::bigint FROM link_clicks_daily`).Scan(&inDB); err != nil {
+		t.Fatal(err)
+	}
+	if h := stats.Totals["human_clicks"] + stats.Totals["bot_clicks"]; h != inDB {
+		t.Errorf("stats API: %d clicks in all; the rollups hold %d", h, inDB)
+	}
+	if lat := stats.Service["latency"].(map[string]any); lat["samples"].(float64) == 0 {
+		t.Errorf("stats API: no latency samples from the edges: %v", lat)
+	} else {
+		t.Logf("redirect service time on the edges: %v", lat)
+	}
+}
+
+// startStackWith is startStack with options; the stack stops when the
+// test ends.
+func startStackWith(t *testing.T, dir string, o Options) Ready {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	readyCh := make(chan Ready, 1)
+	done := make(chan error, 1)
+	o.DataDir, o.ControlAddr, o.EdgeAddr, o.NATSPort = dir, "127.0.0.1:0", "127.0.0.1:0", -1
+	o.OnReady = func(r Ready) { readyCh <- r }
+	go func() { done <- Run(ctx, o) }()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case <-done:
+		case <-time.After(60 * time.Second):
+			t.Error("stack did not stop within 60s")
+		}
+	})
+	select {
+	case r := <-readyCh:
+		return r
+	case err := <-done:
+		t.Fatalf("stack failed to start: %v", err)
+	case <-time.After(3 * time.Minute):
+		t.Fatal("stack not ready within 3 minutes")
+	}
+	return Ready{}
+}

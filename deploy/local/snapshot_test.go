@@ -1,0 +1,634 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/edgelink/edgelink/control/snapshots"
+	edgeserver "github.com/edgelink/edgelink/edge/server"
+	"github.com/edgelink/edgelink/shared/base62"
+	"github.com/edgelink/edgelink/shared/linkevent"
+	"github.com/edgelink/edgelink/shared/natstest"
+	"github.com/edgelink/edgelink/shared/snapshot"
+)
+
+// These tests run control and edges against one PostgreSQL and one NATS,
+// publish snapshots with control's builder and check what edges answer
+// against the authority's rows.
+
+// linkRow is a link as the tests write it.
+type linkRow struct {
+	id      int64
+	code    string
+	custom  bool
+	url     string
+	rt      int16
+	status  string
+	expires *time.Time
+}
+
+// genLinks makes n links with IDs from base upward (spaced so unknown codes
+// lie between them) and a mix of every state an edge must answer.
+func genLinks(rng *rand.Rand, n int, base int64, customPrefix string) []linkRow {
+	past, future := time.Now().Add(-time.Hour), time.Now().Add(24*time.Hour)
+	out := make([]linkRow, 0, n)
+	for i := range n {
+		l := linkRow{id: base + int64(i)*3, rt: []int16{301, 302, 302, 302, 307, 308}[rng.IntN(6)], status: "active"}
+		if i%10 == 9 {
+			l.custom, l.code = true, fmt.Sprintf("%s-%05d", customPrefix, i)
+		} else {
+			l.code, _ = base62.Encode(uint64(l.id))
+		}
+		l.url = fmt.Sprintf("https://shop%d.example.com/campaign/%d/item-%d?utm_source=mail&utm_campaign=c%d", i%7, i%13, i, i%5)
+		switch p := rng.IntN(100); {
+		case p < 7:
+			l.status = "disabled"
+		case p < 12:
+			l.status = "deleted"
+		case p < 20:
+			l.expires = &past
+		case p < 25:
+			l.expires = &future
+		}
+		out = append(out, l)
+	}
+	return out
+}
+
+// inTx runs fn in a transaction that has its xid before it takes any
+// version, as control's write path does (the relay relies on it).
+func inTx(t *testing.T, pool *pgxpool.Pool, fn func(tx pgx.Tx) error) {
+	t.Helper()
+	err := pgx.BeginFunc(context.Background(), pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(context.Background(), `SELECT pg_current_xact_id()`); err != nil {
+			return err
+		}
+		return fn(tx)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// insertLinks writes rows and their outbox events.
+func insertLinks(t *testing.T, pool *pgxpool.Pool, rows []linkRow) {
+	t.Helper()
+	ctx := context.Background()
+	var tenant int64
+	if err := pool.QueryRow(ctx, `SELECT id FROM tenants WHERE name = 'dev'`).Scan(&tenant); err != nil {
+		t.Fatal(err)
+	}
+	ids, codes, sources, urls, rts, statuses := make([]int64, len(rows)), make([]string, len(rows)), make([]string, len(rows)),
+		make([]string, len(rows)), make([]int16, len(rows)), make([]string, len(rows))
+	expires := make([]pgtype.Timestamptz, len(rows))
+	for i, l := range rows {
+		ids[i], codes[i], urls[i], rts[i], statuses[i] = l.id, l.code, l.url, l.rt, l.status
+		sources[i] = "generated"
+		if l.custom {
+			sources[i] = "custom"
+		}
+		if l.expires != nil {
+			expires[i] = pgtype.Timestamptz{Time: *l.expires, Valid: true}
+		}
+	}
+	inTx(t, pool, func(tx pgx.Tx) error {
+		_, err := tx.Exec(ctx, `
+			WITH ins AS (
+				INSERT INTO links (id, code, tenant_id, code_source, url_original, url, redirect_type, status, expires_at, version)
+				SELECT id, code, $8, src, url, url, rt, st, ex, nextval('change_version_seq')
+				FROM unnest($1::bigint[], $2::text[], $3::text[], $4::text[], $5::smallint[], $6::text[], $7::timestamptz[])
+				     AS t(id, code, src, url, rt, st, ex)
+				RETURNING code, url, redirect_type, status, expires_at, version)
+			INSERT INTO outbox (version, xid, kind, code, url, redirect_type, status, expires_at)
+			SELECT version, pg_current_xact_id(), 'link', code, url, redirect_type, status, expires_at FROM ins`,
+			ids, codes, sources, urls, rts, statuses, expires, tenant)
+		return err
+	})
+}
+
+// updateLinks changes codes with set (an UPDATE … SET clause) and writes
+// their outbox events.
+func updateLinks(t *testing.T, pool *pgxpool.Pool, codes []string, set string) {
+	t.Helper()
+	inTx(t, pool, func(tx pgx.Tx) error {
+		_, err := tx.Exec(context.Background(), `
+			WITH l AS (
+				UPDATE links SET `+set+`, version = nextval('change_version_seq'), updated_at = now()
+				WHERE code = ANY($1)
+				RETURNING code, url, redirect_type, status, expires_at, version)
+			INSERT INTO outbox (version, xid, kind, code, url, redirect_type, status, expires_at)
+			SELECT version, pg_current_xact_id(), 'link', code, url, redirect_type, status, expires_at FROM l`, codes)
+		return err
+	})
+}
+
+// waitPublished waits until the relay has put every outbox row on the
+// stream.
+func waitPublished(t *testing.T, pool *pgxpool.Pool) {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		var n int
+		if err := pool.QueryRow(context.Background(), `SELECT count(*) FROM outbox WHERE published_at IS NULL`).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		if n == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d outbox rows unpublished after 60s", n)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// buildAndPublish runs control's snapshot builder and publishes the file.
+func buildAndPublish(t *testing.T, pool *pgxpool.Pool, js jetstream.JetStream) snapshot.Header {
+	t.Helper()
+	ctx := context.Background()
+	var buf bytes.Buffer
+	h, err := snapshots.New(pool, js, nil).Build(ctx, &buf, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := snapshots.Publish(ctx, js, buf.Bytes(), 1); err != nil {
+		t.Fatal(err)
+	}
+	return h
+}
+
+type answer struct {
+	status   int
+	location string
+}
+
+// authority is what every edge must answer for each code the authority
+// holds, at now.
+func authority(t *testing.T, pool *pgxpool.Pool) map[string]answer {
+	t.Helper()
+	rows, err := pool.Query(context.Background(), `SELECT code, url, redirect_type, status, expires_at FROM links`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]answer{}
+	var (
+		code, url, status string
+		rt                int16
+		expires           pgtype.Timestamptz
+	)
+	_, err = pgx.ForEachRow(rows, []any{&code, &url, &rt, &status, &expires}, func() error {
+		if status == "active" && (!expires.Valid || time.Now().Before(expires.Time)) {
+			out[code] = answer{int(rt), url}
+		} else {
+			out[code] = answer{http.StatusGone, ""}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// sample picks n codes: known ones and unknown ones (generated codes between
+// the known IDs, and custom codes nobody made).
+func sample(rng *rand.Rand, truth map[string]answer, n, unknown int) []string {
+	known := make([]string, 0, len(truth))
+	for c := range truth {
+		known = append(known, c)
+	}
+	rng.Shuffle(len(known), func(i, j int) { known[i], known[j] = known[j], known[i] })
+	out := known[:min(n-unknown, len(known))]
+	for len(out) < n {
+		var c string
+		if len(out)%4 == 0 {
+			c = fmt.Sprintf("nobody-%06d", rng.IntN(1_000_000))
+		} else {
+			c, _ = base62.Encode(20_000_000_000 + rng.Uint64N(3_000_000))
+		}
+		if _, ok := truth[c]; !ok {
+			out = append(out, c)
+		}
+	}
+	rng.Shuffle(len(out), func(i, j int) { out[i], out[j] = out[j], out[i] })
+	return out
+}
+
+// askAll asks edgeURL for every code with a few keep-alive clients.
+func askAll(t *testing.T, edgeURL string, codes []string) map[string]answer {
+	t.Helper()
+	var mu sync.Mutex
+	out := make(map[string]answer, len(codes))
+	work := make(chan string)
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c := &http.Client{Timeout: 10 * time.Second, CheckRedirect: noFollow.CheckRedirect}
+			for code := range work {
+				a := answer{status: -1}
+				if resp, err := c.Get(edgeURL + "/" + code); err == nil {
+					resp.Body.Close()
+					a = answer{resp.StatusCode, resp.Header.Get("Location")}
+				}
+				mu.Lock()
+				out[code] = a
+				mu.Unlock()
+			}
+		}()
+	}
+	for _, c := range codes {
+		work <- c
+	}
+	close(work)
+	wg.Wait()
+	return out
+}
+
+// compare reports every code whose answer differs from the authority's
+// (404 for codes it does not hold).
+func compare(t *testing.T, what string, truth, got map[string]answer, codes []string) {
+	t.Helper()
+	wrong := 0
+	for _, c := range codes {
+		want, ok := truth[c]
+		if !ok {
+			want = answer{http.StatusNotFound, ""}
+		}
+		if got[c] != want {
+			if wrong++; wrong <= 10 {
+				t.Errorf("%s: /%s answered %+v, the authority says %+v", what, c, got[c], want)
+			}
+		}
+	}
+	if wrong > 0 {
+		t.Fatalf("%s: %d of %d answers differ from the authority", what, wrong, len(codes))
+	}
+}
+
+// runEdge runs one more edge against natsURL, stopped when the test ends.
+func runEdge(t *testing.T, natsURL, dir string, adjust func(*edgeserver.Config)) (string, *edgeserver.Edge, func()) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	addr, edge := make(chan net.Addr, 1), make(chan *edgeserver.Edge, 1)
+	done := make(chan error, 1)
+	cfg := edgeserver.Config{HTTPAddr: "127.0.0.1:0", NATSURL: natsURL, Name: "snap-" + fmt.Sprint(rand.Uint32()), SnapshotDir: dir,
+		// Unknown codes go to the authority: a generous timeout keeps a
+		// busy test machine from turning a 404 into a 503.
+		RatePerIP: -1, AuthorityTimeout: 10 * time.Second, OnListen: func(a net.Addr) { addr <- a }, OnStart: func(e *edgeserver.Edge) { edge <- e }}
+	if adjust != nil {
+		adjust(&cfg)
+	}
+	go func() { done <- edgeserver.Run(ctx, cfg) }()
+	var once sync.Once
+	stop := func() {
+		once.Do(func() {
+			cancel()
+			select {
+			case err := <-done:
+				if err != nil {
+					t.Errorf("edge stopped with: %v", err)
+				}
+			case <-time.After(30 * time.Second):
+				t.Error("edge did not stop within 30s")
+			}
+		})
+	}
+	t.Cleanup(stop)
+	select {
+	case a := <-addr:
+		return "http://" + a.String(), <-edge, stop
+	case err := <-done:
+		t.Fatalf("edge failed to start: %v", err)
+	case <-time.After(30 * time.Second):
+		t.Fatal("edge not listening within 30s")
+	}
+	return "", nil, stop
+}
+
+func readyz(edgeURL string) (int, string) {
+	resp, err := noFollow.Get(edgeURL + "/readyz")
+	if err != nil {
+		return -1, err.Error()
+	}
+	defer resp.Body.Close()
+	var b bytes.Buffer
+	_, _ = b.ReadFrom(resp.Body)
+	return resp.StatusCode, b.String()
+}
+
+func waitReady(t *testing.T, edgeURL string) {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		status, body := readyz(edgeURL)
+		if status == http.StatusOK {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("edge not ready after 60s: %d %s", status, body)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func codesOf(rows []linkRow) []string {
+	out := make([]string, len(rows))
+	for i, l := range rows {
+		out[i] = l.code
+	}
+	return out
+}
+
+// TestEdgeBootsFromSnapshotLikeAuthority: an edge booted from a snapshot
+// plus the stream after it answers 10,000 sampled codes exactly like the
+// authority; it is not ready before the replay; and booted again from its
+// local copy with NATS down, it serves the links it knows.
+func TestEdgeBootsFromSnapshotLikeAuthority(t *testing.T) {
+	ns := natstest.Start(t)
+	r, _ := startEdgeStack(t, ns.ClientURL(), nil)
+	pool := dbPool(t, r)
+	_, js := ns.Connect(t)
+	rng := rand.New(rand.NewPCG(6, 6))
+
+	phase1 := genLinks(rng, 9000, 20_000_000_000, "promo")
+	insertLinks(t, pool, phase1)
+	waitPublished(t, pool)
+	h := buildAndPublish(t, pool, js)
+	t.Logf("snapshot at change version %d, stream seq %d, %d entries", h.ChangeVersion, h.StreamSeq, h.Entries)
+
+	// Changes after the snapshot, which only the replay brings: new links,
+	// and snapshot links disabled, deleted, re-enabled and retargeted.
+	phase2 := genLinks(rng, 2000, 20_000_000_001, "late")
+	insertLinks(t, pool, phase2)
+	var active, disabled []string
+	for _, l := range phase1 {
+		switch {
+		case l.status == "active" && l.expires == nil:
+			active = append(active, l.code)
+		case l.status == "disabled":
+			disabled = append(disabled, l.code)
+		}
+	}
+	updateLinks(t, pool, active[:300], `status = 'disabled'`)
+	updateLinks(t, pool, active[300:500], `status = 'deleted'`)
+	updateLinks(t, pool, active[500:700], `url = url || '&retargeted=1', redirect_type = 307`)
+	updateLinks(t, pool, disabled[:100], `status = 'active'`)
+	updateLinks(t, pool, active[700:800], `expires_at = now() - interval '1 minute'`)
+	waitPublished(t, pool)
+
+	dir := t.TempDir()
+	edgeURL, e, stop := runEdge(t, ns.ClientURL(), dir, func(c *edgeserver.Config) {
+		prev := c.OnStart
+		c.OnStart = func(e *edgeserver.Edge) { e.Feed.Pause(); prev(e) }
+	})
+	deadline := time.Now().Add(60 * time.Second)
+	for !e.Syncer.Booted() {
+		if time.Now().After(deadline) {
+			t.Fatal("edge did not boot from the snapshot within 60s")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if cur := e.Snapshots.Current(); cur == nil || cur.Snap.Header.ChangeVersion != h.ChangeVersion {
+		t.Fatalf("edge booted from %+v, want the snapshot at %d", cur, h.ChangeVersion)
+	}
+	if status, body := readyz(edgeURL); status != http.StatusServiceUnavailable {
+		t.Fatalf("ready with the snapshot loaded but the replay paused: %d %s", status, body)
+	}
+	e.Feed.Resume()
+	waitReady(t, edgeURL)
+	// 2,000 new links and 900 changed ones came after the snapshot.
+	if n := e.Overlay.Len(); n > len(phase2)+900 {
+		t.Fatalf("the overlay holds %d entries: the edge replayed more than the changes after the snapshot", n)
+	}
+
+	truth := authority(t, pool)
+	codes := sample(rng, truth, 10_000, 1500)
+	compare(t, "edge booted from a snapshot", truth, askAll(t, edgeURL, codes), codes)
+	t.Logf("10,000 answers match; %d from the snapshot, overlay %d entries", e.Handler.Counters.SnapshotHits.Load(), e.Overlay.Len())
+
+	// Boot from the local copy with NATS down: the links the snapshot
+	// holds and nothing changed since answer as before; readiness says
+	// degraded.
+	stop()
+	ns.Stop()
+	changed := map[string]bool{}
+	for _, c := range append(append(codesOf(phase2), active[:800]...), disabled[:100]...) {
+		changed[c] = true
+	}
+	var stable []string
+	for _, l := range phase1 {
+		if !changed[l.code] && len(stable) < 2000 {
+			stable = append(stable, l.code)
+		}
+	}
+	offURL, off, _ := runEdge(t, ns.ClientURL(), dir, nil)
+	deadline = time.Now().Add(30 * time.Second)
+	for !off.Syncer.Booted() {
+		if time.Now().After(deadline) {
+			t.Fatal("edge did not boot from its local copy with NATS down within 30s")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	compare(t, "edge booted from disk with NATS down", truth, askAll(t, offURL, stable), stable)
+	if status, body := readyz(offURL); status != http.StatusServiceUnavailable {
+		t.Fatalf("edge without NATS reports ready: %d %s", status, body)
+	}
+}
+
+// TestHotSwapUnderLoad: snapshots swapped in while clients follow links get
+// zero failed or wrong answers; a corrupt and a truncated snapshot are
+// refused and the edge keeps serving the one it had.
+func TestHotSwapUnderLoad(t *testing.T) {
+	ns := natstest.Start(t)
+	r, e := startEdgeStack(t, ns.ClientURL(), nil)
+	pool := dbPool(t, r)
+	_, js := ns.Connect(t)
+	rng := rand.New(rand.NewPCG(7, 7))
+	rows := genLinks(rng, 5000, 21_000_000_000, "load")
+	insertLinks(t, pool, rows)
+	waitPublished(t, pool)
+	truth := authority(t, pool)
+	codes := codesOf(rows)
+
+	waitSwap := func(v uint64) {
+		t.Helper()
+		deadline := time.Now().Add(60 * time.Second)
+		for cur := e.Snapshots.Current(); cur == nil || cur.Snap.Header.ChangeVersion != v; cur = e.Snapshots.Current() {
+			if time.Now().After(deadline) {
+				t.Fatalf("snapshot %d not in service after 60s", v)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	waitSwap(buildAndPublish(t, pool, js).ChangeVersion)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	var (
+		wg            sync.WaitGroup
+		asked, failed atomic.Int64
+		firstWrong    atomic.Pointer[string]
+	)
+	for w := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c := &http.Client{Timeout: 10 * time.Second, CheckRedirect: noFollow.CheckRedirect}
+			lr := rand.New(rand.NewPCG(uint64(w), 1))
+			for ctx.Err() == nil {
+				code := codes[lr.IntN(len(codes))]
+				resp, err := c.Get(r.EdgeURL + "/" + code)
+				asked.Add(1)
+				if err != nil {
+					failed.Add(1)
+					continue
+				}
+				resp.Body.Close()
+				if got := (answer{resp.StatusCode, resp.Header.Get("Location")}); got != truth[code] {
+					failed.Add(1)
+					msg := fmt.Sprintf("/%s answered %+v, want %+v", code, got, truth[code])
+					firstWrong.CompareAndSwap(nil, &msg)
+				}
+			}
+		}()
+	}
+	t.Cleanup(func() { cancel(); wg.Wait() })
+
+	obs, err := js.ObjectStore(context.Background(), snapshot.Bucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for round := range 3 {
+		roundStart := time.Now()
+		// Unrelated new links move the change version on.
+		insertLinks(t, pool, genLinks(rng, 300, 22_000_000_000+int64(round)*10_000, fmt.Sprintf("r%d", round)))
+		waitPublished(t, pool)
+		before := asked.Load()
+		h := buildAndPublish(t, pool, js)
+		waitSwap(h.ChangeVersion)
+		if asked.Load() == before {
+			t.Fatal("no request was answered while the snapshot was swapped: the test proved nothing")
+		}
+
+		// A damaged file under a newer name is refused; the edge keeps h.
+		data, err := obs.GetBytes(context.Background(), snapshot.ObjectName(h.ChangeVersion))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if round%2 == 0 {
+			data[len(data)/2] ^= 0x40
+		} else {
+			data = data[:len(data)-1000]
+		}
+		rejected := e.Syncer.Rejected.Load()
+		if _, err := obs.PutBytes(context.Background(), snapshot.ObjectName(h.ChangeVersion+1), data); err != nil {
+			t.Fatal(err)
+		}
+		deadline := time.Now().Add(60 * time.Second)
+		for e.Syncer.Rejected.Load() == rejected {
+			if time.Now().After(deadline) {
+				t.Fatal("damaged snapshot not refused within 60s")
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		if err := e.Syncer.LastRejection(); !errors.Is(err, snapshot.ErrCorrupt) {
+			t.Fatalf("refusal: %v, want ErrCorrupt", err)
+		}
+		t.Logf("round %d (%v): swapped to %d; refused: %v", round, time.Since(roundStart).Round(time.Millisecond), h.ChangeVersion, e.Syncer.LastRejection())
+		if v := e.Snapshots.Current().Snap.Header.ChangeVersion; v != h.ChangeVersion {
+			t.Fatalf("after a refused snapshot the edge serves %d, want %d kept", v, h.ChangeVersion)
+		}
+		if err := obs.Delete(context.Background(), snapshot.ObjectName(h.ChangeVersion+1)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cancel()
+	wg.Wait()
+	if msg := firstWrong.Load(); msg != nil {
+		t.Errorf("first wrong answer: %s", *msg)
+	}
+	t.Logf("%d requests during %d swaps, %d failed or wrong; overlay now %d entries",
+		asked.Load(), e.Syncer.Swaps.Load(), failed.Load(), e.Overlay.Len())
+	if failed.Load() != 0 || asked.Load() == 0 {
+		t.Fatalf("%d of %d requests failed or answered wrong during hot swaps", failed.Load(), asked.Load())
+	}
+}
+
+// TestEdgeResyncsAfterRetention: an edge whose position has left the
+// stream (retention purged events it never applied) reports not ready,
+// waits for a snapshot that meets the stream, re-syncs from it by itself and
+// then answers like the authority.
+func TestEdgeResyncsAfterRetention(t *testing.T) {
+	ns := natstest.Start(t)
+	r, _ := startEdgeStack(t, ns.ClientURL(), nil)
+	pool := dbPool(t, r)
+	_, js := ns.Connect(t)
+	ctx := context.Background()
+	rng := rand.New(rand.NewPCG(8, 8))
+	first := genLinks(rng, 2000, 23_000_000_000, "old")
+	insertLinks(t, pool, first)
+	waitPublished(t, pool)
+	h1 := buildAndPublish(t, pool, js)
+
+	// The edge boots from the first snapshot, catches up, and goes away.
+	dir := t.TempDir()
+	edgeURL, _, stop := runEdge(t, ns.ClientURL(), dir, nil)
+	waitReady(t, edgeURL)
+	stop()
+
+	// While it is away: changes, a newer snapshot, then retention drops
+	// everything the edge has not applied, and the newer snapshot goes too
+	// (as if the edge came back between the purge and the next build).
+	insertLinks(t, pool, genLinks(rng, 1000, 23_000_000_001, "new"))
+	updateLinks(t, pool, codesOf(first[:200]), `status = 'disabled'`)
+	waitPublished(t, pool)
+	stream, err := js.Stream(ctx, linkevent.Stream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := stream.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := stream.Purge(ctx, jetstream.WithPurgeSequence(info.State.LastSeq)); err != nil {
+		t.Fatal(err)
+	}
+	if info.State.LastSeq <= h1.StreamSeq+1 {
+		t.Fatalf("the purge left the edge's position (%d) on the stream (last %d)", h1.StreamSeq, info.State.LastSeq)
+	}
+
+	edgeURL, e, _ := runEdge(t, ns.ClientURL(), dir, nil)
+	deadline := time.Now().Add(60 * time.Second)
+	for e.Feed.Complete() {
+		if time.Now().After(deadline) {
+			t.Fatal("the edge did not notice that the stream lost its events within 60s")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if status, body := readyz(edgeURL); status == http.StatusOK {
+		t.Fatalf("edge behind the stream's retention reports ready: %s", body)
+	}
+	h2 := buildAndPublish(t, pool, js)
+	waitReady(t, edgeURL)
+	if v := e.Snapshots.Current().Snap.Header.ChangeVersion; v != h2.ChangeVersion || e.Syncer.Resyncs.Load() == 0 {
+		t.Fatalf("edge serves snapshot %d after %d re-syncs, want %d after at least 1", v, e.Syncer.Resyncs.Load(), h2.ChangeVersion)
+	}
+	truth := authority(t, pool)
+	codes := sample(rng, truth, 3000, 300)
+	compare(t, "edge re-synced after retention", truth, askAll(t, edgeURL, codes), codes)
+}

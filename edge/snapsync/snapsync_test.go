@@ -1,0 +1,382 @@
+package snapsync
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/edgelink/edgelink/edge/changefeed"
+	"github.com/edgelink/edgelink/edge/internal/snapfile"
+	"github.com/edgelink/edgelink/edge/store"
+	"github.com/edgelink/edgelink/shared/link"
+	"github.com/edgelink/edgelink/shared/linkevent"
+	"github.com/edgelink/edgelink/shared/natstest"
+	"github.com/edgelink/edgelink/shared/snapshot"
+)
+
+// fakeFeed records where the syncer positions it.
+type fakeFeed struct {
+	mu       sync.Mutex
+	seq, ver uint64
+	restarts int
+	complete atomic.Bool
+}
+
+func newFeed() *fakeFeed { f := &fakeFeed{}; f.complete.Store(true); return f }
+
+func (f *fakeFeed) Restart(seq, version uint64) {
+	f.mu.Lock()
+	f.seq, f.ver, f.restarts = seq, version, f.restarts+1
+	f.mu.Unlock()
+	f.complete.Store(true)
+}
+func (f *fakeFeed) Complete() bool { return f.complete.Load() }
+func (f *fakeFeed) Position() changefeed.Position {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return changefeed.Position{Seq: f.seq, Version: f.ver}
+}
+func (f *fakeFeed) at() (seq, ver uint64, restarts int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.seq, f.ver, f.restarts
+}
+
+func newLayers() *store.Applied {
+	return &store.Applied{Overlay: store.New(), Hint: store.NewHint(1000, 0.01), Segments: new(store.Segments),
+		Snapshots: new(store.Snapshots)}
+}
+
+// file is a snapshot at version v whose every link targets a URL naming v.
+func file(t *testing.T, v uint64, n int) []byte {
+	t.Helper()
+	links := make([]snapshot.Link, n)
+	for i := range links {
+		links[i] = snapshot.Link{Code: fmt.Sprintf("c-%05d", i), URL: fmt.Sprintf("https://shop.example.com/%d?v=%d", i, v),
+			RedirectType: 302, Status: link.Active}
+	}
+	data, err := snapfile.Build(links, snapshot.Header{ChangeVersion: v, StreamSeq: v + 100}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return data
+}
+
+func publish(t *testing.T, js jetstream.JetStream, name string, data []byte) {
+	t.Helper()
+	ctx := context.Background()
+	obs, err := js.CreateOrUpdateObjectStore(ctx, jetstream.ObjectStoreConfig{Bucket: snapshot.Bucket})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := obs.PutBytes(ctx, name, data); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func target(t *testing.T, l *store.Applied, code string) string {
+	t.Helper()
+	e, ok := l.Snapshots.Lookup([]byte(code))
+	if !ok {
+		return ""
+	}
+	return string(e.AppendURL(nil))
+}
+
+func TestBootFromBucketKeepsLocalCopy(t *testing.T) {
+	ns := natstest.Start(t)
+	nc, js := ns.Connect(t)
+	publish(t, js, snapshot.ObjectName(10), file(t, 10, 100))
+	publish(t, js, snapshot.ObjectName(20), file(t, 20, 100))
+	dir := t.TempDir()
+	layers, feed := newLayers(), newFeed()
+	s := New(js, layers, feed, Config{Dir: dir})
+	if err := s.Boot(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if seq, ver, _ := feed.at(); seq != 120 || ver != 20 {
+		t.Fatalf("feed positioned at seq %d version %d, want 120, 20", seq, ver)
+	}
+	if got := target(t, layers, "c-00007"); got != "https://shop.example.com/7?v=20" {
+		t.Fatalf("c-00007 → %q", got)
+	}
+	if _, err := os.Stat(filepath.Join(dir, snapshot.ObjectName(20))); err != nil {
+		t.Fatalf("no local copy: %v", err)
+	}
+
+	// Boot again with NATS down: the local copy serves at once.
+	ns.Stop()
+	for deadline := time.Now().Add(10 * time.Second); nc.IsConnected(); time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("client still connected 10s after NATS stopped")
+		}
+	}
+	layers2, feed2 := newLayers(), newFeed()
+	s2 := New(js, layers2, feed2, Config{Dir: dir, BootWait: time.Minute})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := s2.Boot(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := target(t, layers2, "c-00042"); got != "https://shop.example.com/42?v=20" {
+		t.Fatalf("after a boot from disk with NATS down, c-00042 → %q", got)
+	}
+	if seq, _, _ := feed2.at(); seq != 120 {
+		t.Fatalf("feed positioned at %d, want 120", seq)
+	}
+}
+
+// TestRejectsBadSnapshots: a corrupt, a truncated and a mismatched snapshot
+// in the bucket are each refused with their own error, and the edge keeps
+// the one in service; a good newer one then swaps in.
+func TestRejectsBadSnapshots(t *testing.T) {
+	ns := natstest.Start(t)
+	_, js := ns.Connect(t)
+	publish(t, js, snapshot.ObjectName(10), file(t, 10, 50))
+	layers, feed := newLayers(), newFeed()
+	s := New(js, layers, feed, Config{Dir: t.TempDir()})
+	ctx := context.Background()
+	if err := s.Boot(ctx); err != nil {
+		t.Fatal(err)
+	}
+	corrupt := file(t, 20, 50)
+	corrupt[len(corrupt)-20] ^= 0x01
+	truncated := file(t, 30, 50)
+	truncated = truncated[:len(truncated)-100]
+	mismatched := file(t, 10, 50)
+	for _, tt := range []struct {
+		name string
+		v    uint64
+		data []byte
+		want error
+		text string
+	}{
+		{"corrupt", 20, corrupt, snapshot.ErrCorrupt, "checksum mismatch"},
+		{"truncated", 30, truncated, snapshot.ErrCorrupt, "-byte file"},
+		{"mismatched", 40, mismatched, ErrMismatch, "header says change version 10"},
+	} {
+		publish(t, js, snapshot.ObjectName(tt.v), tt.data)
+		before := s.Rejected.Load()
+		if err := s.Sync(ctx); err != nil {
+			t.Fatalf("%s: Sync: %v", tt.name, err)
+		}
+		err := s.LastRejection()
+		if s.Rejected.Load() != before+1 || !errors.Is(err, tt.want) || !strings.Contains(err.Error(), tt.text) {
+			t.Errorf("%s: rejection %v (count %d→%d), want %v mentioning %q", tt.name, err, before, s.Rejected.Load(), tt.want, tt.text)
+		}
+		t.Logf("%s: %v", tt.name, err)
+		if cur := layers.Snapshots.Current(); cur.Snap.Header.ChangeVersion != 10 {
+			t.Fatalf("%s: snapshot in service is version %d, want 10 kept", tt.name, cur.Snap.Header.ChangeVersion)
+		}
+	}
+	// A refused object is not downloaded again.
+	before := s.Rejected.Load()
+	if err := s.Sync(ctx); err != nil || s.Rejected.Load() != before {
+		t.Fatalf("refused objects were fetched again: %v, rejected %d→%d", err, before, s.Rejected.Load())
+	}
+	publish(t, js, snapshot.ObjectName(50), file(t, 50, 50))
+	if err := s.Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := target(t, layers, "c-00001"); got != "https://shop.example.com/1?v=50" {
+		t.Fatalf("good newer snapshot not swapped in: c-00001 → %q", got)
+	}
+}
+
+func TestCorruptLocalCopyFallsBackToBucket(t *testing.T) {
+	ns := natstest.Start(t)
+	_, js := ns.Connect(t)
+	publish(t, js, snapshot.ObjectName(10), file(t, 10, 20))
+	dir := t.TempDir()
+	bad := file(t, 30, 20)
+	bad[200] ^= 0xff
+	if err := os.WriteFile(filepath.Join(dir, snapshot.ObjectName(30)), bad, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	layers, feed := newLayers(), newFeed()
+	s := New(js, layers, feed, Config{Dir: dir})
+	if err := s.Boot(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.LastRejection(); !errors.Is(err, snapshot.ErrCorrupt) {
+		t.Fatalf("corrupt local copy: rejection %v", err)
+	}
+	if v := layers.Snapshots.Current().Snap.Header.ChangeVersion; v != 10 {
+		t.Fatalf("booted version %d, want the bucket's 10", v)
+	}
+	if _, err := os.Stat(filepath.Join(dir, snapshot.ObjectName(30)+".rejected")); err != nil {
+		t.Fatalf("rejected local copy not set aside: %v", err)
+	}
+}
+
+func TestBootWithoutSnapshotsReplaysEverything(t *testing.T) {
+	ns := natstest.Start(t)
+	_, js := ns.Connect(t)
+	layers, feed := newLayers(), newFeed()
+	s := New(js, layers, feed, Config{Dir: t.TempDir()})
+	if err := s.Boot(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, restarts := feed.at(); restarts != 0 || !s.Booted() || layers.Snapshots.Current() != nil {
+		t.Fatalf("booted=%v restarts=%d: want booted without a snapshot and the feed left at the start", s.Booted(), restarts)
+	}
+}
+
+// TestResyncAfterLostEvents: a feed that lost events is repositioned after
+// the newest snapshot that still meets the stream, once per snapshot.
+func TestResyncAfterLostEvents(t *testing.T) {
+	ns := natstest.Start(t)
+	_, js := ns.Connect(t)
+	ctx := context.Background()
+	stream, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: linkevent.Stream, Subjects: []string{linkevent.Subject}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 150 {
+		if _, err := js.Publish(ctx, linkevent.Subject, []byte("x")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	publish(t, js, snapshot.ObjectName(10), file(t, 10, 20)) // stream seq 110
+	layers, feed := newLayers(), newFeed()
+	s := New(js, layers, feed, Config{})
+	if err := s.Boot(ctx); err != nil {
+		t.Fatal(err)
+	}
+	feed.Restart(140, 40) // the feed moved on
+	// Lost events, and the snapshot still meets the stream: replay from it.
+	feed.complete.Store(false)
+	if err := s.Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if seq, _, _ := feed.at(); seq != 110 || s.Resyncs.Load() != 1 {
+		t.Fatalf("feed at %d after %d re-syncs, want 110 after 1", seq, s.Resyncs.Load())
+	}
+	// Retention moved past the snapshot: nothing to do until a newer one.
+	if err := stream.Purge(ctx, jetstream.WithPurgeSequence(130)); err != nil {
+		t.Fatal(err)
+	}
+	feed.complete.Store(false)
+	_, _, restarts := feed.at()
+	if err := s.Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, r := feed.at(); r != restarts {
+		t.Fatal("re-synced from a snapshot older than the stream")
+	}
+	publish(t, js, snapshot.ObjectName(35), file(t, 35, 20)) // stream seq 135
+	if err := s.Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if seq, ver, _ := feed.at(); seq != 135 || ver != 35 || s.Resyncs.Load() != 2 {
+		t.Fatalf("feed at %d/%d after %d re-syncs, want 135/35 after 2", seq, ver, s.Resyncs.Load())
+	}
+}
+
+// TestRunSwapsUnderLookups: Run notices published snapshots through the
+// watch, and concurrent lookups always find every code while it swaps.
+func TestRunSwapsUnderLookups(t *testing.T) {
+	ns := natstest.Start(t)
+	_, js := ns.Connect(t)
+	publish(t, js, snapshot.ObjectName(1), file(t, 1, 500))
+	layers, feed := newLayers(), newFeed()
+	s := New(js, layers, feed, Config{Poll: time.Hour})
+	ctx, cancel := context.WithCancel(context.Background())
+	if err := s.Boot(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() { defer wg.Done(); _ = s.Run(ctx) }()
+	var bad atomic.Int64
+	for range 2 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; ctx.Err() == nil; i++ {
+				code := fmt.Appendf(nil, "c-%05d", i%500)
+				if _, ok := layers.Snapshots.Lookup(code); !ok {
+					bad.Add(1)
+				}
+			}
+		}()
+	}
+	t.Cleanup(func() { cancel(); wg.Wait() })
+	for v := uint64(2); v <= 6; v++ {
+		publish(t, js, snapshot.ObjectName(v), file(t, v, 500))
+		deadline := time.Now().Add(30 * time.Second)
+		for layers.Snapshots.Current().Snap.Header.ChangeVersion != v {
+			if time.Now().After(deadline) {
+				t.Fatalf("snapshot %d not swapped in within 30s", v)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	if n := bad.Load(); n != 0 {
+		t.Fatalf("%d lookups missed during swaps", n)
+	}
+}
+
+// TestForeignLocalCopyIsIgnored: a local copy built from another change
+// stream (another cluster, or before the stream was reset) is never served;
+// the edge replays this stream instead.
+func TestForeignLocalCopyIsIgnored(t *testing.T) {
+	ctx := context.Background()
+	_, js := natstest.Start(t).Connect(t)
+	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: linkevent.Stream, Subjects: []string{linkevent.Subject}}); err != nil {
+		t.Fatal(err)
+	}
+	for v := uint64(1); v <= 3; v++ {
+		data, err := linkevent.Marshal(&linkevent.Event{Version: v, Prev: v - 1, Kind: linkevent.KindLink, Code: "c-00001",
+			URL: "https://this-stream.example/", RedirectType: 302, Status: link.Active})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := js.Publish(ctx, linkevent.Subject, data); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, tc := range []struct {
+		name      string
+		ver, seq  uint64
+		wantMatch string
+	}{
+		{"other version at its sequence", 20, 2, "holds version 2"},
+		{"sequence beyond the stream", 3, 50, "stream ends at 3"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			data, err := snapfile.Build([]snapshot.Link{{Code: "c-00001", URL: "https://other-cluster.example/", RedirectType: 302, Status: link.Active}},
+				snapshot.Header{ChangeVersion: tc.ver, StreamSeq: tc.seq}, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(dir, snapshot.ObjectName(tc.ver)), data, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			layers, feed := newLayers(), newFeed()
+			s := New(js, layers, feed, Config{Dir: dir, BootWait: 2 * time.Second})
+			if err := s.Boot(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if got := target(t, layers, "c-00001"); got != "" {
+				t.Fatalf("served %q from a foreign snapshot", got)
+			}
+			if err := s.LastRejection(); !errors.Is(err, ErrForeign) || !strings.Contains(err.Error(), tc.wantMatch) {
+				t.Fatalf("rejection = %v, want ErrForeign mentioning %q", err, tc.wantMatch)
+			}
+			if _, _, restarts := feed.at(); restarts != 0 {
+				t.Fatalf("feed repositioned after a foreign snapshot; it must replay the stream from its start")
+			}
+		})
+	}
+}
