@@ -1,0 +1,61 @@
+package report
+
+import (
+	"math"
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+func TestSummarize(t *testing.T) {
+	for _, c := range []struct {
+		in   []float64
+		want Summary
+	}{
+		{[]float64{3, 1, 2}, Summary{Median: 2, Min: 1, Max: 3, N: 3}},
+		{[]float64{4, 1, 3, 2}, Summary{Median: 2.5, Min: 1, Max: 4, N: 4}},
+		{[]float64{5, math.NaN()}, Summary{Median: 5, Min: 5, Max: 5, N: 1}},
+	} {
+		if got := Summarize(c.in); got != c.want {
+			t.Errorf("Summarize(%v) = %+v, want %+v", c.in, got, c.want)
+		}
+	}
+	if got := Summarize(nil).Ratio(); got != "n/a" {
+		t.Errorf("empty summary renders %q, want n/a", got)
+	}
+	if got, want := Summarize(Ratios([]float64{2, 3, 8}, []float64{4, 3, 4})).Ratio(), "1.00× (0.50–2.00)"; got != want {
+		t.Errorf("ratio summary = %q, want %q", got, want)
+	}
+}
+
+func TestTableMarkdown(t *testing.T) {
+	tb := Table{Header: []string{"system", "req/s"}, Align: "lr"}
+	tb.Add("edge", "1234")
+	tb.Add("a|b", "5")
+	want := "" +
+		"| system | req/s |\n" +
+		"| ------ | ----: |\n" +
+		"| edge   |  1234 |\n" +
+		"| a\\|b   |     5 |\n"
+	if got := tb.Markdown(); got != want {
+		t.Errorf("Markdown:\n%s\nwant:\n%s", got, want)
+	}
+}
+
+func TestChartsWritePNG(t *testing.T) {
+	dir := t.TempDir()
+	bar := filepath.Join(dir, "bar.png")
+	if err := BarChart(bar, "t", "y", []string{"a", "b"}, []Series{{Name: "s", Values: []float64{1, math.NaN()}, Low: []float64{0.5, 0}, High: []float64{1.5, 0}}}); err != nil {
+		t.Fatal(err)
+	}
+	line := filepath.Join(dir, "line.png")
+	if err := LineChart(line, "t", "x", "y", []float64{0.3, 1, 2}, []Series{{Name: "s", Values: []float64{0.2, 0, 9}}}, true); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{bar, line} {
+		b, err := os.ReadFile(f)
+		if err != nil || len(b) < 8 || string(b[1:4]) != "PNG" {
+			t.Errorf("%s is not a PNG (err %v)", f, err)
+		}
+	}
+}

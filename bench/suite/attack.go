@@ -1,0 +1,174 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"net/http"
+	"os"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+
+	vegeta "github.com/tsenart/vegeta/v12/lib"
+
+	"github.com/edgelink/edgelink/bench/dataset"
+)
+
+// attackResult is what `suite attack` prints as JSON: an open-loop run at a
+// fixed rate, with every answer checked against the request file.
+type attackResult struct {
+	Rate         float64        `json:"rate"`       // requests per second sent
+	Throughput   float64        `json:"throughput"` // answered per second
+	Requests     uint64         `json:"requests"`
+	P50          time.Duration  `json:"p50"`
+	P90          time.Duration  `json:"p90"`
+	P99          time.Duration  `json:"p99"`
+	P999         time.Duration  `json:"p999"`
+	Max          time.Duration  `json:"max"`
+	Codes        map[string]int `json:"codes"`
+	Wrong        int            `json:"wrong"` // answers with a wrong status or Location (429/503 counted apart)
+	Errors       int            `json:"errors"`
+	FirstWrong   string         `json:"first_wrong,omitempty"`
+	LoadCPUSecs  float64        `json:"load_cpu_seconds"`
+	RequestsSent int            `json:"sent"`
+}
+
+// attack runs vegeta in its own process (so it can be pinned to its own
+// CPU and its CPU kept apart from the server's): `suite attack -url U
+// -requests FILE -rate R -duration D`.
+func attack(args []string) error {
+	fs := flag.NewFlagSet("attack", flag.ContinueOnError)
+	base := fs.String("url", "", "server base URL")
+	file := fs.String("requests", "", "requests file (dataset.WriteRequests)")
+	rate := fs.Int("rate", 1000, "requests per second")
+	d := fs.Duration("duration", 3*time.Second, "attack length")
+	conns := fs.Int("connections", 64, "keep-alive connections")
+	check := fs.Bool("check", true, "check status and Location of every answer")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	f, err := os.Open(*file)
+	if err != nil {
+		return err
+	}
+	reqs, err := dataset.ReadRequests(f)
+	f.Close()
+	if err != nil {
+		return err
+	}
+	if len(reqs) == 0 {
+		return errors.New("attack: no requests")
+	}
+	want := make(map[string]dataset.Request, len(reqs))
+	targets := make([]vegeta.Target, len(reqs))
+	for i, q := range reqs {
+		targets[i] = vegeta.Target{Method: "GET", URL: *base + q.Path}
+		want[targets[i].URL] = q
+	}
+	att := vegeta.NewAttacker(vegeta.Redirects(vegeta.NoFollow), vegeta.KeepAlive(true), vegeta.Connections(*conns),
+		vegeta.MaxConnections(*conns*2), vegeta.Workers(uint64(*conns)), vegeta.MaxWorkers(uint64(*conns)*4),
+		vegeta.Timeout(5*time.Second))
+	var m vegeta.Metrics
+	r := attackResult{Codes: map[string]int{}}
+	for res := range att.Attack(vegeta.NewStaticTargeter(targets...), vegeta.Rate{Freq: *rate, Per: time.Second}, *d, "bench") {
+		m.Add(res)
+		r.RequestsSent++
+		r.Codes[strconv.Itoa(int(res.Code))]++
+		if res.Error != "" && res.Code == 0 {
+			r.Errors++
+			continue
+		}
+		if !*check {
+			continue
+		}
+		q := want[res.URL]
+		ok := int(res.Code) == q.Status
+		if ok && q.Status == http.StatusFound {
+			ok = res.Headers.Get("Location") == q.Location
+		}
+		if !ok && res.Code != http.StatusTooManyRequests && res.Code != http.StatusServiceUnavailable {
+			r.Wrong++
+			if r.FirstWrong == "" {
+				r.FirstWrong = fmt.Sprintf("%s: got %d %q, want %d %q", res.URL, res.Code, res.Headers.Get("Location"), q.Status, q.Location)
+			}
+		}
+	}
+	m.Close()
+	r.Rate, r.Throughput, r.Requests = m.Rate, m.Throughput, m.Requests
+	r.P50, r.P90, r.P99, r.Max = m.Latencies.P50, m.Latencies.P90, m.Latencies.P99, m.Latencies.Max
+	r.P999 = m.Latencies.Quantile(0.999)
+	return json.NewEncoder(os.Stdout).Encode(r)
+}
+
+// wrkResult is one wrk run.
+type wrkResult struct {
+	Requests int64
+	RPS      float64
+	Non3xx   int64
+	Errors   int64 // socket errors: connect, read, write, timeout
+}
+
+var (
+	reRequests = regexp.MustCompile(`(\d+) requests in`)
+	reRPS      = regexp.MustCompile(`Requests/sec:\s+([\d.]+)`)
+	reNon      = regexp.MustCompile(`Non-2xx or 3xx responses: (\d+)`)
+	reSockErr  = regexp.MustCompile(`Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)`)
+)
+
+func parseWrk(out []byte) (wrkResult, error) {
+	var w wrkResult
+	if m := reRequests.FindSubmatch(out); m != nil {
+		w.Requests, _ = strconv.ParseInt(string(m[1]), 10, 64)
+	}
+	if m := reRPS.FindSubmatch(out); m != nil {
+		w.RPS, _ = strconv.ParseFloat(string(m[1]), 64)
+	}
+	if m := reNon.FindSubmatch(out); m != nil {
+		w.Non3xx, _ = strconv.ParseInt(string(m[1]), 10, 64)
+	}
+	if m := reSockErr.FindSubmatch(out); m != nil {
+		for _, g := range m[1:] {
+			n, _ := strconv.ParseInt(string(g), 10, 64)
+			w.Errors += n
+		}
+	}
+	if w.Requests == 0 {
+		return w, fmt.Errorf("wrk output not understood:\n%s", out)
+	}
+	return w, nil
+}
+
+// wrkLua replays the request file's paths, each wrk thread from its own
+// offset; it keeps wrk's per-request work to a table index.
+func wrkLua(requestsFile string) string {
+	return `-- Replays the benchmark's request sample (first field of each line).
+local paths = {}
+local i = 1
+init = function(args)
+  for line in io.lines("` + requestsFile + `") do
+    paths[#paths + 1] = line:match("^[^\t]+")
+  end
+  i = math.random(#paths)
+end
+request = function()
+  i = i + 1
+  if i > #paths then i = 1 end
+  return wrk.format("GET", paths[i])
+end
+`
+}
+
+func durSeconds(d time.Duration) string {
+	return strconv.Itoa(max(1, int(d.Round(time.Second).Seconds()))) + "s"
+}
+
+func trimLines(s string, n int) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
