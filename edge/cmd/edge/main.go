@@ -8,6 +8,8 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/http"
+	_ "net/http/pprof" // served only on --debug-listen
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -35,6 +37,8 @@ type cli struct {
 	SnapshotDir      string        `name:"snapshot-dir" env:"EDGELINK_EDGE_SNAPSHOT_DIR" help:"Folder keeping the newest snapshot, loaded at boot without NATS (default .data/edge-<name>; 'none' keeps none)."`
 	SnapshotPoll     time.Duration `name:"snapshot-poll" default:"30s" env:"EDGELINK_EDGE_SNAPSHOT_POLL" help:"How often the snapshot bucket is listed besides being watched."`
 	SnapshotBootWait time.Duration `name:"snapshot-boot-wait" default:"5s" env:"EDGELINK_EDGE_SNAPSHOT_BOOT_WAIT" help:"Bound on asking the bucket for a newer snapshot at boot when a local copy exists."`
+
+	DebugListen string `name:"debug-listen" env:"EDGELINK_DEBUG_LISTEN" help:"Serve Go's pprof profiles on this address (off when empty; keep it on loopback)."`
 }
 
 func main() {
@@ -67,6 +71,18 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, onListen 
 		c.SnapshotDir = ""
 	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+	if c.DebugListen != "" {
+		// Profiles of the real process under real load are how hot-path
+		// regressions are found; a separate listener keeps them off the
+		// redirect port.
+		dbg := &http.Server{Addr: c.DebugListen, Handler: http.DefaultServeMux, ReadHeaderTimeout: 5 * time.Second}
+		go func() {
+			if err := dbg.ListenAndServe(); err != nil && err != http.ErrServerClosed {
+				log.Warn("debug listener stopped", "err", err)
+			}
+		}()
+		defer dbg.Close()
+	}
 	return server.Run(ctx, server.Config{HTTPAddr: c.Listen, NATSURL: c.NATSURL, Name: c.Name, Log: log, OnListen: onListen,
 		CacheEntries: c.CacheEntries, BloomCapacity: c.BloomCapacity, AuthorityTimeout: c.AuthorityTimeout,
 		AuthorityConcurrency: c.AuthorityLimit, RatePerIP: c.RatePerIP, BurstPerIP: c.BurstPerIP,
