@@ -97,20 +97,6 @@ func (r *Roller) Stats() Stats {
 		Txs: r.txs.Load(), Position: r.position.Load()}
 }
 
-// StreamConfig is the CLICKS stream as control creates it: the same limits
-// as the edges' (shared/clicks), so neither changes the other's.
-func StreamConfig() jetstream.StreamConfig {
-	return jetstream.StreamConfig{
-		Name:       clicks.Stream,
-		Subjects:   []string{clicks.Subjects},
-		Storage:    jetstream.FileStorage,
-		MaxAge:     clicks.MaxAge,
-		MaxBytes:   clicks.MaxBytes,
-		Duplicates: clicks.Duplicates,
-		Discard:    jetstream.DiscardOld,
-	}
-}
-
 // Run consumes until ctx is done. It stands by while another roller is
 // active and retries with backoff through database and NATS failures; it
 // returns only when ctx ends.
@@ -147,7 +133,7 @@ var errReposition = errors.New("consumer is out of order with the stored positio
 
 // session is one term as the active roller.
 func (r *Roller) session(ctx context.Context) error {
-	if _, err := r.js.CreateOrUpdateStream(ctx, StreamConfig()); err != nil {
+	if _, err := r.js.CreateOrUpdateStream(ctx, clicks.StreamConfig()); err != nil {
 		return fmt.Errorf("ensure clicks stream: %w", err)
 	}
 	sess, err := r.store.AcquireClickRoller(ctx)

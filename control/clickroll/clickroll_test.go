@@ -42,7 +42,7 @@ SELECT i, 'code-' || i, $1, 'custom', 'u', 'u', nextval('change_version_seq') FR
 	}
 	ns := natstest.Start(t)
 	_, js := ns.Connect(t)
-	if _, err := js.CreateOrUpdateStream(ctx, StreamConfig()); err != nil {
+	if _, err := js.CreateOrUpdateStream(ctx, clicks.StreamConfig()); err != nil {
 		t.Fatal(err)
 	}
 	return &env{pool: pool, store: st, js: js}

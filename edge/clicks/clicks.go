@@ -334,28 +334,11 @@ func (r *Recorder) publish(ctx context.Context, ensured *bool, b []byte, id stri
 	pctx, cancel := context.WithTimeout(ctx, r.cfg.PublishTimeout)
 	defer cancel()
 	if !*ensured {
-		if _, err := r.pub.CreateOrUpdateStream(pctx, StreamConfig()); err != nil {
+		if _, err := r.pub.CreateOrUpdateStream(pctx, clicks.StreamConfig()); err != nil {
 			return err
 		}
 		*ensured = true
 	}
 	_, err := r.pub.Publish(pctx, clicks.Subject(r.cfg.Edge), b, jetstream.WithMsgID(id))
 	return err
-}
-
-// StreamConfig is the CLICKS stream as edges create it when missing
-// (control creates the same). It keeps at most clicks.MaxBytes and
-// clicks.MaxAge and discards the oldest: if control falls behind for
-// longer, edges keep publishing and control counts the batches it never
-// saw.
-func StreamConfig() jetstream.StreamConfig {
-	return jetstream.StreamConfig{
-		Name:       clicks.Stream,
-		Subjects:   []string{clicks.Subjects},
-		Storage:    jetstream.FileStorage,
-		MaxAge:     clicks.MaxAge,
-		MaxBytes:   clicks.MaxBytes,
-		Duplicates: clicks.Duplicates,
-		Discard:    jetstream.DiscardOld,
-	}
 }

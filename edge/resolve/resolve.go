@@ -120,25 +120,9 @@ func (r *Resolver) cannotBeRecent(code []byte) bool {
 	if len(code) != base62.Length || r.Segments == nil || r.Complete == nil || !r.Complete() {
 		return false
 	}
-	var id uint64
-	for _, c := range code {
-		d, ok := digit(c)
-		if !ok {
-			return false
-		}
-		id = id*62 + d
+	id, err := base62.Digits(code)
+	if err != nil {
+		return false
 	}
 	return id != 0 && r.Segments.Sealed(id)
-}
-
-func digit(c byte) (uint64, bool) {
-	switch {
-	case c >= '0' && c <= '9':
-		return uint64(c - '0'), true
-	case c >= 'A' && c <= 'Z':
-		return uint64(c-'A') + 10, true
-	case c >= 'a' && c <= 'z':
-		return uint64(c-'a') + 36, true
-	}
-	return 0, false
 }

@@ -24,6 +24,7 @@ import (
 
 	"github.com/edgelink/edgelink/edge/changefeed"
 	"github.com/edgelink/edgelink/edge/store"
+	"github.com/edgelink/edgelink/shared/atomicfile"
 	"github.com/edgelink/edgelink/shared/linkevent"
 	"github.com/edgelink/edgelink/shared/snapshot"
 )
@@ -555,28 +556,8 @@ func (s *Syncer) persist(name string, data []byte) error {
 	if err := os.MkdirAll(s.cfg.Dir, 0o755); err != nil {
 		return err
 	}
-	tmp, err := os.CreateTemp(s.cfg.Dir, ".download-*")
-	if err != nil {
+	if err := atomicfile.Write(filepath.Join(s.cfg.Dir, name), data); err != nil {
 		return err
-	}
-	defer os.Remove(tmp.Name()) // after a successful rename this is a no-op
-	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	if err := os.Rename(tmp.Name(), filepath.Join(s.cfg.Dir, name)); err != nil {
-		return err
-	}
-	if d, err := os.Open(s.cfg.Dir); err == nil {
-		_ = d.Sync() // makes the rename durable; best effort where unsupported
-		d.Close()
 	}
 	v, _ := snapshot.ParseObjectName(name)
 	ents, _ := os.ReadDir(s.cfg.Dir)

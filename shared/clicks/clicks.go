@@ -20,6 +20,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/edgelink/edgelink/shared/link"
 )
 
@@ -329,4 +331,20 @@ func (r *reader) histogram() *Histogram {
 		h[i], last = c, int(i)
 	}
 	return h
+}
+
+// StreamConfig is the CLICKS stream as whoever creates it first, an edge or
+// control, creates it: one definition, so neither changes the other's
+// limits. Old batches are discarded when it is full: edges never wait for a
+// consumer that fell behind, and control counts what it never saw.
+func StreamConfig() jetstream.StreamConfig {
+	return jetstream.StreamConfig{
+		Name:       Stream,
+		Subjects:   []string{Subjects},
+		Storage:    jetstream.FileStorage,
+		MaxAge:     MaxAge,
+		MaxBytes:   MaxBytes,
+		Duplicates: Duplicates,
+		Discard:    jetstream.DiscardOld,
+	}
 }

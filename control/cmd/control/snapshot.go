@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -16,6 +15,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/edgelink/edgelink/control/snapshots"
+	"github.com/edgelink/edgelink/shared/atomicfile"
 )
 
 func runSnapshotBuild(ctx context.Context, dsn string, c snapshotBuildCmd, stdout, stderr io.Writer) error {
@@ -45,7 +45,7 @@ func runSnapshotBuild(ctx context.Context, dsn string, c snapshotBuildCmd, stdou
 	fmt.Fprintf(stdout, "snapshot at change version %d (stream sequence %d): %d links, %d bytes (%.1f per link), built in %s\n",
 		h.ChangeVersion, h.StreamSeq, h.Entries, buf.Len(), float64(buf.Len())/float64(max(h.Entries, 1)), time.Since(start).Round(time.Millisecond))
 	if c.Out != "" {
-		if err := writeAtomic(c.Out, buf.Bytes()); err != nil {
+		if err := atomicfile.Write(c.Out, buf.Bytes()); err != nil {
 			return err
 		}
 		fmt.Fprintf(stdout, "written to %s\n", c.Out)
@@ -77,24 +77,4 @@ func progressPrinter(w io.Writer) snapshots.Progress {
 			fmt.Fprintln(w)
 		}
 	}
-}
-
-func writeAtomic(path string, data []byte) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), ".snapshot-*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name())
-	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp.Name(), path)
 }
