@@ -161,7 +161,13 @@ func (f *Feed) Run(ctx context.Context) error {
 		if errors.Is(err, errRestarted) {
 			continue
 		}
-		f.log.Warn("change feed interrupted", "err", err, "seq", f.seq.Load(), "retry_in", backoff)
+		if errors.Is(err, jetstream.ErrStreamNotFound) {
+			// Normal while control has not created the stream yet (a fresh
+			// cluster, or the local stack starting the edge first).
+			f.log.Debug("change feed waiting for the change stream", "retry_in", backoff)
+		} else {
+			f.log.Warn("change feed interrupted", "err", err, "seq", f.seq.Load(), "retry_in", backoff)
+		}
 		select {
 		case <-ctx.Done():
 		case <-time.After(backoff):
