@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -22,7 +23,7 @@ func newStatsEnv(t *testing.T, now time.Time) *env {
 	t.Helper()
 	pool := pgtest.Pool(t)
 	st := postgres.New(pool)
-	svc := links.New(st, seqIDs{st}, links.Config{Reserved: Routes})
+	svc := links.New(st, seqIDs{new(atomic.Uint64)}, links.Config{Reserved: Routes})
 	srv := httptest.NewServer(New(st, svc, Config{PublicURL: "https://sho.rt", RatePerSecond: -1, Stats: st,
 		Now: func() time.Time { return now }}))
 	t.Cleanup(srv.Close)

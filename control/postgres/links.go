@@ -80,14 +80,6 @@ func scanLink(row pgx.Row) (*link.Link, error) {
 	return &l, nil
 }
 
-// NextSequenceID is the first slice's ID source: one nextval per link.
-func (s *Store) NextSequenceID(ctx context.Context) (uint64, error) {
-	var id int64
-	if err := s.pool.QueryRow(ctx, `SELECT nextval('link_id_seq')`).Scan(&id); err != nil {
-		return 0, translate(err)
-	}
-	return uint64(id), nil
-}
 
 func nullTime(t time.Time) pgtype.Timestamptz {
 	return pgtype.Timestamptz{Time: t, Valid: !t.IsZero()}

@@ -117,14 +117,5 @@ func TestLongTargetFromSnapshot(t *testing.T) {
 func BenchmarkSnapshotHit(b *testing.B) {
 	h := newSnapshotHandler(b)
 	h.Now = nil
-	var ctx fasthttp.RequestCtx
-	var req fasthttp.Request
-	req.Header.SetMethod("GET")
-	req.SetRequestURI("/00000A")
-	ctx.Init(&req, nil, nil)
-	b.ReportAllocs()
-	for b.Loop() {
-		ctx.Response.Reset()
-		h.Serve(&ctx)
-	}
+	benchServe(b, h, "/00000A")
 }
