@@ -7,10 +7,10 @@ import (
 
 	"github.com/valyala/fasthttp"
 
-	"github.com/edgelink/edgelink/edge/internal/snapfile"
 	"github.com/edgelink/edgelink/edge/store"
 	"github.com/edgelink/edgelink/shared/link"
 	"github.com/edgelink/edgelink/shared/snapshot"
+	"github.com/edgelink/edgelink/shared/snapshot/snapshottest"
 )
 
 // newSnapshotHandler serves a snapshot at change version 10 under an
@@ -18,7 +18,7 @@ import (
 func newSnapshotHandler(t testing.TB) *Handler {
 	t.Helper()
 	now := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
-	data, err := snapfile.Build([]snapshot.Link{
+	data, err := snapshottest.Build([]snapshot.Link{
 		{Code: "00000A", URL: "https://shop.example.com/spring?utm_source=snap", RedirectType: 302, Status: link.Active},
 		{Code: "00000B", URL: "https://shop.example.com/b", RedirectType: 308, Status: link.Active},
 		{Code: "00000C", URL: "https://shop.example.com/c", RedirectType: 302, Status: link.Active},
@@ -93,7 +93,7 @@ func TestSnapshotHitDoesNotAllocate(t *testing.T) {
 
 func TestLongTargetFromSnapshot(t *testing.T) {
 	url := "https://shop.example.com/" + strings.Repeat("p", 4000)
-	data, err := snapfile.Build([]snapshot.Link{{Code: "00000A", URL: url, RedirectType: 302, Status: link.Active}},
+	data, err := snapshottest.Build([]snapshot.Link{{Code: "00000A", URL: url, RedirectType: 302, Status: link.Active}},
 		snapshot.Header{ChangeVersion: 1, StreamSeq: 1}, nil)
 	if err != nil {
 		t.Fatal(err)

@@ -15,12 +15,12 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/edgelink/edgelink/edge/changefeed"
-	"github.com/edgelink/edgelink/edge/internal/snapfile"
 	"github.com/edgelink/edgelink/edge/store"
 	"github.com/edgelink/edgelink/shared/link"
 	"github.com/edgelink/edgelink/shared/linkevent"
 	"github.com/edgelink/edgelink/shared/natstest"
 	"github.com/edgelink/edgelink/shared/snapshot"
+	"github.com/edgelink/edgelink/shared/snapshot/snapshottest"
 )
 
 // fakeFeed records where the syncer positions it.
@@ -64,7 +64,7 @@ func file(t *testing.T, v uint64, n int) []byte {
 		links[i] = snapshot.Link{Code: fmt.Sprintf("c-%05d", i), URL: fmt.Sprintf("https://shop.example.com/%d?v=%d", i, v),
 			RedirectType: 302, Status: link.Active}
 	}
-	data, err := snapfile.Build(links, snapshot.Header{ChangeVersion: v, StreamSeq: v + 100}, nil)
+	data, err := snapshottest.Build(links, snapshot.Header{ChangeVersion: v, StreamSeq: v + 100}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -355,7 +355,7 @@ func TestForeignLocalCopyIsIgnored(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
-			data, err := snapfile.Build([]snapshot.Link{{Code: "c-00001", URL: "https://other-cluster.example/", RedirectType: 302, Status: link.Active}},
+			data, err := snapshottest.Build([]snapshot.Link{{Code: "c-00001", URL: "https://other-cluster.example/", RedirectType: 302, Status: link.Active}},
 				snapshot.Header{ChangeVersion: tc.ver, StreamSeq: tc.seq}, nil)
 			if err != nil {
 				t.Fatal(err)

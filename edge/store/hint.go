@@ -20,6 +20,10 @@ type Hint struct {
 	f        *bloom.BloomFilter
 	capacity uint
 	fp       float64
+	// adds counts Add calls since the filter was built: an upper bound of
+	// the codes it holds, so Saturated can skip the estimate (a scan of the
+	// whole bit set) until it could possibly be over capacity.
+	adds atomic.Uint64
 }
 
 // NewHint returns an empty hint sized for capacity codes at false-positive
@@ -34,6 +38,7 @@ func (h *Hint) Add(code string) {
 	h.mu.Lock()
 	h.f.AddString(code)
 	h.mu.Unlock()
+	h.adds.Add(1)
 }
 
 // SetBase replaces the snapshot's filter. f must not be modified
@@ -54,6 +59,9 @@ func (h *Hint) MayContain(code []byte) bool {
 // Saturated reports whether the stream's filter holds more codes (approximately)
 // than it was sized for.
 func (h *Hint) Saturated() bool {
+	if h.adds.Load() <= uint64(h.capacity) {
+		return false
+	}
 	h.mu.RLock()
 	defer h.mu.RUnlock()
 	return h.f.ApproximatedSize() > uint32(h.capacity)
@@ -66,5 +74,9 @@ func (h *Hint) Rebuild(capacity uint, each func(add func(code string))) {
 	each(func(code string) { f.AddString(code) })
 	h.mu.Lock()
 	h.f, h.capacity = f, capacity
+	// Codes added to the old filter during the build are re-added by the
+	// caller; counting from the new filter's size keeps the bound an
+	// upper one.
+	h.adds.Store(uint64(f.ApproximatedSize()))
 	h.mu.Unlock()
 }

@@ -4,14 +4,14 @@ import (
 	"errors"
 	"testing"
 
-	"github.com/edgelink/edgelink/edge/internal/snapfile"
 	"github.com/edgelink/edgelink/shared/link"
 	"github.com/edgelink/edgelink/shared/snapshot"
+	"github.com/edgelink/edgelink/shared/snapshot/snapshottest"
 )
 
 func loadTB(t testing.TB, links []snapshot.Link, h snapshot.Header, sealed []snapshot.Sealed) *Loaded {
 	t.Helper()
-	data, err := snapfile.Build(links, h, sealed)
+	data, err := snapshottest.Build(links, h, sealed)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -23,7 +23,7 @@ func loadTB(t testing.TB, links []snapshot.Link, h snapshot.Header, sealed []sna
 }
 
 func TestLoadRejectsDamage(t *testing.T) {
-	data, err := snapfile.Build([]snapshot.Link{{Code: "00000A", URL: "https://a.example/x", RedirectType: 302, Status: link.Active}},
+	data, err := snapshottest.Build([]snapshot.Link{{Code: "00000A", URL: "https://a.example/x", RedirectType: 302, Status: link.Active}},
 		snapshot.Header{ChangeVersion: 5, StreamSeq: 5}, nil)
 	if err != nil {
 		t.Fatal(err)

@@ -1,7 +1,7 @@
-// Package snapfile writes snapshot files the way control's builder does
-// (entries plus a bloom of every code), for the edge's tests and benchmarks,
+// Package snapshottest writes snapshot files the way control's builder does
+// (entries plus a bloom of every code), for the edge's tests and the benchmarks,
 // which may not import control.
-package snapfile
+package snapshottest
 
 import (
 	"bytes"
