@@ -217,7 +217,7 @@ func (discard) Publish(context.Context, string, []byte, ...jetstream.PublishOpt)
 	return &jetstream.PubAck{}, nil
 }
 
-func (discard) CreateOrUpdateStream(context.Context, jetstream.StreamConfig) (jetstream.Stream, error) {
+func (discard) CreateStream(context.Context, jetstream.StreamConfig) (jetstream.Stream, error) {
 	return nil, nil
 }
 

@@ -7,12 +7,13 @@ import (
 	_ "embed"
 	"encoding/hex"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/edgelink/edgelink/control/links"
 	"github.com/edgelink/edgelink/shared/link"
@@ -45,8 +46,19 @@ type Links interface {
 type Config struct {
 	// PublicURL is the edge's base URL that short links start with.
 	PublicURL string
-	// Ready reports whether control can take creates; nil means always.
+	// Startup backs /startupz: whether control has started (its first
+	// segment loaded, the authority database reachable); nil means started.
+	Startup func(ctx context.Context) error
+	// Ready backs /readyz: whether control can take creates (enough
+	// allocation runway); nil means always. Draining is checked first.
 	Ready func(ctx context.Context) error
+	// Live backs /livez: whether the process makes progress. It must not
+	// depend on the database; nil means live.
+	Live func() error
+	// Metrics serves /metrics (nil answers 404); Registerer, if set,
+	// receives the API's request metrics.
+	Metrics    http.Handler
+	Registerer prometheus.Registerer
 	// RatePerSecond and Burst bound each tenant's requests (a token bucket
 	// per tenant in this instance's memory; default 100/s, burst 200). A
 	// negative rate turns limiting off.
@@ -68,6 +80,8 @@ type Server struct {
 	mux    *http.ServeMux
 	public string
 	limit  *limiter
+	drain  drain
+	met    *requestMetrics
 }
 
 // route is one entry of the route table: the mux, the 405 answers, the
@@ -87,9 +101,17 @@ var routeTable = []route{
 	{"GET", "/api/v1/links/{code}/stats", func(s *Server) http.HandlerFunc { return s.authed(s.linkStats) }},
 	{"GET", "/api/v1/stats", func(s *Server) http.HandlerFunc { return s.authed(s.tenantStats) }},
 	{"GET", "/api/v1/openapi.json", func(s *Server) http.HandlerFunc { return s.openAPI }},
+	// Probes and metrics sit at the top level, where orchestrators look
+	// for them; the edge serves the same paths (link.EdgeRoutes).
 	{"GET", "/livez", func(s *Server) http.HandlerFunc { return s.livez }},
 	{"GET", "/readyz", func(s *Server) http.HandlerFunc { return s.readyz }},
+	{"GET", "/startupz", func(s *Server) http.HandlerFunc { return s.startupz }},
+	{"GET", "/metrics", func(s *Server) http.HandlerFunc { return s.metrics }},
 }
+
+// creates are the routes that allocate IDs: refused while draining, and
+// waited for by Drain.
+var creates = []string{"POST /api/v1/links", "POST /api/v1/links/batch"}
 
 // Routes lists the first path segments control serves, taken from the route
 // table itself, so custom codes can never shadow them.
@@ -121,11 +143,17 @@ func New(auth Authenticator, l Links, cfg Config) *Server {
 		cfg.Burst = 200
 	}
 	s := &Server{auth: auth, links: l, cfg: cfg, log: cfg.Log, mux: http.NewServeMux(),
-		public: strings.TrimRight(cfg.PublicURL, "/"), limit: newLimiter(cfg.RatePerSecond, cfg.Burst, cfg.Now)}
+		public: strings.TrimRight(cfg.PublicURL, "/"), limit: newLimiter(cfg.RatePerSecond, cfg.Burst, cfg.Now),
+		met: newRequestMetrics(cfg.Registerer)}
 	allowed := make(map[string][]string)
 	var paths []string
 	for _, r := range routeTable {
-		s.mux.HandleFunc(r.method+" "+r.path, r.handler(s))
+		op := r.method + " " + r.path
+		h := r.handler(s)
+		if slices.Contains(creates, op) {
+			h = s.creating(h)
+		}
+		s.mux.HandleFunc(op, s.met.instrument(op, h))
 		if allowed[r.path] == nil {
 			paths = append(paths, r.path)
 		}
@@ -196,7 +224,8 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			if v == http.ErrAbortHandler {
 				panic(v)
 			}
-			s.log.Error("handler panicked", "request_id", id, "method", r.Method, "path", r.URL.Path, "panic", v)
+			// The route pattern, not the path: a path holds a link's code.
+			s.log.Error("handler panicked", "request_id", id, "method", r.Method, "route", r.Pattern, "panic", v)
 			writeProblem(w, r, http.StatusInternalServerError, "internal error")
 		}
 	}()
@@ -224,23 +253,6 @@ func (s *Server) authed(h func(http.ResponseWriter, *http.Request, int64)) http.
 		}
 		h(w, r, tenant)
 	}
-}
-
-func (s *Server) livez(w http.ResponseWriter, r *http.Request) {
-	_, _ = io.WriteString(w, "ok\n")
-}
-
-func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
-	if s.cfg.Ready != nil {
-		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
-		defer cancel()
-		if err := s.cfg.Ready(ctx); err != nil {
-			s.log.Warn("not ready", "err", err)
-			writeProblem(w, r, http.StatusServiceUnavailable, "not ready: the authority database does not answer")
-			return
-		}
-	}
-	_, _ = io.WriteString(w, "ok\n")
 }
 
 //go:embed openapi.json

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/edgelink/edgelink/shared/link"
 )
 
 func TestIdempotentConcurrentCreates(t *testing.T) {
@@ -494,7 +496,7 @@ func TestProblemsForUnknownPathsAndMethods(t *testing.T) {
 	if r := e.do(t, "POST", "/api/v1/links", key, []byte(`{"url": "https://example.com/"}`), "Idempotency-Key", strings.Repeat("k", 256)); r.status != 400 {
 		t.Errorf("256-byte idempotency key: %v; want 400", r)
 	}
-	for _, p := range []string{"/livez", "/readyz", "/api/v1/openapi.json"} {
+	for _, p := range []string{"/livez", "/readyz", "/startupz", "/api/v1/openapi.json"} {
 		if r := e.do(t, "GET", p, "", nil); r.status != 200 {
 			t.Errorf("GET %s: %v", p, r)
 		}
@@ -506,8 +508,15 @@ func TestProblemsForUnknownPathsAndMethods(t *testing.T) {
 // round, and the top-level namespace stays frozen: new endpoints go under
 // /api, so no future route can shadow a code a creator holds today.
 func TestRouteTableAndDocument(t *testing.T) {
-	if want := []string{"api", "livez", "readyz"}; !slices.Equal(Routes, want) {
+	if want := []string{"api", "livez", "readyz", "startupz", "metrics"}; !slices.Equal(Routes, want) {
 		t.Errorf("Routes = %v; want %v (a new top-level path shadows creators' codes: put it under /api)", Routes, want)
+	}
+	// Beside /api, control serves only the operational paths every
+	// binary serves, which the edge reserves too.
+	for _, r := range Routes {
+		if r != "api" && !slices.Contains(link.EdgeRoutes, r) {
+			t.Errorf("top-level route %q is not one of link.EdgeRoutes %v", r, link.EdgeRoutes)
+		}
 	}
 	doc := loadDoc(t)
 	seen := map[string]bool{}

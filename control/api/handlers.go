@@ -160,15 +160,21 @@ func (s *Server) createBatch(w http.ResponseWriter, r *http.Request, tenant int6
 		return
 	}
 	out := batchAnswer{Results: make([]batchItem, len(res.Items))}
+	met := s.met
+	if res.Replayed {
+		met = nil // counted when first answered
+	}
 	for i, it := range res.Items {
 		out.Results[i].Index = i
 		if it.Err == nil {
+			met.batchItem(http.StatusCreated)
 			b := s.body(it.Link)
 			out.Results[i].Status, out.Results[i].Link = http.StatusCreated, &b
 			out.Created++
 			continue
 		}
 		p := s.itemProblem(it.Err)
+		met.batchItem(p.Status)
 		out.Results[i].Status, out.Results[i].Error = p.Status, &p
 		out.Failed++
 	}

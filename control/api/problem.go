@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 
+	"github.com/edgelink/edgelink/control/idalloc"
 	"github.com/edgelink/edgelink/shared/link"
 )
 
@@ -49,6 +50,11 @@ func clientError(err error) (status int, detail string, ok bool) {
 	return 0, "", false
 }
 
+// exhaustedDetail answers a create once the namespace's last ID is handed
+// out (507: the server cannot store the new link, and retrying will not
+// change that).
+const exhaustedDetail = "the link ID space is exhausted: no new link can be created until an operator extends the namespace; do not retry"
+
 // writeError is the one place that maps domain errors to statuses. Client
 // errors carry their message; anything else is logged with its cause and the
 // client sees only the request id.
@@ -61,12 +67,18 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	case errors.Is(err, link.ErrUnauthorized):
 		w.Header().Set("WWW-Authenticate", `Bearer realm="edgelink"`)
 		writeProblem(w, r, http.StatusUnauthorized, "a valid API key is required: Authorization: Bearer <key>")
+	case errors.Is(err, idalloc.ErrExhausted):
+		// Checked before ErrUnavailable, which wraps it: an exhausted
+		// namespace stays exhausted, so no Retry-After invites retries.
+		s.log.Error("create refused: ID space exhausted", "request_id", requestID(r), "err", err)
+		writeProblem(w, r, http.StatusInsufficientStorage, exhaustedDetail)
 	case errors.Is(err, link.ErrUnavailable):
 		s.log.Warn("request failed: unavailable", "request_id", requestID(r), "err", err)
 		w.Header().Set("Retry-After", "1")
 		writeProblem(w, r, http.StatusServiceUnavailable, "temporarily unavailable, retry shortly")
 	default:
-		s.log.Error("request failed", "request_id", requestID(r), "method", r.Method, "path", r.URL.Path, "err", err)
+		// The route pattern, not the path: a path holds a link's code.
+		s.log.Error("request failed", "request_id", requestID(r), "method", r.Method, "route", r.Pattern, "err", err)
 		writeProblem(w, r, http.StatusInternalServerError, "internal error")
 	}
 }
@@ -77,6 +89,9 @@ func (s *Server) itemProblem(err error) Problem {
 	status, detail, ok := clientError(err)
 	switch {
 	case ok:
+	case errors.Is(err, idalloc.ErrExhausted):
+		s.log.Error("batch item refused: ID space exhausted", "err", err)
+		status, detail = http.StatusInsufficientStorage, exhaustedDetail
 	case errors.Is(err, link.ErrUnavailable):
 		s.log.Warn("batch item failed: unavailable", "err", err)
 		status, detail = http.StatusServiceUnavailable, "temporarily unavailable, retry this link"

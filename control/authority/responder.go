@@ -16,8 +16,8 @@ import (
 	"github.com/edgelink/edgelink/shared/authority"
 )
 
-// Lookup reads the authority's state of one code; the primary, never a
-// replica.
+// Lookup reads the authority's state of one code: the primary, or a
+// replica only through ReplicaFirst, which never answers NotFound from it.
 type Lookup interface {
 	LookupForEdge(ctx context.Context, code string) (authority.Reply, error)
 }

@@ -49,7 +49,11 @@ type Config struct {
 	// AckWait is how long JetStream waits for an ack before redelivering
 	// (default 30s); redeliveries are skipped by position anyway.
 	AckWait time.Duration
-	Log     *slog.Logger
+	// Replicas is the CLICKS stream's replica count (default 1); control
+	// sets it on every session start, so a stream an edge created first
+	// takes the cluster's replication.
+	Replicas int
+	Log      *slog.Logger
 }
 
 // Roller consumes the CLICKS stream into the rollups. Build it with New.
@@ -133,7 +137,9 @@ var errReposition = errors.New("consumer is out of order with the stored positio
 
 // session is one term as the active roller.
 func (r *Roller) session(ctx context.Context) error {
-	if _, err := r.js.CreateOrUpdateStream(ctx, clicks.StreamConfig()); err != nil {
+	sc := clicks.StreamConfig()
+	sc.Replicas = max(r.cfg.Replicas, 1)
+	if _, err := r.js.CreateOrUpdateStream(ctx, sc); err != nil {
 		return fmt.Errorf("ensure clicks stream: %w", err)
 	}
 	sess, err := r.store.AcquireClickRoller(ctx)

@@ -53,6 +53,21 @@ type Config struct {
 	// OnSegment, if set, is called by the loader with every segment the
 	// authority confirmed, before any ID of it is handed out.
 	OnSegment func(Segment)
+	// OnLoad, if set, is called by the loader after every lease attempt
+	// with how long the authority took and the failure class (Class; empty
+	// on success): the allocation-latency histogram. It must not block.
+	OnLoad func(namespace string, took time.Duration, class string)
+	// Witness, if set, keeps each namespace's allocation high-water outside
+	// the authority: every lease must find the authority's counter at or
+	// above it (else ErrFenced: a promoted replica that lost confirmed
+	// leases), and every confirmed segment's end is recorded in it before
+	// any of its IDs is handed out. See Witness.
+	Witness Witness
+	// WitnessBestEffort lets leases proceed when the witness cannot be
+	// reached (counted in Stats.WitnessSkipped) instead of failing them.
+	// Allocation then survives a witness outage past the double buffer's
+	// runway, but a failover during that outage is not detected.
+	WitnessBestEffort bool
 	// Now is the clock (default time.Now).
 	Now func() time.Time
 	// Logger receives loader failures (default slog.Default()).
@@ -143,6 +158,7 @@ func New(ctx context.Context, store Store, cfg Config) (*Allocator, error) {
 	for _, ns := range cfg.Namespaces {
 		n := &nsAlloc{a: a, ns: ns, kick: make(chan struct{}, 1), ready: make(chan struct{})}
 		n.live.Store(&[]*idRange{})
+		n.progress.Store(cfg.Now().UnixNano())
 		a.byName[ns.Name] = n
 		a.ordered = append(a.ordered, n)
 	}
@@ -306,6 +322,18 @@ type Stats struct {
 	StrayDone uint64
 	// PendingRequest is a lease request whose outcome is still unknown.
 	PendingRequest bool
+	// FailuresByClass counts failed loads by class (every class of
+	// Classes is present).
+	FailuresByClass map[string]uint64
+	// Uncommitted counts IDs handed out whose create did not commit
+	// (rolled back or failed): waste of the create path.
+	Uncommitted uint64
+	// SweptSegments counts segments of silent instances this allocator's
+	// sweeper sealed (allocator-wide, the same in every namespace).
+	SweptSegments uint64
+	// WitnessSkipped counts witness reads or advances that failed and
+	// were skipped (Config.WitnessBestEffort).
+	WitnessSkipped uint64
 }
 
 // Stats reports namespace's state.
@@ -332,6 +360,13 @@ func (a *Allocator) Stats(namespace string) (Stats, error) {
 		Discarded:      n.discarded.Load(),
 		StrayDone:      n.strayDone.Load() + a.strayDone.Load(),
 		PendingRequest: n.pendingReq.Load() != nil,
+		Uncommitted:    n.uncommitted.Load(),
+		SweptSegments:  a.swept.Load(),
+		WitnessSkipped: n.witnessSkipped.Load(),
+	}
+	s.FailuresByClass = make(map[string]uint64, len(classes))
+	for i, c := range classes {
+		s.FailuresByClass[c] = n.failures[i].Load()
 	}
 	if cur := n.cur.Load(); cur != nil {
 		s.CurrentRemaining = cur.remaining()
@@ -345,6 +380,24 @@ func (a *Allocator) Stats(namespace string) (Stats, error) {
 	}
 	return s, nil
 }
+
+// Progress is the oldest of the loaders' last turns round their loop: a
+// loader turns at least every Tick, and at most LoadTimeout per lease or
+// seal later while the authority is down, so an old Progress means a stuck
+// process, not an outage. Loaders stop after Close: do not judge a
+// closed allocator by it (see Closed).
+func (a *Allocator) Progress() time.Time {
+	var oldest int64
+	for _, n := range a.ordered {
+		if p := n.progress.Load(); oldest == 0 || p < oldest {
+			oldest = p
+		}
+	}
+	return time.Unix(0, oldest)
+}
+
+// Closed reports whether Close has started.
+func (a *Allocator) Closed() bool { return a.closed.Load() }
 
 // Capacity reports namespace's space accounting as the authority sees it
 // (the store must implement CapacityReader), with the rate raised to this
@@ -412,6 +465,15 @@ type nsAlloc struct {
 	instRate     float64
 
 	loads, failuresTotal, waits, sealed, discarded, strayDone atomic.Uint64
+	// uncommitted counts Done(id, false): IDs whose create did not commit.
+	uncommitted atomic.Uint64
+	failures    [len(classes)]atomic.Uint64 // by classes index
+	// progress is when the loader last went round its loop (Unix
+	// nanoseconds): the liveness probe's evidence of progress.
+	progress atomic.Int64
+
+	// witnessSkipped counts best-effort witness failures.
+	witnessSkipped atomic.Uint64
 }
 
 func (n *nsAlloc) wake() {
@@ -481,6 +543,8 @@ func (n *nsAlloc) done(id uint64, committed bool) {
 		if r.contains(id) {
 			if committed {
 				r.committed.Add(1)
+			} else {
+				n.uncommitted.Add(1)
 			}
 			d := r.done.Add(1)
 			if d == r.size || (r.retired.Load() && d >= r.handed.Load()) {
@@ -507,6 +571,7 @@ func (n *nsAlloc) run(ctx context.Context) {
 	t := time.NewTicker(n.a.cfg.Tick)
 	defer t.Stop()
 	for {
+		n.progress.Store(n.a.cfg.Now().UnixNano())
 		n.sealFinished(ctx)
 		if n.a.closed.Load() {
 			if len(*n.live.Load()) == 0 {
@@ -577,8 +642,12 @@ func (n *nsAlloc) maybeLoad(ctx context.Context) {
 		n.fail(ErrRejected)
 		return
 	}
+	started := n.a.cfg.Now()
 	seg, err := n.lease(ctx)
 	<-n.a.loadSlots
+	if f := n.a.cfg.OnLoad; f != nil {
+		f(n.ns.Name, n.a.cfg.Now().Sub(started), classify(err))
+	}
 	if err != nil {
 		n.fail(err)
 		return
@@ -588,6 +657,7 @@ func (n *nsAlloc) maybeLoad(ctx context.Context) {
 
 func (n *nsAlloc) lease(ctx context.Context) (Segment, error) {
 	req := n.pendingReq.Load()
+	retried := req != nil
 	if req == nil {
 		id := newRequestID()
 		req = &id
@@ -600,7 +670,11 @@ func (n *nsAlloc) lease(ctx context.Context) (Segment, error) {
 	started := n.a.cfg.Now()
 	lctx, cancel := context.WithTimeout(ctx, n.a.cfg.LoadTimeout)
 	defer cancel()
-	seg, err := n.a.store.Lease(lctx, LeaseRequest{RequestID: *req, Namespace: n.ns.Name, Instance: n.a.cfg.Instance})
+	floor, err := n.witnessFloor(lctx)
+	if err != nil {
+		return Segment{}, fmt.Errorf("lease segment: %w", err)
+	}
+	seg, err := n.a.store.Lease(lctx, LeaseRequest{RequestID: *req, Namespace: n.ns.Name, Instance: n.a.cfg.Instance, Floor: floor})
 	if err != nil {
 		return Segment{}, fmt.Errorf("lease segment: %w", err)
 	}
@@ -615,12 +689,71 @@ func (n *nsAlloc) lease(ctx context.Context) (Segment, error) {
 		// holds (a promoted lagging replica): never hand these out.
 		return Segment{}, fmt.Errorf("%w: lease returned [%d, %d) epoch %d below this instance's high-water %d epoch %d",
 			ErrFenced, seg.Start, seg.End, seg.Epoch, n.highWater, n.maxEpoch)
+	case seg.Start < floor && !retried:
+		// The store should have refused; a retry may legitimately get
+		// its own earlier interval back, nothing else may start below.
+		return Segment{}, fmt.Errorf("%w: lease returned [%d, %d) below the allocation witness %d",
+			ErrFenced, seg.Start, seg.End, floor)
+	}
+	if err := n.witnessAdvance(lctx, seg.End); err != nil {
+		// Retry under the same request id: it gets this very interval
+		// back from the authority and records it again before using it.
+		n.pendingReq.Store(req)
+		return Segment{}, fmt.Errorf("lease segment: [%d, %d) confirmed but not witnessed: %w", seg.Start, seg.End, err)
 	}
 	n.highWater, n.maxEpoch = seg.End, seg.Epoch
 	if f := n.a.cfg.OnSegment; f != nil {
 		f(seg)
 	}
 	return seg, nil
+}
+
+// witnessFloor reads the namespace's high-water from the witness: the
+// authority must be at or above it. Unreachable, it fails the lease unless
+// the witness is best effort (then the floor is 0 and the lease proceeds
+// unchecked, counted in Stats.WitnessSkipped).
+func (n *nsAlloc) witnessFloor(ctx context.Context) (uint64, error) {
+	w := n.a.cfg.Witness
+	if w == nil {
+		return 0, nil
+	}
+	// A third of the lease's time each: an unreachable witness must leave
+	// a best-effort lease time to run.
+	wctx, cancel := context.WithTimeout(ctx, n.a.cfg.LoadTimeout/3)
+	defer cancel()
+	hw, err := w.HighWater(wctx, n.ns.Name)
+	if err == nil {
+		return hw, nil
+	}
+	if n.a.cfg.WitnessBestEffort {
+		n.witnessSkipped.Add(1)
+		n.a.log.Warn("idalloc: allocation witness unreachable; leasing without the failover check (best effort)", "namespace", n.ns.Name, "err", err)
+		return 0, nil
+	}
+	return 0, fmt.Errorf("%w: read allocation witness: %w", ErrStoreUnavailable, err)
+}
+
+// witnessAdvance records a confirmed segment's end in the witness before any
+// of its IDs is handed out.
+func (n *nsAlloc) witnessAdvance(ctx context.Context, end uint64) error {
+	w := n.a.cfg.Witness
+	if w == nil {
+		return nil
+	}
+	wctx, cancel := context.WithTimeout(ctx, n.a.cfg.LoadTimeout/3)
+	defer cancel()
+	err := w.Advance(wctx, n.ns.Name, end)
+	if err == nil {
+		return nil
+	}
+	if n.a.cfg.WitnessBestEffort {
+		// A later successful advance covers this end too: the witness
+		// keeps a high-water, not a list.
+		n.witnessSkipped.Add(1)
+		n.a.log.Warn("idalloc: allocation witness not advanced; segment used anyway (best effort)", "namespace", n.ns.Name, "end", end, "err", err)
+		return nil
+	}
+	return fmt.Errorf("%w: advance allocation witness: %w", ErrStoreUnavailable, err)
 }
 
 func (n *nsAlloc) publish(seg Segment, rate float64) {
@@ -650,6 +783,7 @@ func (n *nsAlloc) publish(seg Segment, rate float64) {
 func (n *nsAlloc) fail(err error) {
 	n.failuresTotal.Add(1)
 	class := classify(err)
+	n.failures[classIndex(class)].Add(1)
 	n.mu.Lock()
 	n.fails++
 	n.lastErr = err
@@ -680,13 +814,21 @@ func (n *nsAlloc) sealFinished(ctx context.Context) {
 		sctx, cancel := context.WithTimeout(ctx, n.a.cfg.LoadTimeout)
 		err := n.a.store.Seal(sctx, SealRequest{RequestID: r.seg.RequestID, Instance: n.a.cfg.Instance, Used: r.committed.Load()})
 		cancel()
-		if err != nil {
+		switch {
+		case errors.Is(err, ErrUnknownSegment):
+			// The authority lost the segment (a failover to a replica that
+			// never had it): sealing can never succeed, and its range is
+			// audited as waste by the recovery, not by this instance.
+			n.a.log.Error("idalloc: segment unknown to the authority, dropped unsealed", "namespace", n.ns.Name,
+				"start", r.start, "end", r.start+r.size, "err", err)
+		case err != nil:
 			// Retried on the next tick; sealing is idempotent.
 			n.a.log.Warn("idalloc: seal segment failed", "namespace", n.ns.Name, "start", r.start, "end", r.start+r.size, "err", err)
 			continue
+		default:
+			n.sealed.Add(1)
 		}
 		r.sealed.Store(true)
-		n.sealed.Add(1)
 		n.mu.Lock()
 		old := *n.live.Load()
 		live := make([]*idRange, 0, len(old))

@@ -16,6 +16,7 @@ import (
 
 	"github.com/edgelink/edgelink/control/idalloc"
 	"github.com/edgelink/edgelink/control/postgres"
+	"github.com/edgelink/edgelink/gate/evidence"
 	"github.com/edgelink/edgelink/shared/base62"
 	"github.com/edgelink/edgelink/shared/pgtest"
 )
@@ -189,6 +190,12 @@ func TestTinySegmentsManyGoroutines(t *testing.T) {
 				t.Errorf("capacity = %+v, want all %d committed", c, total)
 			}
 			checkSegmentEvents(t, pool, ns.Name, len(rec.segments()))
+			evidence.Record(t, evidence.UniqueIDs,
+				"segments of length %d, 32 goroutines: %d IDs handed out from %d confirmed segments, %d duplicates, all inside [%d, %d), then ErrExhausted",
+				step, len(rec.ids), len(rec.segments()), len(rec.dups), ns.Start, ns.End)
+			evidence.Record(t, evidence.WasteAccounted,
+				"segments of length %d: capacity after sealing %d committed, %d wasted, %d reserved, %d remaining of %d allocated",
+				step, c.Committed, c.Wasted, c.Reserved, c.Remaining, c.Allocated)
 		})
 	}
 }
@@ -280,6 +287,9 @@ func TestStaleRangeReference(t *testing.T) {
 	}
 	wg.Wait()
 	rec.check(t, ns.Start, ns.End)
+	evidence.Record(t, evidence.UniqueIDs,
+		"stale range references (20 staged rounds + 16 racing goroutines): %d IDs from %d segments of 3, %d duplicates, none taken across generations",
+		len(rec.ids), len(rec.segments()), len(rec.dups))
 }
 
 // 8. Exhaustion at M-1, M and the last segment: the last ID is usable, then
@@ -351,6 +361,9 @@ func TestExhaustion(t *testing.T) {
 			if c.Remaining != 0 {
 				t.Errorf("capacity remaining %d, want 0", c.Remaining)
 			}
+			evidence.Record(t, evidence.UniqueIDs,
+				"exhaustion (%s): handed out %v (last usable is 62^6-1 = %d), then ErrExhausted, not retryable; %d duplicates",
+				tt.name, got, base62.MaxID, len(rec.dups))
 		})
 	}
 }
@@ -422,6 +435,10 @@ func TestLoaderFailuresRecover(t *testing.T) {
 		}
 		takeAfterRecovery(t, a, ns.Name, rec, failures)
 		rec.check(t, ns.Start, ns.End)
+		evidence.Record(t, evidence.ReserveThenReject,
+			"counter row locked by another transaction: the allocator ran on its held segments, then Next failed retryable (lock_timeout, %d failed loads, backoff); "+
+				"after the lock was released it recovered; %d IDs, %d duplicates",
+			failures, len(rec.ids), len(rec.dups))
 	})
 
 	t.Run("rejected load", func(t *testing.T) {
@@ -441,6 +458,9 @@ func TestLoaderFailuresRecover(t *testing.T) {
 		release()
 		takeAfterRecovery(t, a, ns.Name, rec, s.Failures)
 		rec.check(t, ns.Start, ns.End)
+		evidence.Record(t, evidence.ReserveThenReject,
+			"loader slots full: loads rejected (%d failures, class %q), Next failed retryable once the held segments ran out, recovered after release; %d IDs, %d duplicates",
+			s.Failures, s.LastFailure, len(rec.ids), len(rec.dups))
 	})
 
 	t.Run("commit outcome unknown", func(t *testing.T) {
@@ -487,6 +507,9 @@ func TestLoaderFailuresRecover(t *testing.T) {
 				t.Errorf("audit %v, published %+v", iv, segs[i])
 			}
 		}
+		evidence.Record(t, evidence.UnknownCommitsUnpublished,
+			"2 committed leases reported as lost replies: %d load failures; %d audited intervals = %d published, same request ids and bounds (none guessed, none wasted); %d IDs, %d duplicates",
+			s.Failures, len(ivs), len(segs), len(rec.ids), len(rec.dups))
 	})
 }
 
@@ -603,14 +626,24 @@ func TestCloseDrainsAndRestartNeverResumes(t *testing.T) {
 		t.Errorf("capacity after drain %+v: want %d committed, the rest wasted", c, committedBefore)
 	}
 	b := startAllocator(t, store, fastConfig(t, rec, ns))
-	for range 10 {
+	var firstAfter uint64
+	for i := range 10 {
 		id, err := b.Next(ctx, ns.Name)
 		if err != nil {
 			t.Fatal(err)
 		}
+		if i == 0 {
+			firstAfter = id
+		}
 		rec.id(id)
 	}
 	rec.check(t, ns.Start, ns.End)
+	evidence.Record(t, evidence.NoRollback,
+		"graceful restart: the drained instance's ranges were discarded, the next instance started at ID %d (above every ID of the %d earlier), %d duplicates",
+		firstAfter, len(rec.ids)-10, len(rec.dups))
+	evidence.Record(t, evidence.WasteAccounted,
+		"drain: capacity %d allocated = %d committed + %d wasted (discarded at shutdown, rolled back) + %d reserved",
+		c.Allocated, c.Committed, c.Wasted, c.Reserved)
 }
 
 // The fast path allocates nothing.

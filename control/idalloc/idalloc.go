@@ -46,6 +46,19 @@
 // statement/idle-in-transaction timeouts on the server) well below it. An
 // instance that cannot heartbeat for AbandonAfter/2 fences itself: it retires
 // its ranges and hands out no more IDs from them.
+//
+// # Failover (the witness)
+//
+// The authority fences itself when its counter is below its own audit, and
+// a running allocator refuses a segment below one it already had. Neither
+// sees an asynchronous replica promoted before the last leases reached it
+// (counter and audit lost together) from a freshly started instance. A
+// Witness (Config.Witness; kvwitness keeps it in NATS JetStream) closes that
+// gap: each confirmed segment's end is recorded there before any of its IDs
+// is handed out, and each lease passes it as LeaseRequest.Floor, which the
+// store refuses (ErrFenced) when its counter is below. Segments an instance
+// already holds stay usable after such a failover: they were confirmed and
+// witnessed, so no other instance will be given them again.
 package idalloc
 
 import (
@@ -91,6 +104,10 @@ var (
 	ErrCommitUnknown = errors.New("idalloc: commit outcome unknown")
 	// ErrStoreUnavailable: the authority could not be reached or timed out.
 	ErrStoreUnavailable = errors.New("idalloc: authority unavailable")
+	// ErrUnknownSegment: Seal named a segment the authority has no record
+	// of, as after a failover to a replica that never received its lease.
+	// Not retryable: the allocator drops the segment unsealed.
+	ErrUnknownSegment = errors.New("idalloc: segment unknown to the authority")
 	// ErrRejected: the load was not started because every loader slot was
 	// busy (Config.MaxConcurrentLoads).
 	ErrRejected = errors.New("idalloc: segment load rejected: no free loader slot")
@@ -129,6 +146,27 @@ type LeaseRequest struct {
 	RequestID string
 	Namespace string
 	Instance  string
+	// Floor, when non-zero, is the namespace's high-water according to the
+	// Witness: a store whose counter is below it has lost confirmed leases
+	// and must refuse (wrapping ErrFenced) without allocating. A committed
+	// lease found under RequestID is still returned.
+	Floor uint64
+}
+
+// Witness keeps, outside the authority, the highest segment end confirmed
+// in each namespace, so that an authority that went back (an asynchronous
+// replica promoted before the last leases reached it, which lost the
+// counter and the audit together and so cannot see it by itself) is
+// detected by every instance, including a freshly started one. The
+// allocator reads it before each lease (the store's Floor) and advances it
+// with the segment's end before handing out any ID of the segment.
+// Implementations must be safe for concurrent use and durable.
+type Witness interface {
+	// HighWater returns namespace's recorded high-water, 0 when none.
+	HighWater(ctx context.Context, namespace string) (uint64, error)
+	// Advance raises namespace's high-water to end if it is lower; it never
+	// lowers it (compare-and-set), and returns nil when already at or above.
+	Advance(ctx context.Context, namespace string, end uint64) error
 }
 
 // SealRequest records that no create transaction can use an ID of the
@@ -153,7 +191,8 @@ type Store interface {
 	// trusted. A successful lease also records the instance's heartbeat.
 	Lease(ctx context.Context, req LeaseRequest) (Segment, error)
 	// Seal marks the segment sealed and emits its sealed event; sealing a
-	// sealed segment is a no-op.
+	// sealed segment is a no-op; a segment it has no record of wraps
+	// ErrUnknownSegment.
 	Seal(ctx context.Context, req SealRequest) error
 	// Heartbeat records that instance is alive and, when abandonAfter > 0,
 	// seals the open segments of instances silent for longer than that. It
@@ -238,6 +277,26 @@ func utoa(u uint64) string {
 			return string(b[i:])
 		}
 	}
+}
+
+// classes are the failure classes of a segment load, as Stats and OnLoad
+// name them.
+var classes = [...]string{"lock_timeout", "unavailable", "commit_unknown", "rejected", "fenced", "exhausted", "other"}
+
+// Classes lists the failure classes of a segment load (Stats.LastFailure,
+// Stats.FailuresByClass, Config.OnLoad), for metrics to pre-create.
+func Classes() []string { return classes[:] }
+
+// Class is the failure class of a load error, empty for nil.
+func Class(err error) string { return classify(err) }
+
+func classIndex(class string) int {
+	for i, c := range classes {
+		if c == class {
+			return i
+		}
+	}
+	return len(classes) - 1
 }
 
 func classify(err error) string {

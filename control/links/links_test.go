@@ -289,13 +289,18 @@ func TestBatchReleasesEveryID(t *testing.T) {
 		{URL: "javascript:alert(1)"},
 		{URL: "https://example.com/3", Code: "fresh-code"},
 	}
-	for range 2 { // the second is a replay
+	for i := range 2 { // the second is a replay
+		before := ids.n.Load()
 		res, err := svc.CreateBatch(ctx, tenant, "batch-key", reqs)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if res.Items[0].Link == nil || res.Items[1].Err == nil || res.Items[2].Err == nil || res.Items[3].Link == nil {
 			t.Fatalf("batch results %+v", res.Items)
+		}
+		// IDs are never given back, so a replay must not take any.
+		if taken := ids.n.Load() - before; i == 1 && (taken != 0 || !res.Replayed) {
+			t.Fatalf("replay took %d IDs (replayed %v); want 0", taken, res.Replayed)
 		}
 	}
 	if _, err := svc.CreateBatch(ctx, tenant, "", reqs[:1]); err != nil {

@@ -2,8 +2,11 @@ package links
 
 import (
 	"fmt"
+	"net/netip"
 	"net/url"
+	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"golang.org/x/net/idna"
 
@@ -53,16 +56,44 @@ func NormalizeURL(raw string, blocked []string) (string, error) {
 	}
 	host, port := u.Hostname(), u.Port()
 	if strings.HasPrefix(host, "[") || strings.Contains(host, ":") {
-		host = "[" + strings.Trim(host, "[]") + "]" // IPv6 literal, kept as is
+		// An IPv6 literal. A zone (fe80::1%eth0) names an interface of the
+		// machine that follows the link, never a public destination, and
+		// browsers refuse it: such a target could only fail.
+		ip, err := netip.ParseAddr(strings.Trim(host, "[]"))
+		if err != nil || !ip.Is6() || ip.Zone() != "" {
+			return "", fmt.Errorf("%w: host %q is not a valid IPv6 address without a zone", link.ErrInvalidURL, host)
+		}
+		host = "[" + ip.String() + "]"
 	} else {
+		// Invalid UTF-8 would be encoded as U+FFFD, a host nobody named;
+		// the result must itself be a valid lookup name, or the stored
+		// URL would fail its own validation when sent back.
 		ascii, err := idnaProfile.ToASCII(strings.TrimSuffix(host, "."))
-		if err != nil || ascii == "" {
+		if err == nil && ascii != "" {
+			var again string
+			again, err = idnaProfile.ToASCII(ascii)
+			if err == nil && again != ascii {
+				err = fmt.Errorf("not stable under IDNA")
+			}
+		}
+		emptyLabel := strings.HasPrefix(ascii, ".") || strings.HasSuffix(ascii, ".") || strings.Contains(ascii, "..")
+		if err != nil || ascii == "" || emptyLabel || !utf8.ValidString(host) {
 			return "", fmt.Errorf("%w: host %q is not a valid domain name", link.ErrInvalidURL, host)
 		}
 		host = strings.ToLower(ascii)
+		if !dnsLength(host) {
+			return "", fmt.Errorf("%w: host is longer than DNS allows (253 bytes, 63 per label)", link.ErrInvalidURL)
+		}
 		if isBlocked(host, blocked) {
 			return "", fmt.Errorf("%w: the domain %s is blocked", link.ErrInvalidURL, host)
 		}
+	}
+	if port != "" {
+		n, err := strconv.Atoi(port)
+		if err != nil || n < 1 || n > 65535 {
+			return "", fmt.Errorf("%w: port %q is not 1 to 65535", link.ErrInvalidURL, port)
+		}
+		port = strconv.Itoa(n) // 0443 is 443
 	}
 	if (u.Scheme == "http" && port == "80") || (u.Scheme == "https" && port == "443") {
 		port = ""
@@ -79,6 +110,20 @@ func NormalizeURL(raw string, blocked []string) (string, error) {
 		return "", fmt.Errorf("%w: normalized url is more than %d bytes", link.ErrInvalidURL, MaxURLLength)
 	}
 	return out, nil
+}
+
+// dnsLength reports whether host fits DNS: a name no resolver can look up
+// is a link that can only fail.
+func dnsLength(host string) bool {
+	if len(host) > 253 {
+		return false
+	}
+	for label := range strings.SplitSeq(host, ".") {
+		if len(label) > 63 {
+			return false
+		}
+	}
+	return true
 }
 
 // isBlocked reports whether host is a blocked domain or a subdomain of one.

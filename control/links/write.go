@@ -308,6 +308,19 @@ func (s *Service) CreateBatch(ctx context.Context, tenantID int64, key string, r
 	}
 	hash := h.Sum(nil)
 
+	if key != "" {
+		// A replay (a client's retry, an import run again) needs no IDs:
+		// answer it before taking any, since IDs taken are never given
+		// back. A batch racing its own retry still takes IDs, and the
+		// claim below still decides which one writes.
+		id := postgres.IdemKeyID{TenantID: tenantID, Key: key}
+		if stored, err := s.store.Autocommit().StoredResponses(ctx, []postgres.IdemKeyID{id}); err == nil {
+			if sr, ok := stored[id]; ok && sr.Hash != nil {
+				return replayBatch(sr, hash)
+			}
+		}
+	}
+
 	defer s.releaseIDs(write)
 	for _, it := range write { // before any connection is held, as in write
 		_ = s.assignID(ctx, it)

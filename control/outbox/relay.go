@@ -3,9 +3,10 @@
 // The relay publishes strictly in version order. Versions come from one
 // sequence and are taken inside transactions, so they commit out of order and
 // rolled-back transactions leave holes. A missing version is never skipped on
-// a guess: the relay waits until every transaction that was running when it
-// saw the hole has ended (see postgres.Store.SnapshotSettled), then reads
-// again; a version still missing then was never committed.
+// a guess: the relay waits until every transaction that could hold it has
+// ended (every transaction with an xid below one taken after the hole was
+// seen: see postgres.Store.XactCeiling), then reads again; a version still
+// missing then was never committed.
 //
 // Each publish expects the stream's previous sequence, so the stream holds
 // exactly the relay's order even across failed publishes and competing
@@ -40,7 +41,8 @@ const (
 // Store is what the relay needs from the authority.
 type Store interface {
 	ReadOutbox(ctx context.Context, from uint64, limit int) (postgres.OutboxPage, error)
-	SnapshotSettled(ctx context.Context, snapshot string) (bool, error)
+	XactCeiling(ctx context.Context) (uint64, error)
+	XactsEndedBelow(ctx context.Context, ceiling uint64) (bool, error)
 	MinOutboxVersion(ctx context.Context) (uint64, bool, error)
 	MarkPublished(ctx context.Context, next uint64) error
 	AcquireRelay(ctx context.Context) (*postgres.RelaySession, error)
@@ -71,6 +73,12 @@ type Relay struct {
 	published atomic.Uint64
 	gapsWaits atomic.Uint64
 	skipped   atomic.Uint64
+	// For metrics: the last version on the stream, when it was published,
+	// and whether this instance holds the relay lock. Edges' applied
+	// versions against version give the change feed's end-to-end lag.
+	version     atomic.Uint64
+	publishedAt atomic.Int64 // Unix nanoseconds
+	active      atomic.Bool
 }
 
 // New returns a relay publishing store's outbox to js.
@@ -113,11 +121,22 @@ func StreamConfig(retention time.Duration, replicas int) jetstream.StreamConfig 
 // Stats are the relay's counters.
 type Stats struct {
 	Published, GapWaits, Skipped uint64
+	// Version is the newest version on the change stream as this relay
+	// last saw it; LastPublish when it last published (zero: not yet);
+	// Active whether this instance is the publishing relay.
+	Version     uint64
+	LastPublish time.Time
+	Active      bool
 }
 
 // Stats returns the relay's counters; safe to call concurrently with Run.
 func (r *Relay) Stats() Stats {
-	return Stats{Published: r.published.Load(), GapWaits: r.gapsWaits.Load(), Skipped: r.skipped.Load()}
+	st := Stats{Published: r.published.Load(), GapWaits: r.gapsWaits.Load(), Skipped: r.skipped.Load(),
+		Version: r.version.Load(), Active: r.active.Load()}
+	if ns := r.publishedAt.Load(); ns != 0 {
+		st.LastPublish = time.Unix(0, ns)
+	}
+	return st
 }
 
 // Run publishes until ctx is done. It waits while another relay holds the
@@ -157,9 +176,12 @@ func (r *Relay) session(ctx context.Context) error {
 		return err
 	}
 	defer sess.Close()
+	r.active.Store(true)
+	defer r.active.Store(false)
 	if err := r.resync(ctx); err != nil {
 		return err
 	}
+	r.version.Store(r.prev)
 	r.cfg.Log.Info("outbox relay active", "next_version", r.next, "stream_seq", r.lastSeq)
 	for ctx.Err() == nil {
 		n, err := r.publishAvailable(ctx)
@@ -225,7 +247,7 @@ func (r *Relay) publishAvailable(ctx context.Context) (int, error) {
 	}
 	if page.Events[0].Version != r.next {
 		// A hole at r.next: wait for the transactions that may hold it.
-		if err := r.waitSettled(ctx, page.Snapshot); err != nil {
+		if err := r.waitSettled(ctx); err != nil {
 			return 0, err
 		}
 		again, err := r.store.ReadOutbox(ctx, r.next, r.cfg.Batch)
@@ -261,10 +283,22 @@ func (r *Relay) publishAvailable(ctx context.Context) (int, error) {
 	return len(run), nil
 }
 
-func (r *Relay) waitSettled(ctx context.Context, snapshot string) error {
+// waitSettled waits until no transaction that could hold a version missing
+// from a page already read is still running. Every writer takes its xid
+// before its version, so the holder of a missing version v got its xid
+// before a later version was committed and read: before the ceiling taken
+// here. (The read's own snapshot cannot tell: its xmax is one past the
+// newest completed xid, so a holder whose xid is above that, still running,
+// is in neither its in-progress list nor below its xmax. That lost a
+// committed change once.)
+func (r *Relay) waitSettled(ctx context.Context) error {
 	r.gapsWaits.Add(1)
+	ceiling, err := r.store.XactCeiling(ctx)
+	if err != nil {
+		return err
+	}
 	for {
-		ok, err := r.store.SnapshotSettled(ctx, snapshot)
+		ok, err := r.store.XactsEndedBelow(ctx, ceiling)
 		if err != nil || ok {
 			return err
 		}
@@ -310,6 +344,7 @@ func (r *Relay) publish(ctx context.Context, events []linkevent.Event) error {
 			}
 			r.lastSeq, r.prev, r.next = ack.Sequence, events[i].Version, events[i].Version+1
 			r.published.Add(1)
+			r.version.Store(r.prev)
 		case err := <-f.Err():
 			return r.failed(ctx, fmt.Errorf("publish version %d: %w", events[i].Version, err))
 		case <-timeout.C:
@@ -318,6 +353,7 @@ func (r *Relay) publish(ctx context.Context, events []linkevent.Event) error {
 			return ctx.Err()
 		}
 	}
+	r.publishedAt.Store(time.Now().UnixNano())
 	return nil
 }
 

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -181,6 +182,70 @@ func TestHoleHeldByRunningTransaction(t *testing.T) {
 	if s := r.Stats(); s.Skipped != 1 {
 		t.Fatalf("skipped %d versions, want 1 (version %d)", s.Skipped, lost)
 	}
+}
+
+// TestHoleHeldAboveSnapshotXmax: transaction A takes its xid before B, B
+// takes its version before A, and A commits first. A snapshot taken then has
+// xmax = A+1, so B (running, xid above every completed one) is neither in
+// its in-progress list nor below its xmax: waiting on that list alone
+// skipped B's version as rolled back, and B's committed change never
+// reached the stream (gate/outage's repeated hard-kill test saw it).
+func TestHoleHeldAboveSnapshotXmax(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	v1 := e.create(t)
+	// The relay is idle when the case arises, as under a lull in load: no
+	// transaction of its own completes between A's commit and its read.
+	r, _ := e.runRelay(t)
+	e.waitVersions(t, []uint64{v1})
+	time.Sleep(100 * time.Millisecond)
+
+	begin := func() pgx.Tx {
+		tx, err := e.pool.Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = tx.Rollback(ctx) })
+		if _, err := tx.Exec(ctx, `SELECT pg_current_xact_id()`); err != nil {
+			t.Fatal(err)
+		}
+		return tx
+	}
+	insert := func(tx pgx.Tx, code string) uint64 {
+		var v int64
+		if err := tx.QueryRow(ctx, `SELECT nextval('change_version_seq')`).Scan(&v); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := tx.Exec(ctx, `INSERT INTO outbox (version, kind, code, url, redirect_type, status)
+			VALUES ($1, 'link', $2, 'https://held/', 302, 'active')`, v, code); err != nil {
+			t.Fatal(err)
+		}
+		return uint64(v)
+	}
+	a, b := begin(), begin() // a's xid < b's
+	vb := insert(b, "held-b")
+	va := insert(a, "held-a") // vb < va
+	if err := a.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var inXip bool
+	if err := e.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_snapshot_xip(pg_current_snapshot()) x
+		WHERE pg_xact_status(x) = 'in progress')`).Scan(&inXip); err != nil {
+		t.Fatal(err)
+	}
+	if inXip {
+		t.Fatal("setup: b is in a fresh snapshot's in-progress list; the case needs it above xmax")
+	}
+
+	waitFor(t, "the relay to wait on the hole", func() bool { return r.Stats().GapWaits > 0 })
+	time.Sleep(200 * time.Millisecond) // many rechecks: none may give up on vb
+	if evs := e.streamEvents(t); len(evs) != 1 || r.Stats().Skipped != 0 {
+		t.Fatalf("relay went past version %d that a running transaction holds: %d events, %d skipped", vb, len(evs), r.Stats().Skipped)
+	}
+	if err := b.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	e.waitVersions(t, []uint64{v1, vb, va})
 }
 
 // TestCrashBetweenPublishAndMark: a relay that published but never marked is

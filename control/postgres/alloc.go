@@ -98,7 +98,9 @@ func (s *AllocStore) EnsureNamespace(ctx context.Context, ns idalloc.Namespace) 
 //     earlier lease of the namespace has ended, so a retry after an unknown
 //     commit outcome finds its committed interval and returns it.
 //  3. Fence: refuse (idalloc.ErrFenced) when an audited interval ends above
-//     next_id or carries a newer epoch, as on a promoted lagging replica.
+//     next_id or carries a newer epoch, as on a promoted lagging replica,
+//     or when next_id is below req.Floor (the witness's high-water), as on
+//     one that lost its audit too.
 //  4. start = next_id, size = min(step, upper - start); refuse with
 //     idalloc.ErrExhausted when nothing is left.
 //  5. UPDATE … SET next_id = end WHERE next_id = start, which must touch
@@ -170,6 +172,13 @@ func (s *AllocStore) leaseInTx(ctx context.Context, tx pgx.Tx, req idalloc.Lease
 		return seg, false, fmt.Errorf("%w: namespace %s: counter next_id %d epoch %d is below the audited high-water %d epoch %d",
 			idalloc.ErrFenced, req.Namespace, nextID, epoch, topEnd, topEpoch)
 	}
+	// Fence: the counter must be at or above the witness kept outside the
+	// database, which sees what a promoted replica lost with its audit.
+	if req.Floor > 0 && uint64(nextID) < req.Floor {
+		return seg, false, fmt.Errorf("%w: namespace %s: counter next_id %d is below the allocation witness %d: "+
+			"confirmed leases are missing from this database (a promoted lagging replica?); see control alloc witness",
+			idalloc.ErrFenced, req.Namespace, nextID, req.Floor)
+	}
 	if nextID >= upper {
 		return seg, false, fmt.Errorf("%w: namespace %s: next_id %d reached upper bound %d", idalloc.ErrExhausted, req.Namespace, nextID, upper)
 	}
@@ -231,7 +240,7 @@ func (s *AllocStore) Seal(ctx context.Context, req idalloc.SealRequest) error {
 				return err
 			}
 			if !exists {
-				return fmt.Errorf("seal: no audited segment with request id %s", req.RequestID)
+				return fmt.Errorf("%w: seal: no audited segment with request id %s", idalloc.ErrUnknownSegment, req.RequestID)
 			}
 			return nil
 		}
@@ -246,7 +255,7 @@ func (s *AllocStore) Seal(ctx context.Context, req idalloc.SealRequest) error {
 	})
 	if err != nil {
 		var pgErr *pgconn.PgError
-		if errors.As(err, &pgErr) || errors.Is(err, pgx.ErrNoRows) {
+		if errors.As(err, &pgErr) || errors.Is(err, pgx.ErrNoRows) || errors.Is(err, idalloc.ErrUnknownSegment) {
 			return fmt.Errorf("seal segment: %w", err)
 		}
 		return allocTranslate("seal segment", err, false)
@@ -525,4 +534,80 @@ func allocTranslate(op string, err error, atCommit bool) error {
 		// server: nothing was committed.
 		return fmt.Errorf("%s: %w: %w", op, idalloc.ErrStoreUnavailable, err)
 	}
+}
+
+// WitnessCheck is one namespace's counter set against the allocation
+// witness (idalloc.Witness) and its own audit.
+type WitnessCheck struct {
+	Namespace string
+	// Counter is next_id; AuditTop the highest audited end (0 without
+	// audit); Witness the high-water recorded outside the database.
+	Counter, AuditTop, Witness uint64
+}
+
+// Missing reports whether the database lacks leases the witness saw
+// confirmed: IDs in [Counter, Witness) may have been handed out by the
+// instances of a primary this database never heard from.
+func (c WitnessCheck) Missing() bool { return c.Counter < c.Witness }
+
+func (c WitnessCheck) String() string {
+	if !c.Missing() {
+		return fmt.Sprintf("ok: namespace %s: counter %d is at or above the witness %d (audit top %d)", c.Namespace, c.Counter, c.Witness, c.AuditTop)
+	}
+	return fmt.Sprintf("MISSING: namespace %s: counter %d (audit top %d) is below the witness %d: leases up to %d were confirmed "+
+		"and may have been handed out, but this database has no record of [%d, %d); allocation is refused until the counter is raised above it",
+		c.Namespace, c.Counter, c.AuditTop, c.Witness, c.Witness, max(c.Counter, c.AuditTop), c.Witness)
+}
+
+// CheckWitness compares every namespace's counter with the witness, in
+// namespace order. Point it at a promotion candidate before trusting it.
+func (s *AllocStore) CheckWitness(ctx context.Context, w idalloc.Witness) ([]WitnessCheck, error) {
+	rows, err := s.pool.Query(ctx, `
+		SELECT n.namespace, n.next_id, coalesce(max(a.seg_end), 0)::bigint
+		FROM alloc_namespaces n LEFT JOIN alloc_audit a ON a.namespace = n.namespace
+		GROUP BY n.namespace ORDER BY n.namespace`)
+	if err != nil {
+		return nil, allocTranslate("check witness", err, false)
+	}
+	checks, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (WitnessCheck, error) {
+		var c WitnessCheck
+		var next, top int64
+		err := row.Scan(&c.Namespace, &next, &top)
+		c.Counter, c.AuditTop = uint64(next), uint64(top)
+		return c, err
+	})
+	if err != nil {
+		return nil, allocTranslate("check witness", err, false)
+	}
+	for i := range checks {
+		if checks[i].Witness, err = w.HighWater(ctx, checks[i].Namespace); err != nil {
+			return nil, fmt.Errorf("check witness: %w", err)
+		}
+	}
+	return checks, nil
+}
+
+// RecoverFromWitness is the operator's way out of a witness fence: every
+// namespace whose counter is below the witness has its floor raised to the
+// witness's high-water (RaiseFloor: one transaction, the skipped interval
+// audited as waste), so allocation resumes above every confirmed interval.
+// Namespaces already at or above it are left alone. actor is recorded in
+// the audit.
+func (s *AllocStore) RecoverFromWitness(ctx context.Context, w idalloc.Witness, actor string) ([]RaiseFloorResult, error) {
+	checks, err := s.CheckWitness(ctx, w)
+	if err != nil {
+		return nil, err
+	}
+	var out []RaiseFloorResult
+	for _, c := range checks {
+		if !c.Missing() {
+			continue
+		}
+		res, err := s.RaiseFloor(ctx, c.Namespace, c.Witness, actor)
+		if err != nil {
+			return out, fmt.Errorf("recover namespace %s to the witness %d: %w", c.Namespace, c.Witness, err)
+		}
+		out = append(out, res)
+	}
+	return out, nil
 }

@@ -23,6 +23,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/edgelink/edgelink/control/idalloc"
+	"github.com/edgelink/edgelink/gate/evidence"
 	"github.com/edgelink/edgelink/shared/pgtest"
 )
 
@@ -88,6 +89,14 @@ func (l *allocIDLog) check(t *testing.T, store *AllocStore, ns string) {
 			t.Errorf("audit %v differs from confirmed %+v", ivs[i], segs[i])
 		}
 	}
+}
+
+// counts reports how many IDs, duplicates and confirmed segments l holds, for
+// gate evidence.
+func (l *allocIDLog) counts() (ids, dups, segs int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.ids), len(l.dups), len(l.segs)
 }
 
 func allocTestConfig(t testing.TB, log *allocIDLog, nss ...idalloc.Namespace) idalloc.Config {
@@ -329,6 +338,10 @@ func TestAllocCommitReplyLost(t *testing.T) {
 		if next.Start != again.End {
 			t.Errorf("next lease [%d, %d), want it to start at %d", next.Start, next.End, again.End)
 		}
+		evidence.Record(t, evidence.UnknownCommitsUnpublished,
+			"COMMIT reached Postgres, reply cut by a proxy: lease failed as ErrCommitUnknown; the server had committed [%d, %d); "+
+				"the retry under the same request id got exactly [%d, %d), the next request [%d, %d)",
+			committed[1].Start, committed[1].End, again.Start, again.End, next.Start, next.End)
 	})
 
 	t.Run("allocator publishes only the confirmed interval", func(t *testing.T) {
@@ -353,6 +366,10 @@ func TestAllocCommitReplyLost(t *testing.T) {
 		}
 		allocClose(t, a)
 		log.check(t, check, ns.Name)
+		ids, dups, segs := log.counts()
+		evidence.Record(t, evidence.UnknownCommitsUnpublished,
+			"allocator with a lease COMMIT reply cut (%d failed loads): %d IDs handed out, %d duplicates, all inside the %d confirmed segments, which equal the audit",
+			s.Failures, ids, dups, segs)
 	})
 	rep, err := check.Verify(ctx)
 	if err != nil || !rep.OK() {
@@ -409,6 +426,12 @@ func TestAllocManyInstancesDisjoint(t *testing.T) {
 	if err != nil || !rep.OK() {
 		t.Errorf("Verify = %+v, %v", rep, err)
 	}
+	ids, dups, segs := log.counts()
+	evidence.Record(t, evidence.DisjointIntervals,
+		"4 instances on separate pools, 16 goroutines, 2 namespaces (steps 7 and 5): %d confirmed segments pairwise disjoint and equal to the audit (%d intervals, %d violations)",
+		segs, rep.Intervals, len(rep.Violations))
+	evidence.Record(t, evidence.UniqueIDs,
+		"4 concurrent instances: %d IDs handed out, %d duplicates, each inside a confirmed segment", ids, dups)
 }
 
 // 5. A network timeout: the proxy black-holes the authority.
@@ -462,6 +485,11 @@ func TestAllocNetworkTimeoutRecovers(t *testing.T) {
 	}
 	allocClose(t, a)
 	log.check(t, NewAllocStore(direct), ns.Name)
+	ids, dups, segs := log.counts()
+	evidence.Record(t, evidence.ReserveThenReject,
+		"authority black-holed: Next kept handing out the held segments, then failed retryable (%q) within its 100ms deadline; "+
+			"after the network came back allocation resumed; %d IDs from %d segments, %d duplicates",
+		"unavailable", ids, segs, dups)
 }
 
 const allocChildEnv = "EDGELINK_ALLOC_CHILD_DSN"
@@ -615,6 +643,12 @@ func TestAllocSIGKILLNeverReused(t *testing.T) {
 	if len(log.dups) > 0 {
 		t.Errorf("reused IDs: %v", log.dups[:min(10, len(log.dups))])
 	}
+	evidence.Record(t, evidence.NoRollback,
+		"process SIGKILLed holding %d segments (%d IDs taken): the next instance handed out 200 IDs, none in the dead one's segments, %d reused",
+		len(childSegs), len(childIDs), len(log.dups))
+	evidence.Record(t, evidence.WasteAccounted,
+		"SIGKILLed instance: its %d IDs were reserved until the sweeper sealed them, then counted wasted %d, committed %d",
+		childLen, c.Wasted, c.Committed)
 }
 
 // 7. A lagging authority: counter rolled back below the audit.
@@ -695,6 +729,9 @@ func TestAllocLaggingAuthorityFenced(t *testing.T) {
 	if overlaps != 2 { // with segs[0] and segs[1]
 		t.Errorf("Verify found %d overlaps, want 2: %v", overlaps, rep.Violations)
 	}
+	evidence.Record(t, evidence.NoRollback,
+		"counter rolled back below its audit (as on a promoted lagging replica): lease refused with ErrFenced, a new allocator fenced at start, Verify named %v",
+		named)
 }
 
 // 7b. A lagging authority that lost its audit too (a replica promoted before
@@ -746,6 +783,9 @@ func TestAllocAuthorityRegressionSeenByInstance(t *testing.T) {
 	if len(log.dups) > 0 {
 		t.Errorf("IDs handed out twice: %v", log.dups)
 	}
+	evidence.Record(t, evidence.NoRollback,
+		"authority lost its counter and audit from %d on: the running instance refused the regressed segment (%v) after %d IDs, %d duplicates",
+		lost, errors.Is(fenced, idalloc.ErrFenced), len(log.ids), len(log.dups))
 }
 
 func TestAllocCapacityAndVerifyClean(t *testing.T) {
@@ -780,4 +820,7 @@ func TestAllocCapacityAndVerifyClean(t *testing.T) {
 	if err != nil || !rep.OK() || rep.Intervals < 2 {
 		t.Errorf("Verify = %+v, %v", rep, err)
 	}
+	evidence.Record(t, evidence.WasteAccounted,
+		"150 IDs, every third create rolled back: capacity total %d = allocated %d + remaining %d; allocated = committed %d + wasted %d + reserved %d; %.2f days left at %.3f IDs/s",
+		c.Total, c.Allocated, c.Remaining, c.Committed, c.Wasted, c.Reserved, c.DaysLeft, c.Rate)
 }

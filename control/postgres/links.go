@@ -80,7 +80,6 @@ func scanLink(row pgx.Row) (*link.Link, error) {
 	return &l, nil
 }
 
-
 func nullTime(t time.Time) pgtype.Timestamptz {
 	return pgtype.Timestamptz{Time: t, Valid: !t.IsZero()}
 }

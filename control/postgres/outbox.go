@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
@@ -72,16 +73,34 @@ func scanOutbox(row pgx.CollectableRow) (linkevent.Event, error) {
 	return e, nil
 }
 
-// SnapshotSettled reports whether every transaction that was in progress in
-// snapshot has ended. Once it has, a version missing from a page read in
-// that snapshot either shows up in the next read or was never committed.
-func (s *Store) SnapshotSettled(ctx context.Context, snapshot string) (bool, error) {
-	var settled bool
+// XactCeiling takes a transaction id in a transaction of its own and
+// returns it: every transaction that got its id before the call has a
+// smaller one. Once XactsEndedBelow(ceiling), a version missing from a page
+// read before the call either shows up in the next read or was never
+// committed (writers take their xid before their version).
+func (s *Store) XactCeiling(ctx context.Context) (uint64, error) {
+	var x string
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		return tx.QueryRow(ctx, `SELECT pg_current_xact_id()::text`).Scan(&x)
+	})
+	if err != nil {
+		return 0, translate(err)
+	}
+	return strconv.ParseUint(x, 10, 64)
+}
+
+// XactsEndedBelow reports whether every transaction with an id below
+// ceiling has ended. A snapshot lists the running transactions below its
+// xmax, and xmax passes ceiling once the ceiling's own transaction has
+// ended, so a fresh snapshot answers for all of them.
+func (s *Store) XactsEndedBelow(ctx context.Context, ceiling uint64) (bool, error) {
+	var ended bool
+	c := strconv.FormatUint(ceiling, 10)
 	err := s.pool.QueryRow(ctx, `
-		SELECT NOT EXISTS (
-			SELECT 1 FROM pg_snapshot_xip($1::pg_snapshot) AS x
-			WHERE pg_xact_status(x) = 'in progress')`, snapshot).Scan(&settled)
-	return settled, translate(err)
+		SELECT pg_snapshot_xmax(s) > $1::text::xid8
+		       AND NOT EXISTS (SELECT 1 FROM pg_snapshot_xip(s) AS x WHERE x < $1::text::xid8)
+		FROM (SELECT pg_current_snapshot() AS s) AS t`, c).Scan(&ended)
+	return ended, translate(err)
 }
 
 // MinOutboxVersion is the smallest version not yet marked published, if any:

@@ -23,7 +23,9 @@ import (
 	controlauthority "github.com/edgelink/edgelink/control/authority"
 	"github.com/edgelink/edgelink/control/clickroll"
 	"github.com/edgelink/edgelink/control/idalloc"
+	"github.com/edgelink/edgelink/control/idalloc/kvwitness"
 	"github.com/edgelink/edgelink/control/links"
+	"github.com/edgelink/edgelink/control/metrics"
 	"github.com/edgelink/edgelink/control/outbox"
 	"github.com/edgelink/edgelink/control/postgres"
 	"github.com/edgelink/edgelink/control/snapshots"
@@ -50,14 +52,55 @@ type Config struct {
 	// minutes, far above the longest create transaction (10 s).
 	AbandonAfter time.Duration
 	Log          *slog.Logger
-	// OnListen, if set, is called with the API's address once it listens.
+	// OnListen, if set, is called with the API's address once it listens
+	// and the first ID segment is loaded (creates can succeed).
 	OnListen func(addr net.Addr)
+	// Listener, if set, is served instead of listening on HTTPAddr (tests
+	// probe an instance that has not started yet).
+	Listener net.Listener
+	// Runway is when /readyz turns unready and ready again (hysteresis);
+	// nil takes 10 s / 0 IDs low and 30 s / a tenth of a segment high.
+	Runway *idalloc.RunwayMarks
+	// LiveStall is how long the allocator's loader may go without turning
+	// before /livez fails (default 2 minutes; an authority outage never
+	// stalls it that long).
+	LiveStall time.Duration
+	// DrainTimeout bounds the wait for creates in flight at shutdown
+	// (default 10s); new creates are refused with 503 meanwhile.
+	DrainTimeout time.Duration
 	// NoClickRollup leaves the CLICKS stream to other control instances
 	// (tests run the roller in a process of its own to kill it).
 	NoClickRollup bool
 	// Snapshots is when control builds and publishes edge snapshots by
 	// itself; zero fields take the defaults of snapshots.Schedule.
 	Snapshots snapshots.Schedule
+	// StreamReplicas is how many JetStream servers keep each of control's
+	// streams (LINK_CHANGES, CLICKS, the LINK_SNAPSHOTS bucket): 3 in a
+	// 3-node cluster, so losing a node loses nothing; zero means 1. A
+	// Snapshots.Replicas of its own wins for the bucket.
+	StreamReplicas int
+	// Instance names this process in the allocation audit; empty takes
+	// host, pid and a random suffix.
+	Instance string
+	// ReplicaURL, if set, is a read replica that serves edges' authority
+	// lookups to offload the primary. A miss, an error or a slow answer
+	// there is asked of the primary (controlauthority.ReplicaFirst), so a
+	// lagging replica never turns a fresh 201 into a 404. Writes and
+	// allocation never use it.
+	ReplicaURL string
+	// ReplicaTimeout bounds a replica lookup before the primary is asked
+	// (default 200ms).
+	ReplicaTimeout time.Duration
+	// OnReplicaLookups, if set, is given the replica-first lookup at start
+	// (with ReplicaURL), so tests can read its counters.
+	OnReplicaLookups func(*controlauthority.ReplicaFirst)
+	// AllocWitness is how allocation uses its high-water witness (the
+	// JetStream KV bucket ALLOC_WITNESS), which refuses leases from a
+	// promoted replica that lost confirmed ones: "required" (default: a
+	// lease fails while NATS is unreachable, so creates run on the
+	// segments already leased, then answer 503), "best-effort" (lease
+	// without it then; a failover during the outage goes unseen) or "off".
+	AllocWitness string
 }
 
 // Run serves until ctx is done, then shuts down in order: stop taking
@@ -117,8 +160,19 @@ func Run(ctx context.Context, cfg Config) error {
 	if abandon <= 0 {
 		abandon = 10 * time.Minute
 	}
+	var witness idalloc.Witness
+	switch cfg.AllocWitness {
+	case "", "required", "best-effort":
+		witness = kvwitness.New(js, kvwitness.Bucket, cfg.StreamReplicas)
+	case "off":
+	default:
+		return fmt.Errorf("alloc witness: %q is not one of required, best-effort, off", cfg.AllocWitness)
+	}
+	met := metrics.New()
 	alloc, err := idalloc.New(ctx, postgres.NewAllocStore(pool), idalloc.Config{
-		Namespaces: []idalloc.Namespace{ns}, AbandonAfter: abandon, Logger: log,
+		Namespaces: []idalloc.Namespace{ns}, AbandonAfter: abandon, Logger: log, Instance: cfg.Instance,
+		OnLoad:  met.ObserveLoad,
+		Witness: witness, WitnessBestEffort: cfg.AllocWitness == "best-effort",
 	})
 	if err != nil {
 		return fmt.Errorf("id allocator: %w", err)
@@ -136,23 +190,22 @@ func Run(ctx context.Context, cfg Config) error {
 		})
 	}
 	defer closeAlloc()
-	startCtx, cancelStart := context.WithTimeout(ctx, 30*time.Second)
-	err = alloc.WaitLoaded(startCtx)
-	cancelStart()
-	if err != nil {
-		return fmt.Errorf("id allocator: %w", err)
-	}
 
 	svc := links.New(store, allocIDs{alloc, ns.Name}, links.Config{
 		BlockedDomains: cfg.BlockedDomains,
 		Reserved:       append(append([]string{}, api.Routes...), cfg.Reserved...),
 		Log:            log,
 	})
-	handler := api.New(store, svc, api.Config{PublicURL: cfg.PublicURL, Ready: store.Ping, Log: log, Stats: store})
+	probes := newOps(alloc, ns, store.Ping, cfg, log)
+	handler := api.New(store, svc, api.Config{PublicURL: cfg.PublicURL, Log: log, Stats: store,
+		Startup: probes.startup, Ready: probes.ready, Live: probes.live,
+		Metrics: met.Handler(), Registerer: met.Registry})
 
-	ln, err := net.Listen("tcp", cfg.HTTPAddr)
-	if err != nil {
-		return fmt.Errorf("listen: %w", err)
+	ln := cfg.Listener
+	if ln == nil {
+		if ln, err = net.Listen("tcp", cfg.HTTPAddr); err != nil {
+			return fmt.Errorf("listen: %w", err)
+		}
 	}
 	srv := &http.Server{
 		Handler:           handler,
@@ -161,47 +214,84 @@ func Run(ctx context.Context, cfg Config) error {
 		WriteTimeout:      30 * time.Second,
 		IdleTimeout:       2 * time.Minute,
 		MaxHeaderBytes:    16 << 10,
-		BaseContext:       func(net.Listener) context.Context { return ctx },
+		// Requests outlive ctx: shutdown drains them rather than
+		// cancelling a create half way.
+		BaseContext: func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
+	}
+	// Serve at once, so the probes answer while the first segment loads.
+	served := make(chan error, 1)
+	go func() {
+		if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+			served <- err
+		}
+		close(served)
+	}()
+	log.Info("control listening", "addr", ln.Addr().String())
+	if err := probes.waitLoaded(ctx); err != nil {
+		_ = srv.Close()
+		if ctx.Err() != nil {
+			return errors.Join(<-served) // stopped while starting
+		}
+		return errors.Join(fmt.Errorf("id allocator: %w", err), <-served)
 	}
 	if cfg.OnListen != nil {
 		cfg.OnListen(ln.Addr())
 	}
-	log.Info("control listening", "addr", ln.Addr().String())
 
 	relayCtx, stopRelay := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopRelay()
 	g := new(errgroup.Group)
-	g.Go(func() error {
-		return outbox.New(store, js, outbox.Config{Log: log}).Run(relayCtx)
-	})
+	relay := outbox.New(store, js, outbox.Config{Log: log, Replicas: cfg.StreamReplicas})
+	g.Go(func() error { return relay.Run(relayCtx) })
+	var roller *clickroll.Roller
 	if !cfg.NoClickRollup {
 		// Stops with the relay: a batch in flight commits or is redelivered.
-		g.Go(func() error { return clickroll.New(store, js, clickroll.Config{Log: log}).Run(relayCtx) })
+		roller = clickroll.New(store, js, clickroll.Config{Log: log, Replicas: cfg.StreamReplicas})
+		g.Go(func() error { return roller.Run(relayCtx) })
+	}
+	var lookup controlauthority.Lookup = store
+	var replicaLookups *controlauthority.ReplicaFirst
+	if cfg.ReplicaURL != "" {
+		// Connects lazily: a replica that is down only sends lookups to
+		// the primary.
+		replica, err := pgxpool.New(ctx, cfg.ReplicaURL)
+		if err != nil {
+			return fmt.Errorf("replica: %w", err)
+		}
+		defer replica.Close()
+		rf := &controlauthority.ReplicaFirst{Replica: postgres.New(replica), Primary: store, ReplicaTimeout: cfg.ReplicaTimeout}
+		if cfg.OnReplicaLookups != nil {
+			cfg.OnReplicaLookups(rf)
+		}
+		lookup, replicaLookups = rf, rf
 	}
 	// Edges ask about codes they do not know; answering stops with the API.
-	g.Go(func() error {
-		return controlauthority.New(nc, store, controlauthority.Config{Log: log}).Run(ctx)
-	})
+	responder := controlauthority.New(nc, lookup, controlauthority.Config{Log: log})
+	g.Go(func() error { return responder.Run(ctx) })
+	met.Attach(metrics.Sources{Alloc: alloc, Namespaces: []string{ns.Name}, Links: svc, Relay: relay,
+		Responder: responder, Roller: roller, Replica: replicaLookups})
 	// Scheduled snapshot builds stop with the API; a build cut short is
 	// simply not published.
-	g.Go(func() error { return snapshots.New(pool, js, log).Run(ctx, cfg.Snapshots) })
-	g.Go(func() error {
-		if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
-			return err
-		}
-		return nil
-	})
+	sched := cfg.Snapshots
+	if sched.Replicas == 0 {
+		sched.Replicas = cfg.StreamReplicas
+	}
+	g.Go(func() error { return snapshots.New(pool, js, log).Run(ctx, sched) })
+	g.Go(func() error { met.RunCapacity(ctx, alloc, []string{ns.Name}, 30*time.Second, log); return nil })
 	<-ctx.Done()
+	// Drain: /readyz and new creates answer 503 while the creates in
+	// flight finish (up to DrainTimeout). Then retire the segments: their
+	// unused IDs are discarded, never returned, and their sealed events
+	// go through the outbox. Then finish the other requests, and stop the
+	// relay last, so what committed still goes out; whatever it misses,
+	// the next relay publishes.
+	probes.drain(handler)
+	closeAlloc()
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	err = srv.Shutdown(shutdownCtx)
-	// No create is in flight any more: retire the segments (their sealed
-	// events go through the outbox), then stop the relay, last, so what
-	// committed still goes out; whatever it misses, the next relay
-	// publishes.
-	closeAlloc()
 	stopRelay()
-	return errors.Join(err, g.Wait())
+	return errors.Join(err, <-served, g.Wait())
 }
 
 // allocIDs hands the create path IDs from the segment allocator. Its

@@ -28,6 +28,24 @@ func BucketConfig(replicas int) jetstream.ObjectStoreConfig {
 	}
 }
 
+// bucket opens the snapshot bucket. replicas > 0 creates it or sets its
+// replicas; 0 keeps an existing bucket as it is (an operator's one-off
+// publish must not scale a cluster's 3 copies down to 1) and creates a
+// missing one with 1.
+func bucket(ctx context.Context, js jetstream.JetStream, replicas int) (jetstream.ObjectStore, error) {
+	if replicas > 0 {
+		return js.CreateOrUpdateObjectStore(ctx, BucketConfig(replicas))
+	}
+	obs, err := js.ObjectStore(ctx, snapshot.Bucket)
+	if errors.Is(err, jetstream.ErrBucketNotFound) {
+		obs, err = js.CreateObjectStore(ctx, BucketConfig(1))
+		if errors.Is(err, jetstream.ErrBucketExists) {
+			obs, err = js.ObjectStore(ctx, snapshot.Bucket)
+		}
+	}
+	return obs, err
+}
+
 // Publish validates data as a snapshot, stores it in the bucket under its
 // version's name and deletes all but the newest Keep snapshots.
 func Publish(ctx context.Context, js jetstream.JetStream, data []byte, replicas int) (string, error) {
@@ -35,7 +53,7 @@ func Publish(ctx context.Context, js jetstream.JetStream, data []byte, replicas 
 	if err != nil {
 		return "", fmt.Errorf("publish: refusing an invalid snapshot: %w", err)
 	}
-	obs, err := js.CreateOrUpdateObjectStore(ctx, BucketConfig(replicas))
+	obs, err := bucket(ctx, js, replicas)
 	if err != nil {
 		return "", fmt.Errorf("publish: object store: %w", err)
 	}

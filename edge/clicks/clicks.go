@@ -12,6 +12,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"hash/maphash"
 	"log/slog"
 	"math/bits"
@@ -29,7 +30,7 @@ import (
 // Publisher is the part of JetStream the recorder uses.
 type Publisher interface {
 	Publish(ctx context.Context, subject string, data []byte, opts ...jetstream.PublishOpt) (*jetstream.PubAck, error)
-	CreateOrUpdateStream(ctx context.Context, cfg jetstream.StreamConfig) (jetstream.Stream, error)
+	CreateStream(ctx context.Context, cfg jetstream.StreamConfig) (jetstream.Stream, error)
 }
 
 // Config sizes the recorder. Zero values take the defaults noted.
@@ -334,7 +335,9 @@ func (r *Recorder) publish(ctx context.Context, ensured *bool, b []byte, id stri
 	pctx, cancel := context.WithTimeout(ctx, r.cfg.PublishTimeout)
 	defer cancel()
 	if !*ensured {
-		if _, err := r.pub.CreateOrUpdateStream(pctx, clicks.StreamConfig()); err != nil {
+		// Create only: a stream that exists is control's to configure (its
+		// replicas in a cluster), and an update from here would undo that.
+		if _, err := r.pub.CreateStream(pctx, clicks.StreamConfig()); err != nil && !errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
 			return err
 		}
 		*ensured = true

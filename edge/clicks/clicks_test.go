@@ -40,7 +40,7 @@ func (c *capture) Publish(ctx context.Context, subject string, data []byte, opts
 	return &jetstream.PubAck{}, nil
 }
 
-func (c *capture) CreateOrUpdateStream(ctx context.Context, cfg jetstream.StreamConfig) (jetstream.Stream, error) {
+func (c *capture) CreateStream(ctx context.Context, cfg jetstream.StreamConfig) (jetstream.Stream, error) {
 	return nil, nil
 }
 

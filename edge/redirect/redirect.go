@@ -45,22 +45,33 @@ type ClickRecorder interface {
 // Counters are the handler's outcome counts; fields are updated atomically.
 type Counters struct {
 	Hits, NotFound, Gone, BadMethod, BadCode, Limited, Unavailable atomic.Uint64
-	// SnapshotHits counts answers taken from the snapshot.
-	SnapshotHits atomic.Uint64
+	// SnapshotHits counts answers taken from the snapshot, OverlayHits
+	// those taken from the overlay and Resolved those the resolver found
+	// (long-tail cache or authority): the layers that answered.
+	SnapshotHits, OverlayHits, Resolved atomic.Uint64
 }
 
 // Handler answers redirects. Store is the overlay, consulted first;
 // Snapshot (optional) second, and its entry wins over the overlay's only when
 // its version is newer (the overlay holds changes applied after the
 // snapshot's position, or older ones until a swap prunes them); Miss
-// (optional) resolves what both lack, else a miss is a 404. Ready backs
-// /readyz, Metrics (optional) /metrics; Now is injectable for expiry tests.
+// (optional) resolves what both lack, else a miss is a 404. Started backs
+// /startupz, Ready /readyz and Live /livez (nil: always OK), Metrics
+// (optional) /metrics; Now is injectable for expiry tests.
 type Handler struct {
 	Store    Lookuper
 	Snapshot SnapshotLookuper
 	Miss     Resolver
 	Clicks   ClickRecorder
+	Started  func() error
 	Ready    func() error
+	// Degraded (optional) names what the edge serves without: a /readyz
+	// that passes Ready answers 200 with "degraded: <reason>" instead of
+	// "ok". Degraded is not unready: an outage of NATS or control is
+	// shared by every edge, and taking them all out of service for it
+	// would turn "recent links answer 503" into "every link fails".
+	Degraded func() string
+	Live     func() error
 	Metrics  func(w io.Writer)
 	Now      func() time.Time
 	Counters Counters
@@ -85,6 +96,7 @@ var (
 	robotsTxt      = []byte("User-agent: *\nDisallow:\n")
 	pathLivez      = "/livez"
 	pathReadyz     = "/readyz"
+	pathStartupz   = "/startupz"
 	pathRobots     = "/robots.txt"
 	pathFavicon    = "/favicon.ico"
 	methodGet      = []byte(fasthttp.MethodGet)
@@ -96,7 +108,7 @@ func (h *Handler) Serve(ctx *fasthttp.RequestCtx) {
 	m := ctx.Method()
 	if !equal(m, methodGet) && !equal(m, methodHead) {
 		h.Counters.BadMethod.Add(1)
-		ctx.Response.Header.SetBytesKV(headerAllow, allowGetHead)
+		ctx.Response.Header.SetCanonical(headerAllow, allowGetHead)
 		h.text(ctx, fasthttp.StatusMethodNotAllowed, textBadMethod)
 		return
 	}
@@ -125,6 +137,9 @@ func (h *Handler) Serve(ctx *fasthttp.RequestCtx) {
 		if e = h.resolve(ctx, code); e == nil {
 			return
 		}
+		h.Counters.Resolved.Add(1)
+	} else {
+		h.Counters.OverlayHits.Add(1)
 	}
 	h.answer(ctx, code, !e.Missing && e.Status == link.Active, e.ExpiresAt, e.RedirectType,
 		unsafe.Slice(unsafe.StringData(e.URL), len(e.URL)), nil)
@@ -179,11 +194,11 @@ func (h *Handler) resolve(ctx *fasthttp.RequestCtx, code []byte) *store.Entry {
 		return e
 	case resolve.Limited:
 		h.Counters.Limited.Add(1)
-		ctx.Response.Header.SetBytesKV(headerRetry, retryAfter)
+		ctx.Response.Header.SetCanonical(headerRetry, retryAfter)
 		h.text(ctx, fasthttp.StatusTooManyRequests, textLimited)
 	case resolve.Unavailable:
 		h.Counters.Unavailable.Add(1)
-		ctx.Response.Header.SetBytesKV(headerRetry, retryAfter)
+		ctx.Response.Header.SetCanonical(headerRetry, retryAfter)
 		h.text(ctx, fasthttp.StatusServiceUnavailable, textUnavail)
 	default:
 		h.Counters.NotFound.Add(1)
@@ -207,16 +222,19 @@ func (h *Handler) now(ctx *fasthttp.RequestCtx) time.Time {
 func (h *Handler) serveOwn(ctx *fasthttp.RequestCtx, path []byte) bool {
 	switch string(path) {
 	case pathLivez:
-		h.text(ctx, fasthttp.StatusOK, []byte("ok\n"))
+		h.probe(ctx, h.Live)
 		return true
 	case pathReadyz:
-		if h.Ready != nil {
-			if err := h.Ready(); err != nil {
-				h.text(ctx, fasthttp.StatusServiceUnavailable, []byte(err.Error()+"\n"))
+		if h.Degraded != nil && (h.Ready == nil || h.Ready() == nil) {
+			if reason := h.Degraded(); reason != "" {
+				h.text(ctx, fasthttp.StatusOK, []byte("degraded: "+reason+"\n"))
 				return true
 			}
 		}
-		h.text(ctx, fasthttp.StatusOK, []byte("ok\n"))
+		h.probe(ctx, h.Ready)
+		return true
+	case pathStartupz:
+		h.probe(ctx, h.Started)
 		return true
 	case pathMetrics:
 		if h.Metrics == nil {
@@ -242,8 +260,19 @@ func (h *Handler) serveOwn(ctx *fasthttp.RequestCtx, path []byte) bool {
 	return true
 }
 
+// probe answers 200 when check passes (or is nil), else 503 with its reason.
+func (h *Handler) probe(ctx *fasthttp.RequestCtx, check func() error) {
+	if check != nil {
+		if err := check(); err != nil {
+			h.text(ctx, fasthttp.StatusServiceUnavailable, []byte(err.Error()+"\n"))
+			return
+		}
+	}
+	h.text(ctx, fasthttp.StatusOK, []byte("ok\n"))
+}
+
 func (h *Handler) text(ctx *fasthttp.RequestCtx, status int, body []byte) {
-	ctx.Response.Header.SetBytesKV(headerCache, cacheControl)
+	ctx.Response.Header.SetCanonical(headerCache, cacheControl)
 	ctx.Response.Header.SetContentTypeBytes(textPlain)
 	ctx.SetStatusCode(status)
 	ctx.SetBody(body)

@@ -1,6 +1,8 @@
 package redirect
 
 import (
+	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -174,4 +176,37 @@ func benchServe(b *testing.B, h *Handler, uri string) {
 		ctx.Response.Reset()
 		h.Serve(&ctx)
 	}
+}
+
+// TestProbes: each probe path answers 503 with its check's reason while the
+// check fails and 200 once it passes; a probe path is never taken for a code.
+func TestProbes(t *testing.T) {
+	h, _ := newHandler()
+	var startErr, readyErr, liveErr error
+	h.Started = func() error { return startErr }
+	h.Ready = func() error { return readyErr }
+	h.Live = func() error { return liveErr }
+	check := func(path string, want int, body string) {
+		t.Helper()
+		ctx := do(h, "GET", path)
+		if got := ctx.Response.StatusCode(); got != want || !strings.Contains(string(ctx.Response.Body()), body) {
+			t.Errorf("GET %s: %d %q; want %d containing %q", path, got, ctx.Response.Body(), want, body)
+		}
+	}
+	startErr, readyErr, liveErr = errors.New("booting: loading the snapshot"), errors.New("catching up"), errors.New("stalled")
+	check("/startupz", 503, "booting")
+	check("/readyz", 503, "catching up")
+	check("/livez", 503, "stalled")
+	startErr, readyErr, liveErr = nil, nil, nil
+	for _, p := range []string{"/startupz", "/readyz", "/livez"} {
+		check(p, 200, "ok")
+	}
+	// Degraded is in service: 200 with the reason, unless also unready.
+	degraded := "change stream unreachable"
+	h.Degraded = func() string { return degraded }
+	check("/readyz", 200, "degraded: change stream unreachable")
+	readyErr = errors.New("booting")
+	check("/readyz", 503, "booting")
+	readyErr, degraded = nil, ""
+	check("/readyz", 200, "ok")
 }

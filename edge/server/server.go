@@ -10,7 +10,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
-	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -26,6 +26,7 @@ import (
 	"github.com/edgelink/edgelink/edge/resolve"
 	"github.com/edgelink/edgelink/edge/snapsync"
 	"github.com/edgelink/edgelink/edge/store"
+	"github.com/edgelink/edgelink/shared/metrics"
 )
 
 // Config is everything an edge needs to run. Zero values take the defaults
@@ -55,8 +56,8 @@ type Config struct {
 	// (default 200ms); ClickReportEvery is how often the redirect
 	// service-time histogram is published (default 10s).
 	ClickFlushEvery, ClickReportEvery time.Duration
-	// MaxReadyLag is the most changes the feed may be behind while the edge
-	// reports ready (default 1,000).
+	// MaxReadyLag is the most changes the feed may be behind before the
+	// edge reports itself degraded (default 1,000); it stays in service.
 	MaxReadyLag uint64
 
 	// SnapshotDir keeps the local copy of the newest snapshot, loaded at
@@ -140,24 +141,59 @@ func Run(ctx context.Context, cfg Config) error {
 		FlushEvery: cfg.ClickFlushEvery, ReportEvery: cfg.ClickReportEvery})
 	e := &Edge{Feed: feed, Resolver: res, Authority: client, Clicks: rec, Overlay: overlay, Segments: segments,
 		Snapshots: snaps, Syncer: syncer}
+	// Readiness is lost only for reasons of this edge's own: booting,
+	// replaying the stream after boot while the stream is reachable, or a
+	// gap in what it applied (it may hold stale links until its re-sync
+	// from a snapshot). What every edge shares (NATS down, a slow stream)
+	// is reported as degraded but keeps it in service: it answers every
+	// link it knows, and 503 (never a guessed 404) for recent ones it
+	// cannot check.
+	var inService atomic.Bool
 	h := &redirect.Handler{Store: overlay, Snapshot: snaps, Miss: res, Clicks: rec, Ready: func() error {
 		p := feed.Position()
 		switch {
 		case !syncer.Booted():
 			return errors.New("booting: loading the snapshot")
-		case !nc.IsConnected():
-			return errors.New("degraded: change stream unreachable; serving known links")
-		case !p.CaughtUp:
-			return fmt.Errorf("catching up: %d changes pending", p.Pending)
-		case p.Pending > cfg.MaxReadyLag:
-			return fmt.Errorf("lagging: %d changes pending", p.Pending)
 		case p.Gaps > 0:
-			return fmt.Errorf("degraded: %d gaps in the change stream; misses go to the authority", p.Gaps)
+			return fmt.Errorf("re-syncing: %d gaps in the change stream", p.Gaps)
+		case inService.Load():
+			return nil
+		case nc.IsConnected() && !p.CaughtUp:
+			return fmt.Errorf("catching up: %d changes pending", p.Pending)
+		}
+		inService.Store(true)
+		return nil
+	}, Degraded: func() string {
+		p := feed.Position()
+		switch {
+		case !nc.IsConnected():
+			return "change stream unreachable; serving known links, recent ones answer 503"
+		case !p.CaughtUp || p.Pending > cfg.MaxReadyLag:
+			return fmt.Sprintf("lagging: %d changes pending", p.Pending)
+		}
+		return ""
+	}}
+	// Startup: the snapshot (or, with none published, the empty store the
+	// stream is replayed into) is loaded. Live: the process makes
+	// progress; NATS, control or PostgreSQL being down is not a reason to
+	// restart an edge that serves what it knows.
+	h.Started = func() error {
+		if !syncer.Booted() {
+			return errors.New("booting: loading the snapshot")
 		}
 		return nil
-	}}
-	h.Metrics = func(w io.Writer) { writeMetrics(w, e, nc) }
+	}
+	var beat atomic.Int64
+	beat.Store(time.Now().UnixNano())
+	h.Live = func() error {
+		if since := time.Since(time.Unix(0, beat.Load())); since > liveStall {
+			return fmt.Errorf("stalled: the edge's heartbeat has not run for %s", since.Round(time.Second))
+		}
+		return nil
+	}
 	e.Handler = h
+	reg := newRegistry(e, nc)
+	h.Metrics = func(w io.Writer) { _ = metrics.WriteText(w, reg) }
 	srv := &fasthttp.Server{
 		Handler:               rec.Timed(h.Serve), // redirect service-time histogram
 		Name:                  "edgelink",
@@ -169,6 +205,10 @@ func Run(ctx context.Context, cfg Config) error {
 		NoDefaultServerHeader: true,
 		NoDefaultContentType:  true,
 		CloseOnShutdown:       true,
+		// fasthttp's own lines (a client's malformed, slow or oversized
+		// request, with its address) go to the edge's logger at debug
+		// level, not to stderr: the edge logs nothing per request.
+		Logger: debugLog{log},
 	}
 	ln, err := net.Listen("tcp", cfg.HTTPAddr)
 	if err != nil {
@@ -198,6 +238,7 @@ func Run(ctx context.Context, cfg Config) error {
 		return sg.Wait()
 	})
 	g.Go(func() error { return growHint(feedCtx, hint, overlay, cfg.BloomCapacity) })
+	g.Go(func() error { heartbeat(feedCtx, &beat); return nil })
 	g.Go(func() error { return rec.Run(clickCtx) })
 	g.Go(func() error { return srv.Serve(ln) })
 	<-ctx.Done()
@@ -254,69 +295,29 @@ func growHint(ctx context.Context, hint *store.Hint, overlay *store.Store, capac
 	}
 }
 
-func writeMetrics(w io.Writer, e *Edge, nc *nats.Conn) {
-	h, r, a, c := &e.Handler.Counters, e.Resolver, e.Authority, e.Clicks
-	p := e.Feed.Position()
-	connected := 0
-	if nc.IsConnected() {
-		connected = 1
-	}
-	var snapVersion, snapEntries uint64
-	var snapBytes int
-	if l := e.Snapshots.Current(); l != nil {
-		snapVersion, snapEntries, snapBytes = l.Snap.Header.ChangeVersion, l.Snap.Header.Entries, l.Size
-	}
-	lastApplied := 0.0
-	if !p.LastApplied.IsZero() {
-		lastApplied = float64(p.LastApplied.UnixNano()) / 1e9
-	}
-	for _, m := range []struct {
-		name, kind string
-		v          float64
-	}{
-		{`edge_requests_total{outcome="redirect"}`, "counter", float64(h.Hits.Load())},
-		{`edge_requests_total{outcome="not_found"}`, "", float64(h.NotFound.Load())},
-		{`edge_requests_total{outcome="gone"}`, "", float64(h.Gone.Load())},
-		{`edge_requests_total{outcome="bad_method"}`, "", float64(h.BadMethod.Load())},
-		{`edge_requests_total{outcome="bad_code"}`, "", float64(h.BadCode.Load())},
-		{`edge_requests_total{outcome="rate_limited"}`, "", float64(h.Limited.Load())},
-		{`edge_requests_total{outcome="unavailable"}`, "", float64(h.Unavailable.Load())},
-		{`edge_miss_total{layer="snapshot"}`, "counter", float64(h.SnapshotHits.Load())},
-		{`edge_miss_total{layer="cache"}`, "", float64(r.CacheHits.Load())},
-		{`edge_miss_total{layer="negative_cache"}`, "", float64(r.NegativeHits.Load())},
-		{`edge_miss_total{layer="bloom_reject"}`, "", float64(r.BloomRejects.Load())},
-		{`edge_miss_total{layer="authority"}`, "", float64(r.AuthorityAsked.Load())},
-		{`edge_authority_requests_total`, "counter", float64(a.Requests.Load())},
-		{`edge_authority_coalesced_total`, "counter", float64(a.Coalesced.Load())},
-		{`edge_authority_failures_total`, "counter", float64(a.Failed.Load())},
-		{`edge_authority_busy_total`, "counter", float64(a.Busy.Load())},
-		{`edge_clicks_recorded_total`, "counter", float64(c.Recorded.Load())},
-		{`edge_clicks_published_total`, "counter", float64(c.Published.Load())},
-		{`edge_clicks_dropped_total`, "counter", float64(c.Dropped.Load())},
-		{`edge_clicks_buffered`, "gauge", float64(c.Buffered())},
-		{`edge_changefeed_applied_version`, "gauge", float64(p.Version)},
-		{`edge_changefeed_applied_sequence`, "gauge", float64(p.Seq)},
-		{`edge_changefeed_pending`, "gauge", float64(p.Pending)},
-		{`edge_changefeed_gaps_total`, "counter", float64(p.Gaps)},
-		{`edge_changefeed_bad_events_total`, "counter", float64(p.Bad)},
-		{`edge_changefeed_last_applied_timestamp_seconds`, "gauge", lastApplied},
-		{`edge_store_entries`, "gauge", float64(e.Overlay.Len())},
-		{`edge_sealed_intervals`, "gauge", float64(e.Segments.Intervals())},
-		{`edge_nats_connected`, "gauge", float64(connected)},
-		{`edge_snapshot_change_version`, "gauge", float64(snapVersion)},
-		{`edge_snapshot_entries`, "gauge", float64(snapEntries)},
-		{`edge_snapshot_bytes`, "gauge", float64(snapBytes)},
-		{`edge_snapshot_swaps_total`, "counter", float64(e.Syncer.Swaps.Load())},
-		{`edge_snapshot_rejected_total`, "counter", float64(e.Syncer.Rejected.Load())},
-		{`edge_snapshot_resyncs_total`, "counter", float64(e.Syncer.Resyncs.Load())},
-	} {
-		if m.kind != "" {
-			name := m.name
-			if i := strings.IndexByte(name, '{'); i >= 0 {
-				name = name[:i]
-			}
-			fmt.Fprintf(w, "# TYPE %s %s\n", name, m.kind)
+// liveStall is how long the heartbeat may go without running before /livez
+// fails: a scheduler stall or deadlock that long is not going away.
+const liveStall = 30 * time.Second
+
+// heartbeat stamps beat every second until ctx is done.
+func heartbeat(ctx context.Context, beat *atomic.Int64) {
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case now := <-t.C:
+			beat.Store(now.UnixNano())
 		}
-		fmt.Fprintf(w, "%s %g\n", m.name, m.v)
+	}
+}
+
+// debugLog is fasthttp's logger on slog, at debug level.
+type debugLog struct{ log *slog.Logger }
+
+func (d debugLog) Printf(format string, args ...any) {
+	if d.log.Enabled(context.Background(), slog.LevelDebug) {
+		d.log.Debug(fmt.Sprintf(format, args...))
 	}
 }

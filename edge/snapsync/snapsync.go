@@ -74,10 +74,13 @@ type Syncer struct {
 	Swaps, Rejected, Resyncs atomic.Uint64
 	lastErr                  atomic.Pointer[rejection]
 
-	mu         sync.Mutex            // serializes sync passes
-	rejected   map[string]string     // object name → digest refused; not fetched again
-	resyncFrom string                // snapshot the last re-sync started from
-	objects    jetstream.ObjectStore // cached bucket handle
+	mu         sync.Mutex        // serializes sync passes
+	rejected   map[string]string // object name → digest refused; not fetched again
+	resyncFrom string            // snapshot the last re-sync started from
+	// objMu guards objects: the watcher and sync passes both look the
+	// bucket up, concurrently.
+	objMu   sync.Mutex
+	objects jetstream.ObjectStore // cached bucket handle
 }
 
 type rejection struct{ err error }
@@ -380,6 +383,8 @@ func (s *Syncer) streamFirstSeq(ctx context.Context) (uint64, error) {
 }
 
 func (s *Syncer) bucket(ctx context.Context) (jetstream.ObjectStore, error) {
+	s.objMu.Lock()
+	defer s.objMu.Unlock()
 	if s.objects != nil {
 		return s.objects, nil
 	}
@@ -466,9 +471,21 @@ func (s *Syncer) fetch(ctx context.Context, obs jetstream.ObjectStore, info *jet
 	if err != nil {
 		return nil, downloadError{fmt.Errorf("get %s: %w", info.Name, err)}
 	}
-	defer res.Close()
 	data := make([]byte, info.Size)
-	if _, err := io.ReadFull(res, data); err != nil {
+	// A read blocked on chunks that stopped coming (the NATS node serving
+	// them went away) waits for the client's read deadline and ignores
+	// cancellation, and Close waits for that read: leave both behind when
+	// ctx ends, so shutdown and the next sync pass are not held up.
+	read := make(chan error, 1)
+	go func() { _, err := io.ReadFull(res, data); read <- err }()
+	select {
+	case err = <-read:
+	case <-ctx.Done():
+		go func() { <-read; res.Close() }()
+		return nil, downloadError{fmt.Errorf("read %s: %w", info.Name, ctx.Err())}
+	}
+	defer res.Close()
+	if err != nil {
 		if errors.Is(err, jetstream.ErrDigestMismatch) {
 			return nil, fmt.Errorf("snapshot %s: %w", info.Name, err)
 		}

@@ -147,11 +147,14 @@ func (r *Reply) validate() error {
 	default:
 		return fmt.Errorf("%w: kind %q", errInvalid, byte(r.Kind))
 	}
+	// Errors say what is wrong, never whose it is: they end up in logs,
+	// which carry no code or URL.
 	if r.Version == 0 || !link.ValidCodeSyntax(r.Code) || !r.Status.Valid() || r.ExpiresAt < 0 {
-		return fmt.Errorf("%w: found %q version %d status %q", errInvalid, r.Code, r.Version, r.Status)
+		return fmt.Errorf("%w: found, version %d, status %q, code of %d bytes valid %v, expiry %d",
+			errInvalid, r.Version, r.Status, len(r.Code), link.ValidCodeSyntax(r.Code), r.ExpiresAt)
 	}
 	if r.Status == link.Active && (r.URL == "" || !r.RedirectType.Valid()) {
-		return fmt.Errorf("%w: active link %q without url or redirect type", errInvalid, r.Code)
+		return fmt.Errorf("%w: version %d: active link without url or redirect type", errInvalid, r.Version)
 	}
 	return nil
 }

@@ -136,7 +136,9 @@ func AppendClick(dst []byte, code []byte, at int64, status uint16, device Device
 	}
 	dst = append(dst, flags)
 	dst = appendString(dst, referrer, MaxReferrerLen)
-	return appendString(dst, code, link.MaxCodeLen)
+	// A code is never cut to fit: cut, it could name another link. One
+	// that is too long stays too long, and Decode refuses the batch.
+	return appendString(dst, code, link.MaxCodeLen+1)
 }
 
 const (

@@ -91,7 +91,7 @@ var (
 // EdgeRoutes are the paths an edge answers itself instead of treating them
 // as codes. Control reserves them (with its own routes) so no custom code
 // can shadow them.
-var EdgeRoutes = []string{"livez", "readyz", "metrics", "robots.txt", "favicon.ico"}
+var EdgeRoutes = []string{"livez", "readyz", "startupz", "metrics", "robots.txt", "favicon.ico"}
 
 // Errors of the creator API's lifecycle and idempotency.
 var (

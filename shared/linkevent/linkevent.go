@@ -92,14 +92,16 @@ func (e *Event) validate() error {
 	}
 	switch e.Kind {
 	case KindLink:
+		// Errors say what is wrong, never whose it is: they end up in
+		// logs, which carry no code or URL.
 		if !link.ValidCodeSyntax(e.Code) {
-			return fmt.Errorf("%w: code %q", errInvalid, e.Code)
+			return fmt.Errorf("%w: version %d: code of %d bytes is not a valid code", errInvalid, e.Version, len(e.Code))
 		}
 		if !e.Status.Valid() {
 			return fmt.Errorf("%w: status %q", errInvalid, e.Status)
 		}
 		if e.Status == link.Active && (e.URL == "" || !e.RedirectType.Valid()) {
-			return fmt.Errorf("%w: active link %q without url or redirect type", errInvalid, e.Code)
+			return fmt.Errorf("%w: version %d: active link without url or redirect type", errInvalid, e.Version)
 		}
 	case KindSegment:
 		if e.Namespace == "" || e.SegStart == 0 || e.SegEnd <= e.SegStart {

@@ -61,29 +61,9 @@ type Server struct {
 // Start initializes the cluster if needed and starts the server, returning
 // once it accepts connections.
 func Start(ctx context.Context, cfg Config) (*Server, error) {
-	bin, err := BinDir()
+	s, _, err := prepare(cfg)
 	if err != nil {
 		return nil, err
-	}
-	dir, err := filepath.Abs(cfg.Dir)
-	if err != nil {
-		return nil, err
-	}
-	s := &Server{cfg: cfg, bin: bin, data: filepath.Join(dir, "data"), sock: filepath.Join(dir, "sock")}
-	if err := os.MkdirAll(s.sock, 0o755); err != nil {
-		return nil, fmt.Errorf("pgserver: %w", err)
-	}
-	if os.Geteuid() == 0 {
-		// initdb and postgres refuse to run as root.
-		if s.cred, err = postgresUser(); err != nil {
-			return nil, err
-		}
-		if err := reachable(dir); err != nil {
-			return nil, err
-		}
-		if err := chownTree(dir, int(s.cred.Uid), int(s.cred.Gid)); err != nil {
-			return nil, err
-		}
 	}
 	if _, err := os.Stat(filepath.Join(s.data, "PG_VERSION")); errors.Is(err, os.ErrNotExist) {
 		if err := s.initdb(ctx); err != nil {
@@ -95,6 +75,35 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		return nil, err
 	}
 	return s, nil
+}
+
+// prepare makes cfg.Dir ready for a server run as the right user.
+func prepare(cfg Config) (*Server, string, error) {
+	bin, err := BinDir()
+	if err != nil {
+		return nil, "", err
+	}
+	dir, err := filepath.Abs(cfg.Dir)
+	if err != nil {
+		return nil, "", err
+	}
+	s := &Server{cfg: cfg, bin: bin, data: filepath.Join(dir, "data"), sock: filepath.Join(dir, "sock")}
+	if err := os.MkdirAll(s.sock, 0o755); err != nil {
+		return nil, "", fmt.Errorf("pgserver: %w", err)
+	}
+	if os.Geteuid() == 0 {
+		// initdb and postgres refuse to run as root.
+		if s.cred, err = postgresUser(); err != nil {
+			return nil, "", err
+		}
+		if err := reachable(dir); err != nil {
+			return nil, "", err
+		}
+		if err := chownTree(dir, int(s.cred.Uid), int(s.cred.Gid)); err != nil {
+			return nil, "", err
+		}
+	}
+	return s, dir, nil
 }
 
 // BinDir finds the directory holding initdb and postgres.

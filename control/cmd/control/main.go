@@ -12,6 +12,7 @@ import (
 	"os/signal"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/alecthomas/kong"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -21,7 +22,7 @@ import (
 )
 
 type globals struct {
-	DatabaseURL string `name:"database-url" env:"EDGELINK_DATABASE_URL" required:"" help:"PostgreSQL primary, e.g. postgres://user@host:5432/edgelink."`
+	DatabaseURL string `name:"database-url" env:"EDGELINK_DATABASE_URL" help:"PostgreSQL primary, e.g. postgres://user@host:5432/edgelink (every command but links and import)."`
 	LogLevel    string `default:"info" enum:"debug,info,warn,error" env:"EDGELINK_LOG_LEVEL" help:"Log level."`
 }
 
@@ -33,6 +34,8 @@ type cli struct {
 	Keys     keysCmd     `cmd:"" help:"Manage API keys."`
 	Alloc    allocCmd    `cmd:"" help:"Inspect ID allocation."`
 	Snapshot snapshotCmd `cmd:"" help:"Build edge snapshots."`
+	Links    linksCmd    `cmd:"" help:"Create, show and disable links through the creator API (--api-url, EDGELINK_API_KEY)."`
+	Import   importCmd   `cmd:"" help:"Import Bitly, YOURLS or Shlink exports through the creator API; safe to run again."`
 }
 
 type snapshotCmd struct {
@@ -43,22 +46,31 @@ type snapshotBuildCmd struct {
 	Out      string `help:"File to write (written atomically); empty with --publish writes no file." type:"path"`
 	Publish  bool   `help:"Publish to the JetStream object store edges boot from."`
 	NATSURL  string `name:"nats-url" default:"nats://127.0.0.1:4222" env:"EDGELINK_NATS_URL" help:"NATS server(s) with JetStream, comma-separated."`
-	Replicas int    `default:"1" help:"Object store replicas when the bucket is created."`
+	Replicas int    `default:"0" help:"Object store replicas; 0 keeps an existing bucket's (1 when it is created)."`
 }
 
 type allocCmd struct {
-	Verify struct{} `cmd:"" help:"Check the allocation audit: intervals pairwise disjoint per namespace, counters at or above every audited end. Exits non-zero and names the offending intervals otherwise."`
+	Verify       struct{}             `cmd:"" help:"Check the allocation audit: intervals pairwise disjoint per namespace, counters at or above every audited end. Exits non-zero and names the offending intervals otherwise."`
+	Witness      allocWitnessCmd      `cmd:"" help:"Compare each namespace's counter with the allocation witness kept in NATS (what confirmed leases reached): names the IDs a promoted replica has no record of. Exits non-zero when a counter is below its witness."`
+	FenceRecover allocFenceRecoverCmd `cmd:"" help:"After a failover the witness fenced: raise every counter below its witness to it (the skipped IDs are audited as waste), so allocation resumes above every confirmed interval."`
+	Status       allocStatusCmd       `cmd:"" help:"Runway per namespace: range, counter, remaining IDs, recent lease rate and time left; open segments per instance."`
+	RaiseFloor   allocRaiseFloorCmd   `cmd:"" name:"raise-floor" help:"Move a namespace's counter forward to --to (never back), in one audited transaction: start above an old system's IDs."`
+	Widen        allocWidenCmd        `cmd:"" help:"Move a namespace's end up to --to (never down, never into another namespace); then restart control with --id-end."`
 }
 
 type serveCmd struct {
-	Listen         string   `default:"127.0.0.1:8080" env:"EDGELINK_CONTROL_LISTEN" help:"Address of the creator API."`
-	NATSURL        string   `name:"nats-url" default:"nats://127.0.0.1:4222" env:"EDGELINK_NATS_URL" help:"NATS server(s) with JetStream, comma-separated."`
-	PublicURL      string   `name:"public-url" default:"http://127.0.0.1:8081" env:"EDGELINK_PUBLIC_URL" help:"Base URL of short links (where edges answer)."`
-	BlockedDomains []string `name:"blocked-domains" env:"EDGELINK_BLOCKED_DOMAINS" help:"Target domains refused, with their subdomains (comma-separated)."`
-	ReservedCodes  []string `name:"reserved-codes" env:"EDGELINK_RESERVED_CODES" help:"Extra codes custom links may not take (comma-separated)."`
-	IDStart        uint64   `name:"id-start" env:"EDGELINK_ID_START" help:"First ID of the default namespace (default 1)."`
-	IDEnd          uint64   `name:"id-end" env:"EDGELINK_ID_END" help:"End (exclusive) of the default namespace's IDs (default 62^6, the whole 6-character space)."`
-	IDStep         uint64   `name:"id-step" env:"EDGELINK_ID_STEP" help:"IDs per segment lease (default 100000: 20 s at 5,000 creates/s)."`
+	Listen         string        `default:"127.0.0.1:8080" env:"EDGELINK_CONTROL_LISTEN" help:"Address of the creator API."`
+	NATSURL        string        `name:"nats-url" default:"nats://127.0.0.1:4222" env:"EDGELINK_NATS_URL" help:"NATS server(s) with JetStream, comma-separated."`
+	PublicURL      string        `name:"public-url" default:"http://127.0.0.1:8081" env:"EDGELINK_PUBLIC_URL" help:"Base URL of short links (where edges answer)."`
+	BlockedDomains []string      `name:"blocked-domains" env:"EDGELINK_BLOCKED_DOMAINS" help:"Target domains refused, with their subdomains (comma-separated)."`
+	ReservedCodes  []string      `name:"reserved-codes" env:"EDGELINK_RESERVED_CODES" help:"Extra codes custom links may not take (comma-separated)."`
+	IDStart        uint64        `name:"id-start" env:"EDGELINK_ID_START" help:"First ID of the default namespace (default 1)."`
+	IDEnd          uint64        `name:"id-end" env:"EDGELINK_ID_END" help:"End (exclusive) of the default namespace's IDs (default 62^6, the whole 6-character space)."`
+	IDStep         uint64        `name:"id-step" env:"EDGELINK_ID_STEP" help:"IDs per segment lease (default 100000: 20 s at 5,000 creates/s)."`
+	ReplicaURL     string        `name:"replica-url" env:"EDGELINK_REPLICA_URL" help:"PostgreSQL read replica serving edges' lookups; a miss or a slow answer there is asked of the primary. Writes and allocation never use it."`
+	AllocWitness   string        `name:"alloc-witness" default:"required" enum:"required,best-effort,off" env:"EDGELINK_ALLOC_WITNESS" help:"Allocation high-water witness in NATS (refuses leases from a promoted replica that lost confirmed ones): required (leases wait for NATS), best-effort (lease without it while NATS is down) or off."`
+	StreamReplicas int           `name:"stream-replicas" default:"1" env:"EDGELINK_STREAM_REPLICAS" help:"JetStream servers keeping each stream (LINK_CHANGES, CLICKS, LINK_SNAPSHOTS); 3 on a 3-node cluster."`
+	DrainTimeout   time.Duration `name:"drain-timeout" default:"10s" env:"EDGELINK_DRAIN_TIMEOUT" help:"At SIGTERM, how long creates in flight may finish (new ones get 503 at once); keep it below the pod's termination grace period."`
 }
 
 type migrateCmd struct{}
@@ -106,6 +118,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, onListen 
 	if err != nil {
 		return err
 	}
+	if cmd := kctx.Command(); c.DatabaseURL == "" && !strings.HasPrefix(cmd, "links ") && !strings.HasPrefix(cmd, "import ") {
+		return fmt.Errorf("missing flags: --database-url=STRING (or EDGELINK_DATABASE_URL) for %q", cmd)
+	}
 	var level slog.Level
 	_ = level.UnmarshalText([]byte(c.LogLevel))
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
@@ -117,6 +132,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, onListen 
 			HTTPAddr: s.Listen, DatabaseURL: c.DatabaseURL, NATSURL: s.NATSURL, PublicURL: s.PublicURL,
 			BlockedDomains: lower(s.BlockedDomains), Reserved: s.ReservedCodes, Log: log, OnListen: onListen,
 			IDStart: s.IDStart, IDEnd: s.IDEnd, IDStep: s.IDStep,
+			StreamReplicas: s.StreamReplicas,
+			ReplicaURL:     s.ReplicaURL, AllocWitness: s.AllocWitness, DrainTimeout: s.DrainTimeout,
 		})
 	case cmd == "migrate":
 		return withStore(ctx, c.DatabaseURL, func(st *postgres.Store) error {
@@ -154,8 +171,26 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, onListen 
 		})
 	case cmd == "snapshot build":
 		return runSnapshotBuild(ctx, c.DatabaseURL, c.Snapshot.Build, stdout, stderr)
+	case strings.HasPrefix(cmd, "links create"):
+		return runLinksCreate(ctx, c.Links.apiFlags, c.Links.Create, stdout)
+	case strings.HasPrefix(cmd, "links get"):
+		return runLinksGet(ctx, c.Links.apiFlags, c.Links.Get.Code, stdout)
+	case strings.HasPrefix(cmd, "links disable"):
+		return runLinksDisable(ctx, c.Links.apiFlags, c.Links.Disable.Code, stdout)
+	case strings.HasPrefix(cmd, "import "):
+		return runImport(ctx, c.Import, stdout, stderr)
+	case cmd == "alloc status":
+		return runAllocStatus(ctx, c.DatabaseURL, c.Alloc.Status, stdout)
+	case cmd == "alloc raise-floor":
+		return runAllocRaiseFloor(ctx, c.DatabaseURL, c.Alloc.RaiseFloor, stdout)
+	case cmd == "alloc widen":
+		return runAllocWiden(ctx, c.DatabaseURL, c.Alloc.Widen, stdout)
 	case cmd == "alloc verify":
 		return runAllocVerify(ctx, c.DatabaseURL, stdout)
+	case cmd == "alloc witness":
+		return runAllocWitness(ctx, c.DatabaseURL, c.Alloc.Witness, stdout)
+	case cmd == "alloc fence-recover":
+		return runAllocFenceRecover(ctx, c.DatabaseURL, c.Alloc.FenceRecover, stdout)
 	case strings.HasPrefix(cmd, "keys revoke"):
 		return withStore(ctx, c.DatabaseURL, func(st *postgres.Store) error {
 			if err := st.RevokeAPIKey(ctx, c.Keys.Revoke.Key); err != nil {

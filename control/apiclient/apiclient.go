@@ -1,0 +1,268 @@
+// Package apiclient is a small client of control's creator API
+// (/api/v1/links…), for the CLI and the importer. Errors the API answers are
+// *Problem values carrying its problem+json detail; requests that are safe
+// to repeat (reads, PATCH, creates with an Idempotency-Key) are retried on
+// 429, 503 and transport errors, honoring Retry-After.
+package apiclient
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Client talks to one control API with one API key. It is safe for
+// concurrent use.
+type Client struct {
+	base string
+	key  string
+	http *http.Client
+	// Attempts bounds how often a repeatable request is sent (default 8).
+	Attempts int
+	// MaxBackoff caps the wait between attempts (default 5s).
+	MaxBackoff time.Duration
+}
+
+// New returns a client of the API at baseURL (e.g. http://127.0.0.1:8080)
+// authenticating with key.
+func New(baseURL, key string) (*Client, error) {
+	u, err := url.Parse(baseURL)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, fmt.Errorf("api url %q: want http(s)://host[:port]", baseURL)
+	}
+	if key == "" {
+		return nil, errors.New("no API key: pass --api-key or set EDGELINK_API_KEY")
+	}
+	return &Client{
+		base: strings.TrimRight(baseURL, "/"), key: key,
+		http:     &http.Client{Timeout: 60 * time.Second, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }},
+		Attempts: 8, MaxBackoff: 5 * time.Second,
+	}, nil
+}
+
+// Problem is an RFC 9457 problem the API answered (or, for a body that is
+// not one, the status and the start of the body).
+type Problem struct {
+	Type      string `json:"type"`
+	Title     string `json:"title"`
+	Status    int    `json:"status"`
+	Detail    string `json:"detail,omitempty"`
+	RequestID string `json:"request_id,omitempty"`
+}
+
+func (p *Problem) Error() string {
+	s := fmt.Sprintf("%d %s", p.Status, p.Title)
+	if p.Detail != "" {
+		s += ": " + p.Detail
+	}
+	if p.RequestID != "" {
+		s += " (request " + p.RequestID + ")"
+	}
+	return s
+}
+
+// StatusOf is err's HTTP status when it is a *Problem, else 0.
+func StatusOf(err error) int {
+	var p *Problem
+	if errors.As(err, &p) {
+		return p.Status
+	}
+	return 0
+}
+
+// Link is a link as the API answers it.
+type Link struct {
+	Code         string  `json:"code"`
+	ShortURL     string  `json:"short_url"`
+	URL          string  `json:"url"`
+	URLOriginal  string  `json:"url_original"`
+	RedirectType int     `json:"redirect_type"`
+	Status       string  `json:"status"`
+	Namespace    string  `json:"namespace"`
+	ExpiresAt    *string `json:"expires_at"`
+	Version      uint64  `json:"version"`
+	CreatedAt    string  `json:"created_at"`
+	UpdatedAt    string  `json:"updated_at"`
+}
+
+// CreateRequest is a create's body; empty fields take the API's defaults.
+type CreateRequest struct {
+	URL          string `json:"url"`
+	Code         string `json:"code,omitempty"`
+	ExpiresAt    string `json:"expires_at,omitempty"` // RFC 3339
+	RedirectType int    `json:"redirect_type,omitempty"`
+	Namespace    string `json:"namespace,omitempty"`
+}
+
+// Create creates one link. With a non-empty idempotency key the create is
+// retried as needed and replayed reports that an earlier request with that
+// key made the link.
+func (c *Client) Create(ctx context.Context, req CreateRequest, key string) (l *Link, replayed bool, err error) {
+	l = new(Link)
+	h, err := c.do(ctx, http.MethodPost, "/api/v1/links", req, key, key != "", l)
+	if err != nil {
+		return nil, false, err
+	}
+	return l, h.Get("Idempotent-Replayed") == "true", nil
+}
+
+// Get reads one of the tenant's links.
+func (c *Client) Get(ctx context.Context, code string) (*Link, error) {
+	l := new(Link)
+	if _, err := c.do(ctx, http.MethodGet, "/api/v1/links/"+url.PathEscape(code), nil, "", true, l); err != nil {
+		return nil, err
+	}
+	return l, nil
+}
+
+// Patch changes fields of a link (see the API's PATCH) and returns its new
+// state. Setting fields to their current value is harmless, so it is
+// retried.
+func (c *Client) Patch(ctx context.Context, code string, fields map[string]any) (*Link, error) {
+	l := new(Link)
+	if _, err := c.do(ctx, http.MethodPatch, "/api/v1/links/"+url.PathEscape(code), fields, "", true, l); err != nil {
+		return nil, err
+	}
+	return l, nil
+}
+
+// BatchResult is one item's outcome in a batch answer: Link on 201, Error
+// otherwise.
+type BatchResult struct {
+	Index  int      `json:"index"`
+	Status int      `json:"status"`
+	Link   *Link    `json:"link,omitempty"`
+	Error  *Problem `json:"error,omitempty"`
+}
+
+// BatchAnswer is a batch create's answer.
+type BatchAnswer struct {
+	Created int           `json:"created"`
+	Failed  int           `json:"failed"`
+	Results []BatchResult `json:"results"`
+	// Replayed: an earlier batch with the same key made these links.
+	Replayed bool `json:"-"`
+}
+
+// CreateBatch creates up to 1,000 links in one request. With a key the
+// batch is idempotent as a whole and retried as needed; the answer then has
+// one result per request, in order.
+func (c *Client) CreateBatch(ctx context.Context, reqs []CreateRequest, key string) (*BatchAnswer, error) {
+	var a BatchAnswer
+	h, err := c.do(ctx, http.MethodPost, "/api/v1/links/batch", map[string]any{"links": reqs}, key, key != "", &a)
+	if err != nil {
+		return nil, err
+	}
+	if len(a.Results) != len(reqs) {
+		return nil, fmt.Errorf("batch answered %d results for %d links", len(a.Results), len(reqs))
+	}
+	a.Replayed = h.Get("Idempotent-Replayed") == "true"
+	return &a, nil
+}
+
+// do sends one request, retrying a repeatable one on 429, 502-504 and
+// transport errors, and decodes a 2xx body into out.
+func (c *Client) do(ctx context.Context, method, path string, body any, key string, repeatable bool, out any) (http.Header, error) {
+	var payload []byte
+	if body != nil {
+		var buf bytes.Buffer
+		enc := json.NewEncoder(&buf)
+		enc.SetEscapeHTML(false) // '&' in URLs stays one byte, not six
+		if err := enc.Encode(body); err != nil {
+			return nil, err
+		}
+		payload = buf.Bytes()
+	}
+	attempts := 1
+	if repeatable {
+		attempts = max(c.Attempts, 1)
+	}
+	backoff := 200 * time.Millisecond
+	var lastErr error
+	for i := range attempts {
+		if i > 0 {
+			t := time.NewTimer(backoff)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return nil, errors.Join(ctx.Err(), lastErr)
+			case <-t.C:
+			}
+			backoff = min(backoff*2, c.MaxBackoff)
+		}
+		h, retryAfter, err := c.once(ctx, method, path, payload, key, out)
+		if err == nil {
+			return h, nil
+		}
+		lastErr = err
+		if ctx.Err() != nil {
+			return nil, err
+		}
+		switch StatusOf(err) {
+		case 0, http.StatusTooManyRequests, http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout:
+		default:
+			return nil, err
+		}
+		if retryAfter > 0 {
+			backoff = min(retryAfter, max(c.MaxBackoff, time.Second))
+		}
+	}
+	return nil, lastErr
+}
+
+func (c *Client) once(ctx context.Context, method, path string, payload []byte, key string, out any) (http.Header, time.Duration, error) {
+	var rd io.Reader
+	if payload != nil {
+		rd = bytes.NewReader(payload)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, c.base+path, rd)
+	if err != nil {
+		return nil, 0, err
+	}
+	req.Header.Set("Authorization", "Bearer "+c.key)
+	req.Header.Set("Accept", "application/json")
+	if payload != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if key != "" {
+		req.Header.Set("Idempotency-Key", key)
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return nil, 0, fmt.Errorf("%s %s: %w", method, path, err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
+	if err != nil {
+		return nil, 0, fmt.Errorf("%s %s: read answer: %w", method, path, err)
+	}
+	if resp.StatusCode >= 200 && resp.StatusCode < 300 {
+		if out != nil && len(b) > 0 {
+			if err := json.Unmarshal(b, out); err != nil {
+				return nil, 0, fmt.Errorf("%s %s: decode answer: %w", method, path, err)
+			}
+		}
+		return resp.Header, 0, nil
+	}
+	p := &Problem{}
+	if json.Unmarshal(b, p) != nil || p.Status == 0 {
+		snippet := strings.TrimSpace(string(b))
+		if len(snippet) > 200 {
+			snippet = snippet[:200] + "…"
+		}
+		p = &Problem{Status: resp.StatusCode, Title: http.StatusText(resp.StatusCode), Detail: snippet}
+	}
+	var retryAfter time.Duration
+	if s, err := strconv.Atoi(resp.Header.Get("Retry-After")); err == nil && s >= 0 {
+		retryAfter = time.Duration(s) * time.Second
+	}
+	return resp.Header, retryAfter, p
+}

@@ -1,0 +1,161 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/edgelink/edgelink/control/apiclient"
+)
+
+// apiFlags are how the API commands reach control: its creator API and a
+// tenant's key. They need no database credentials.
+type apiFlags struct {
+	APIURL string `name:"api-url" default:"http://127.0.0.1:8080" env:"EDGELINK_API_URL" help:"Base URL of control's creator API."`
+	APIKey string `name:"api-key" env:"EDGELINK_API_KEY" help:"The tenant's API key (prefer the environment variable: flags show in ps)."`
+	JSON   bool   `name:"json" help:"Print JSON instead of text."`
+}
+
+func (f apiFlags) client() (*apiclient.Client, error) {
+	c, err := apiclient.New(f.APIURL, f.APIKey)
+	if err != nil {
+		return nil, err
+	}
+	c.Attempts = 3 // a person is waiting; an import raises it
+	return c, nil
+}
+
+type linksCmd struct {
+	apiFlags
+	Create  linksCreateCmd  `cmd:"" help:"Create a short link."`
+	Get     linksGetCmd     `cmd:"" help:"Show one of your links."`
+	Disable linksDisableCmd `cmd:"" help:"Disable a link: it answers 410 on every edge until enabled again (PATCH status)."`
+}
+
+type linksCreateCmd struct {
+	URL            string        `arg:"" help:"Target URL (http or https)."`
+	Code           string        `help:"Custom code: 4-32 characters of 0-9A-Za-z-_ (6-character alphanumeric codes are left to the generator)."`
+	RedirectType   int           `name:"redirect-type" help:"301, 302 (default), 307 or 308."`
+	ExpiresAt      string        `name:"expires-at" help:"Expiry, RFC 3339 (e.g. 2030-01-02T15:04:05Z)."`
+	ExpiresIn      time.Duration `name:"expires-in" help:"Expiry relative to now (e.g. 72h); instead of --expires-at."`
+	Namespace      string        `help:"ID namespace (default: the API's default)."`
+	IdempotencyKey string        `name:"idempotency-key" help:"Make the create safe to retry: the same key and request answer the original link; the CLI retries 429/503 and network errors only with a key."`
+}
+
+type linksGetCmd struct {
+	Code string `arg:"" help:"The link's code."`
+}
+
+type linksDisableCmd struct {
+	Code string `arg:"" help:"The link's code."`
+}
+
+func runLinksCreate(ctx context.Context, f apiFlags, c linksCreateCmd, stdout io.Writer) error {
+	cl, err := f.client()
+	if err != nil {
+		return err
+	}
+	req := apiclient.CreateRequest{URL: c.URL, Code: c.Code, RedirectType: c.RedirectType, Namespace: c.Namespace, ExpiresAt: c.ExpiresAt}
+	if c.ExpiresIn != 0 {
+		if c.ExpiresAt != "" {
+			return fmt.Errorf("links create: give --expires-at or --expires-in, not both")
+		}
+		if c.ExpiresIn < 0 {
+			return fmt.Errorf("links create: --expires-in must be positive")
+		}
+		req.ExpiresAt = time.Now().Add(c.ExpiresIn).UTC().Format(time.RFC3339)
+	}
+	l, replayed, err := cl.Create(ctx, req, c.IdempotencyKey)
+	if err != nil {
+		return fmt.Errorf("links create: %w", err)
+	}
+	if f.JSON {
+		return printJSON(stdout, l)
+	}
+	verb := "created"
+	if replayed {
+		verb = "already created (same idempotency key)"
+	}
+	fmt.Fprintf(stdout, "%s %s -> %s\n", verb, l.ShortURL, l.URL)
+	printLink(stdout, l)
+	return nil
+}
+
+func runLinksGet(ctx context.Context, f apiFlags, code string, stdout io.Writer) error {
+	cl, err := f.client()
+	if err != nil {
+		return err
+	}
+	l, err := cl.Get(ctx, code)
+	if err != nil {
+		return fmt.Errorf("links get %s: %w", code, err)
+	}
+	if f.JSON {
+		return printJSON(stdout, l)
+	}
+	printLink(stdout, l)
+	return nil
+}
+
+func runLinksDisable(ctx context.Context, f apiFlags, code string, stdout io.Writer) error {
+	cl, err := f.client()
+	if err != nil {
+		return err
+	}
+	l, err := cl.Patch(ctx, code, map[string]any{"status": "disabled"})
+	if err != nil {
+		return fmt.Errorf("links disable %s: %w", code, err)
+	}
+	if f.JSON {
+		return printJSON(stdout, l)
+	}
+	fmt.Fprintf(stdout, "disabled %s: it answers 410 on the edges\n", l.ShortURL)
+	printLink(stdout, l)
+	return nil
+}
+
+func printLink(w io.Writer, l *apiclient.Link) {
+	expires := "never"
+	if l.ExpiresAt != nil {
+		expires = *l.ExpiresAt
+	}
+	rows := [][2]string{
+		{"code", l.Code}, {"short_url", l.ShortURL}, {"url", l.URL},
+		{"redirect_type", fmt.Sprint(l.RedirectType)}, {"status", l.Status}, {"namespace", l.Namespace},
+		{"expires_at", expires}, {"version", fmt.Sprint(l.Version)}, {"created_at", l.CreatedAt}, {"updated_at", l.UpdatedAt},
+	}
+	if l.URLOriginal != l.URL {
+		rows = append(rows[:3], append([][2]string{{"url_original", l.URLOriginal}}, rows[3:]...)...)
+	}
+	for _, r := range rows {
+		fmt.Fprintf(w, "  %-14s %s\n", r[0], r[1])
+	}
+}
+
+func printJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	enc.SetEscapeHTML(false)
+	return enc.Encode(v)
+}
+
+// thousands formats n with commas: 1234567 → 1,234,567.
+func thousands[T ~int | ~int64 | ~uint64](n T) string {
+	s := fmt.Sprint(n)
+	neg := strings.HasPrefix(s, "-")
+	s = strings.TrimPrefix(s, "-")
+	var b strings.Builder
+	for i, c := range s {
+		if i > 0 && (len(s)-i)%3 == 0 {
+			b.WriteByte(',')
+		}
+		b.WriteRune(c)
+	}
+	if neg {
+		return "-" + b.String()
+	}
+	return b.String()
+}

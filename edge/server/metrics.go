@@ -1,0 +1,125 @@
+package server
+
+import (
+	"sync/atomic"
+
+	"github.com/nats-io/nats.go"
+	"github.com/prometheus/client_golang/prometheus"
+
+	sharedmetrics "github.com/edgelink/edgelink/shared/metrics"
+)
+
+// newRegistry exports the edge's counters. Every series is created here,
+// once: each reads an atomic the hot path already updates, so the redirect
+// path does no label lookup and allocates nothing for metrics. Labels are
+// only outcome and layer.
+func newRegistry(e *Edge, nc *nats.Conn) *prometheus.Registry {
+	reg := sharedmetrics.NewRegistry()
+	h, r, a, c := &e.Handler.Counters, e.Resolver, e.Authority, e.Clicks
+	counter := func(name, help string, v func() float64, labels ...string) {
+		reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help, ConstLabels: constLabels(labels)}, v))
+	}
+	gauge := func(name, help string, v func() float64, labels ...string) {
+		reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help, ConstLabels: constLabels(labels)}, v))
+	}
+	u := func(x *atomic.Uint64) func() float64 { return func() float64 { return float64(x.Load()) } }
+
+	const requests = "Answers by outcome: redirect (3xx), not_found, gone (410), bad_method, bad_code, rate_limited (429), unavailable (503: the authority could not be asked)."
+	counter("edge_requests_total", requests, u(&h.Hits), "outcome", "redirect")
+	counter("edge_requests_total", requests, u(&h.NotFound), "outcome", "not_found")
+	counter("edge_requests_total", requests, u(&h.Gone), "outcome", "gone")
+	counter("edge_requests_total", requests, u(&h.BadMethod), "outcome", "bad_method")
+	counter("edge_requests_total", requests, u(&h.BadCode), "outcome", "bad_code")
+	counter("edge_requests_total", requests, u(&h.Limited), "outcome", "rate_limited")
+	counter("edge_requests_total", requests, u(&h.Unavailable), "outcome", "unavailable")
+
+	const hits = "Known links answered (302 or 410), by the layer that held them: overlay, snapshot, cache (long-tail), authority (asked over NATS: a link the edge had not received yet)."
+	counter("edge_hits_total", hits, u(&h.OverlayHits), "layer", "overlay")
+	counter("edge_hits_total", hits, u(&h.SnapshotHits), "layer", "snapshot")
+	counter("edge_hits_total", hits, u(&r.CacheHits), "layer", "cache")
+	// Resolved counts cache and authority finds; the cache's own count is
+	// added first, so the difference may lag by the finds in flight: never
+	// let it go back.
+	var authorityHits atomic.Uint64
+	counter("edge_hits_total", hits, func() float64 {
+		cache := r.CacheHits.Load()
+		v := h.Resolved.Load()
+		if v > cache {
+			v -= cache
+		} else {
+			v = 0
+		}
+		for {
+			old := authorityHits.Load()
+			if v <= old || authorityHits.CompareAndSwap(old, v) {
+				return float64(max(v, old))
+			}
+		}
+	}, "layer", "authority")
+
+	const miss = "Misses of the overlay and snapshot, by how they were settled: snapshot (legacy: snapshot answers), cache, negative_cache (a cached 404 for a code that cannot be recent), bloom_reject (certain 404 without the authority), authority (asked)."
+	counter("edge_miss_total", miss, u(&h.SnapshotHits), "layer", "snapshot")
+	counter("edge_miss_total", miss, u(&r.CacheHits), "layer", "cache")
+	counter("edge_miss_total", miss, u(&r.NegativeHits), "layer", "negative_cache")
+	counter("edge_miss_total", miss, u(&r.BloomRejects), "layer", "bloom_reject")
+	counter("edge_miss_total", miss, u(&r.AuthorityAsked), "layer", "authority")
+	counter("edge_authority_fallback_failures_total", "Authority fallbacks that got no answer (timeout, busy, NATS or control down): answered 503, never a guessed 404.", u(&r.AuthorityFailed))
+	counter("edge_authority_rate_limited_total", "Authority fallbacks refused by the per-client-IP limit (429).", u(&r.Limited))
+
+	counter("edge_authority_requests_total", "Authority round trips sent.", u(&a.Requests))
+	counter("edge_authority_coalesced_total", "Lookups that joined one in flight for the same code.", u(&a.Coalesced))
+	counter("edge_authority_failures_total", "Authority round trips that failed or timed out.", u(&a.Failed))
+	counter("edge_authority_busy_total", "Lookups refused because the in-flight bound was reached.", u(&a.Busy))
+
+	counter("edge_clicks_recorded_total", "Clicks taken into the ring.", u(&c.Recorded))
+	counter("edge_clicks_published_total", "Clicks published to the CLICKS stream.", u(&c.Published))
+	counter("edge_clicks_dropped_total", "Clicks dropped: ring full or publish failed.", u(&c.Dropped))
+	gauge("edge_clicks_buffered", "Clicks waiting to be published (what a kill would lose).", func() float64 { return float64(c.Buffered()) })
+
+	f := e.Feed
+	gauge("edge_changefeed_applied_version", "Version of the last change applied.", func() float64 { return float64(f.Position().Version) })
+	gauge("edge_changefeed_applied_sequence", "Stream sequence of the last change applied.", func() float64 { return float64(f.Position().Seq) })
+	gauge("edge_changefeed_pending", "Changes on the stream not applied yet: the feed's lag.", func() float64 { return float64(f.Position().Pending) })
+	counter("edge_changefeed_gaps_total", "Events whose predecessor was not applied (the edge re-syncs).", func() float64 { return float64(f.Position().Gaps) })
+	counter("edge_changefeed_bad_events_total", "Undecodable change events, skipped.", func() float64 { return float64(f.Position().Bad) })
+	gauge("edge_changefeed_last_applied_timestamp_seconds", "When the last change was applied (Unix seconds; 0 before any).", func() float64 {
+		if t := f.Position().LastApplied; !t.IsZero() {
+			return float64(t.UnixNano()) / 1e9
+		}
+		return 0
+	})
+	gauge("edge_store_entries", "Entries in the overlay.", func() float64 { return float64(e.Overlay.Len()) })
+	gauge("edge_sealed_intervals", "Sealed ID intervals known.", func() float64 { return float64(e.Segments.Intervals()) })
+	gauge("edge_nats_connected", "1 while connected to NATS.", func() float64 {
+		if nc.IsConnected() {
+			return 1
+		}
+		return 0
+	})
+	snap := func(f func(version, entries uint64, bytes int) float64) func() float64 {
+		return func() float64 {
+			if l := e.Snapshots.Current(); l != nil {
+				return f(l.Snap.Header.ChangeVersion, l.Snap.Header.Entries, l.Size)
+			}
+			return 0
+		}
+	}
+	gauge("edge_snapshot_change_version", "Change version of the snapshot in use.", snap(func(v, _ uint64, _ int) float64 { return float64(v) }))
+	gauge("edge_snapshot_entries", "Entries in the snapshot in use.", snap(func(_, n uint64, _ int) float64 { return float64(n) }))
+	gauge("edge_snapshot_bytes", "Size of the snapshot in use.", snap(func(_, _ uint64, b int) float64 { return float64(b) }))
+	counter("edge_snapshot_swaps_total", "Snapshots swapped in.", u(&e.Syncer.Swaps))
+	counter("edge_snapshot_rejected_total", "Snapshots refused (digest, checksum, name).", u(&e.Syncer.Rejected))
+	counter("edge_snapshot_resyncs_total", "Re-syncs from a snapshot after the feed lost events.", u(&e.Syncer.Resyncs))
+	return reg
+}
+
+func constLabels(kv []string) prometheus.Labels {
+	if len(kv) == 0 {
+		return nil
+	}
+	l := prometheus.Labels{}
+	for i := 0; i+1 < len(kv); i += 2 {
+		l[kv[i]] = kv[i+1]
+	}
+	return l
+}

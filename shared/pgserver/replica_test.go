@@ -1,0 +1,77 @@
+package pgserver
+
+import (
+	"context"
+	"os"
+	"testing"
+	"time"
+)
+
+// A streaming standby sees the primary's writes, stops seeing them while its
+// replay is paused, and, detached and then promoted, lacks exactly what the
+// primary wrote after the detach: a lagging replica promoted over the
+// writes it never received.
+func TestReplicaPauseDetachPromote(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	start := func(what string, f func(dir string) (*Server, error)) *Server {
+		t.Helper()
+		dir, err := os.MkdirTemp("", "pgserver-"+what+"-")
+		if err != nil {
+			t.Fatal(err)
+		}
+		s, err := f(dir)
+		if err != nil {
+			os.RemoveAll(dir)
+			t.Fatalf("%s: %v", what, err)
+		}
+		t.Cleanup(func() { _ = s.Stop(); _ = os.RemoveAll(dir) })
+		return s
+	}
+	primary := start("primary", func(dir string) (*Server, error) { return Start(ctx, Config{Dir: dir, Fast: true}) })
+	query := func(s *Server, sql string) string {
+		t.Helper()
+		out, err := s.Query(ctx, sql)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	query(primary, "CREATE TABLE t (v int); INSERT INTO t VALUES (1)")
+	replica := start("replica", func(dir string) (*Server, error) { return primary.StartReplica(ctx, Config{Dir: dir, Fast: true}) })
+	if err := replica.WaitReplayed(ctx, primary); err != nil {
+		t.Fatal(err)
+	}
+	if got := query(replica, "SELECT pg_is_in_recovery(), (SELECT string_agg(v::text, ',' ORDER BY v) FROM t)"); got != "t|1" {
+		t.Fatalf("replica after catching up: %q, want t|1", got)
+	}
+
+	if err := replica.PauseReplay(ctx); err != nil {
+		t.Fatal(err)
+	}
+	query(primary, "INSERT INTO t VALUES (2)")
+	if got := query(replica, "SELECT string_agg(v::text, ',' ORDER BY v) FROM t"); got != "1" {
+		t.Fatalf("paused replica sees %q, want 1", got)
+	}
+	if err := replica.ResumeReplay(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := replica.WaitReplayed(ctx, primary); err != nil {
+		t.Fatal(err)
+	}
+
+	if err := replica.Detach(ctx); err != nil {
+		t.Fatal(err)
+	}
+	query(primary, "INSERT INTO t VALUES (3)")
+	if err := primary.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	if err := replica.Promote(ctx); err != nil {
+		t.Fatal(err)
+	}
+	query(replica, "INSERT INTO t VALUES (4)")
+	if got := query(replica, "SELECT string_agg(v::text, ',' ORDER BY v) FROM t"); got != "1,2,4" {
+		t.Fatalf("promoted replica has %q, want 1,2,4 (3 was written after the detach)", got)
+	}
+}
