@@ -1,0 +1,194 @@
+package outage
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/edgelink/edgelink/gate/evidence"
+)
+
+// TestPostgresOutage: PostgreSQL stops while clients follow known links
+// and creators keep trying. A create cannot commit its mapping without the
+// database, so every create is refused with 503 and Retry-After, promptly
+// (the client's deadline is two minutes: a hang would fail as a transport
+// error, not pass slowly), while the edge keeps serving every known link.
+// Once PostgreSQL is back, creates succeed again and redirect.
+func TestPostgresOutage(t *testing.T) { postgresOutage(t, false, 1, 20) }
+
+// TestPostgresCrashOutage is the same with the postmaster SIGKILLed (crash
+// recovery on restart) three times and more refused creates.
+func TestPostgresCrashOutage(t *testing.T) {
+	gate(t)
+	postgresOutage(t, true, 3, 200)
+}
+
+func postgresOutage(t *testing.T, crash bool, cycles, refusedWanted int) {
+	s := newStack(t, 1)
+	e := startEdge(t, s.nats.ClientURL(), t.TempDir())
+	c := s.startControl(t, e.URL)
+	key := s.keys[0]
+
+	led := newLedger()
+	for i := range 100 {
+		r := createPatiently(t, c.URL, key, fmt.Sprintf("https://example.com/before/%d", i), "")
+		if r.Status != http.StatusCreated {
+			t.Fatalf("create %d: %d %v %v", i, r.Status, r.Problem, r.Err)
+		}
+		led.add(r.Code, r.URL, "before")
+	}
+	known := led.codes()
+	waitApplied(t, e, s.pool, time.Minute)
+
+	var (
+		reads, readFailures, readsDown atomic.Int64
+		pgDown                         atomic.Bool
+		firstFailure                   atomic.Pointer[string]
+		stop                           = make(chan struct{})
+		wg                             sync.WaitGroup
+	)
+	for w := range 2 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rng := rand.New(rand.NewPCG(uint64(w), 5))
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				code := known[rng.IntN(len(known))]
+				down := pgDown.Load()
+				status, loc, err := follow(e.URL, code)
+				reads.Add(1)
+				if down {
+					readsDown.Add(1)
+				}
+				if want := led.get(code).URL; err != nil || status != http.StatusFound || loc != want {
+					readFailures.Add(1)
+					msg := fmt.Sprintf("GET /%s (PostgreSQL down: %v): %d %q %v", code, down, status, loc, err)
+					firstFailure.CompareAndSwap(nil, &msg)
+				}
+			}
+		}()
+	}
+	stopReads := sync.OnceFunc(func() { close(stop); wg.Wait() })
+	t.Cleanup(stopReads)
+
+	var (
+		slowest   time.Duration
+		readyDown []int
+		after     []string
+	)
+	for cycle := range cycles {
+		if crash {
+			if err := s.pg.Kill(); err != nil {
+				t.Fatal(err)
+			}
+		} else if err := s.pg.Stop(); err != nil {
+			t.Fatal(err)
+		}
+		pgDown.Store(true)
+
+		// Every create is refused, each with an answer: 503, Retry-After, a
+		// problem body. Nothing is created meanwhile.
+		for i := range refusedWanted {
+			started := time.Now()
+			r := createLink(c.URL, key, fmt.Sprintf("https://example.com/during/%d/%d", cycle, i), "")
+			took := time.Since(started)
+			slowest = max(slowest, took)
+			if r.Err != nil {
+				t.Fatalf("create %d with PostgreSQL down got no answer after %v: %v", i, took, r.Err)
+			}
+			if r.Status != http.StatusServiceUnavailable || r.RetryAfter == "" || r.Problem["status"] != float64(503) {
+				t.Fatalf("create %d with PostgreSQL down: %d Retry-After %q %v; want 503 with Retry-After and a problem", i, r.Status, r.RetryAfter, r.Problem)
+			}
+		}
+		// Readiness follows the allocation runway, not the database (seed
+		// 000's probes): it is reported, not asserted.
+		ready, _ := get(c.URL + "/readyz")
+		readyDown = append(readyDown, ready)
+		if readsDown.Load() == 0 {
+			eventually(t, "reads of known links while PostgreSQL is down", time.Minute, func() bool { return readsDown.Load() > 0 })
+		}
+
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		err := s.pg.Restart(ctx)
+		cancel()
+		if err != nil {
+			t.Fatal(err)
+		}
+		pgDown.Store(false)
+
+		// Creates succeed again (the pool reconnects; the first may still
+		// meet a dead connection), and each redirects at once.
+		var first created
+		eventually(t, "a create succeeds after PostgreSQL is back", 2*time.Minute, func() bool {
+			first = createLink(c.URL, key, fmt.Sprintf("https://example.com/after/%d/first", cycle), "")
+			switch {
+			case first.Err != nil:
+				t.Fatalf("create while PostgreSQL recovers got no answer: %v", first.Err)
+			case first.Status != http.StatusCreated && first.Status != http.StatusServiceUnavailable && first.Status != http.StatusTooManyRequests:
+				t.Fatalf("create while PostgreSQL recovers: %d %v; want 201, or 503 (or 429) until it answers", first.Status, first.Problem)
+			}
+			return first.Status == http.StatusCreated
+		})
+		led.add(first.Code, first.URL, "after")
+		after = append(after, first.Code)
+		for i := range 50 {
+			r := createPatiently(t, c.URL, key, fmt.Sprintf("https://example.com/after/%d/%d", cycle, i), "")
+			if r.Status != http.StatusCreated {
+				t.Fatalf("create %d after PostgreSQL came back: %d %v %v", i, r.Status, r.Problem, r.Err)
+			}
+			led.add(r.Code, r.URL, "after")
+			after = append(after, r.Code)
+			if status, loc, err := follow(e.URL, r.Code); err != nil || status != http.StatusFound || loc != r.URL {
+				t.Fatalf("GET /%s right after its 201: %d %q %v; want 302 %q", r.Code, status, loc, err, r.URL)
+			}
+		}
+	}
+	stopReads()
+	if n := readFailures.Load(); n > 0 {
+		t.Fatalf("%d of %d reads of known links failed (%d while PostgreSQL was down); first: %s", n, reads.Load(), readsDown.Load(), *firstFailure.Load())
+	}
+	led.checkUnique(t)
+	led.checkInDatabase(t, s.pool)
+	var during int
+	if err := s.pool.QueryRow(context.Background(), `SELECT count(*) FROM links WHERE url LIKE 'https://example.com/during/%'`).Scan(&during); err != nil {
+		t.Fatal(err)
+	}
+	if during != 0 {
+		t.Fatalf("%d links refused with 503 exist in the database", during)
+	}
+	applied := waitApplied(t, e, s.pool, time.Minute)
+	led.checkRedirects(t, e.URL, led.codes())
+
+	how := "stopped"
+	if crash {
+		how = "SIGKILLed (crash recovery on restart)"
+	}
+	evidence.Record(t, evidence.ReserveThenReject,
+		"PostgreSQL %s %d time(s): all %d creates answered 503 with Retry-After and a problem body, the slowest in %v (client deadline 2m, never reached); control /readyz answered %v meanwhile; none of them is in the database; after restart creates succeeded again (%d more 201s)",
+		how, cycles, cycles*refusedWanted, slowest.Round(time.Millisecond), readyDown, len(after))
+	evidence.Record(t, evidence.ContractUnderLag,
+		"PostgreSQL %s %d time(s): %d reads of the 100 known links on the edge (%d while it was down), %d failed",
+		how, cycles, reads.Load(), readsDown.Load(), readFailures.Load())
+	evidence.Record(t, evidence.Jumpable,
+		"after PostgreSQL came back each of %d new 201s 302'd on the edge right after it; the edge applied the outbox's newest version %d; all %d links redirect",
+		len(after), applied, led.len())
+}
+
+func get(url string) (int, error) {
+	resp, err := noFollow.Get(url)
+	if err != nil {
+		return 0, err
+	}
+	resp.Body.Close()
+	return resp.StatusCode, nil
+}

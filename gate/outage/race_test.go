@@ -1,0 +1,5 @@
+//go:build race
+
+package outage
+
+const raceEnabled = true
