@@ -1,0 +1,299 @@
+package grafana
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	dto "github.com/prometheus/client_model/go"
+
+	"github.com/edgelink/edgelink/control/postgres"
+	controlserver "github.com/edgelink/edgelink/control/server"
+	"github.com/edgelink/edgelink/control/snapshots"
+	edgeserver "github.com/edgelink/edgelink/edge/server"
+	"github.com/edgelink/edgelink/shared/base62"
+	sharedmetrics "github.com/edgelink/edgelink/shared/metrics"
+	"github.com/edgelink/edgelink/shared/natstest"
+	"github.com/edgelink/edgelink/shared/pgtest"
+)
+
+func TestMain(m *testing.M) { pgtest.Main(m) }
+
+type stack struct {
+	controlURL, edgeURL, key string
+}
+
+// startStack runs control and one edge in this process against a fresh
+// database and an in-process JetStream; both stop when the test ends.
+// Generated codes start at "LEAK00", so they are as easy to spot in a
+// label as the custom ones.
+func startStack(t *testing.T) stack {
+	t.Helper()
+	dsn := pgtest.DSN(t)
+	nats := natstest.Start(t)
+	start, err := base62.Decode("LEAK00")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	edgeAddr, controlAddr := make(chan net.Addr, 1), make(chan net.Addr, 1)
+	edgeDone, controlDone := make(chan error, 1), make(chan error, 1)
+	go func() {
+		edgeDone <- edgeserver.Run(ctx, edgeserver.Config{HTTPAddr: "127.0.0.1:0", NATSURL: nats.ClientURL(), Name: "metrics-test",
+			OnListen: func(a net.Addr) { edgeAddr <- a }})
+	}()
+	var s stack
+	select {
+	case a := <-edgeAddr:
+		s.edgeURL = "http://" + a.String()
+	case err := <-edgeDone:
+		cancel()
+		t.Fatalf("edge: %v", err)
+	}
+	go func() {
+		controlDone <- controlserver.Run(ctx, controlserver.Config{HTTPAddr: "127.0.0.1:0", DatabaseURL: dsn, NATSURL: nats.ClientURL(),
+			PublicURL: s.edgeURL, IDStart: start, Snapshots: snapshots.Schedule{Disabled: true},
+			OnListen: func(a net.Addr) { controlAddr <- a }})
+	}()
+	t.Cleanup(func() {
+		cancel()
+		for what, ch := range map[string]chan error{"control": controlDone, "edge": edgeDone} {
+			select {
+			case err := <-ch:
+				if err != nil {
+					t.Errorf("%s stopped with: %v", what, err)
+				}
+			case <-time.After(time.Minute):
+				t.Errorf("%s did not stop within a minute", what)
+			}
+		}
+	})
+	select {
+	case a := <-controlAddr:
+		s.controlURL = "http://" + a.String()
+	case err := <-controlDone:
+		t.Fatalf("control: %v", err)
+	case <-time.After(2 * time.Minute):
+		t.Fatal("control did not start within 2 minutes")
+	}
+	pool, err := pgxpool.New(context.Background(), dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	st := postgres.New(pool)
+	tenant, err := st.CreateTenant(context.Background(), "leaktenant")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.key, err = st.CreateAPIKey(context.Background(), tenant); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+var noFollow = &http.Client{
+	Timeout:       30 * time.Second,
+	CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+}
+
+func (s stack) call(t *testing.T, method, url, body string, header ...string) (int, string) {
+	t.Helper()
+	req, err := http.NewRequest(method, url, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+s.key)
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	for i := 0; i+1 < len(header); i += 2 {
+		req.Header.Set(header[i], header[i+1])
+	}
+	resp, err := noFollow.Do(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, url, err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+// follow polls the edge until code redirects to url.
+func (s stack) follow(t *testing.T, code, url string) {
+	t.Helper()
+	deadline := time.Now().Add(90 * time.Second)
+	for {
+		resp, err := noFollow.Get(s.edgeURL + "/" + code)
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusFound && resp.Header.Get("Location") == url {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("edge: /%s does not redirect to %s after 90s (%v %v)", code, url, resp, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func codeOf(t *testing.T, body string) string {
+	t.Helper()
+	_, rest, ok := strings.Cut(body, `"code":"`)
+	code, _, ok2 := strings.Cut(rest, `"`)
+	if !ok || !ok2 {
+		t.Fatalf("no code in %s", body)
+	}
+	return code
+}
+
+// TestMetricsLeakNothingAndDashboardMatches drives creates (custom and
+// generated codes, idempotency keys, a batch) and redirects through a
+// running control and edge, then scrapes both /metrics:
+//   - no label value contains a code, a URL (or its host or path), an
+//     idempotency key, the API key or the tenant, and every label name is
+//     one of sharedmetrics.LabelNames;
+//   - the counters saw the traffic (so the check is not vacuous);
+//   - every metric the Grafana dashboard queries is exported by one of
+//     the two binaries.
+func TestMetricsLeakNothingAndDashboardMatches(t *testing.T) {
+	s := startStack(t)
+	const (
+		customCode = "LeakCustom7"
+		customURL  = "https://leak-host-q7.example/leak-path-81?leakq=zz"
+		genURL     = "https://leak-gen.example/gen-path-42"
+		idemKey    = "leak-idem-key-5521"
+		batchKey   = "leak-batch-key-8812"
+	)
+	forbidden := []string{customCode, customURL, "leak-host-q7.example", "leak-path-81", "leakq=zz", genURL,
+		"leak-gen.example", "gen-path-42", idemKey, batchKey, s.key, s.key[len(s.key)-12:], "leaktenant",
+		"leak", "Leak", "LEAK"}
+	codes := map[string]string{}
+
+	st, body := s.call(t, "POST", s.controlURL+"/api/v1/links", fmt.Sprintf(`{"url": %q, "code": %q}`, customURL, customCode),
+		"Idempotency-Key", idemKey)
+	if st != 201 {
+		t.Fatalf("custom create: %d %s", st, body)
+	}
+	codes[customCode] = customURL
+	for i := 0; i < 2; i++ { // the second is an idempotent replay
+		st, body = s.call(t, "POST", s.controlURL+"/api/v1/links", fmt.Sprintf(`{"url": %q}`, genURL), "Idempotency-Key", idemKey+"-gen")
+		if st != 201 {
+			t.Fatalf("generated create: %d %s", st, body)
+		}
+	}
+	codes[codeOf(t, body)] = genURL
+	st, body = s.call(t, "POST", s.controlURL+"/api/v1/links/batch",
+		fmt.Sprintf(`{"links": [{"url": %q}, {"url": %q}, {"url": "javascript:alert(1)"}]}`, genURL+"/b1", genURL+"/b2"),
+		"Idempotency-Key", batchKey)
+	if st != 200 || strings.Count(body, `"status":201`) != 2 {
+		t.Fatalf("batch: %d %s", st, body)
+	}
+	for _, part := range strings.Split(body, `"code":"`)[1:] {
+		code, _, _ := strings.Cut(part, `"`)
+		_, rest, _ := strings.Cut(part, `"url":"`)
+		url, _, _ := strings.Cut(rest, `"`)
+		codes[code] = url
+		forbidden = append(forbidden, code, url)
+	}
+	for code := range codes {
+		forbidden = append(forbidden, code)
+		if st, body := s.call(t, "GET", s.controlURL+"/api/v1/links/"+code, ""); st != 200 {
+			t.Fatalf("get %s: %d %s", code, st, body)
+		}
+	}
+	for code, url := range codes {
+		s.follow(t, code, url)
+	}
+	// Misses: unknown custom-shaped and generated-shaped codes go to the
+	// authority; a path that is no code is refused.
+	for _, path := range []string{"/LeakMissing9", "/LEAKzz", "/leak!path"} {
+		resp, err := noFollow.Get(s.edgeURL + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusNotFound {
+			t.Fatalf("edge %s: %d; want 404", path, resp.StatusCode)
+		}
+	}
+
+	// Both binaries answer the probe paths the manifests point at.
+	for _, base := range []string{s.controlURL, s.edgeURL} {
+		for _, p := range []string{"/startupz", "/readyz", "/livez"} {
+			resp, err := noFollow.Get(base + p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusOK {
+				t.Errorf("GET %s%s: %d; want 200 on a started, caught-up stack", base, p, resp.StatusCode)
+			}
+		}
+	}
+
+	control, err := sharedmetrics.Scrape(s.controlURL + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	edge, err := sharedmetrics.Scrape(s.edgeURL + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for what, fams := range map[string]map[string]*dto.MetricFamily{"control": control, "edge": edge} {
+		for _, err := range sharedmetrics.CheckLabels(fams, forbidden) {
+			t.Errorf("%s /metrics: %v", what, err)
+		}
+	}
+
+	// The traffic shows, so the label check looked at live series.
+	atLeast := func(what string, fams map[string]*dto.MetricFamily, want float64, name string, labels ...string) {
+		t.Helper()
+		if v, _ := sharedmetrics.Value(fams, name, labels...); v < want {
+			t.Errorf("%s %s%v = %v; want at least %v", what, name, labels, v, want)
+		}
+	}
+	atLeast("control", control, 3, "control_http_requests_total", "op", "POST /api/v1/links", "status", "201")
+	atLeast("control", control, 1, "control_idempotent_replays_total", "op", "POST /api/v1/links")
+	atLeast("control", control, 2, "control_batch_items_total", "status", "201")
+	atLeast("control", control, 1, "control_batch_items_total", "status", "400")
+	atLeast("control", control, 1, "control_idalloc_segment_loads_total")
+	atLeast("control", control, 1, "control_idalloc_load_duration_seconds", "class", "ok")
+	atLeast("control", control, 1, "control_authority_lookups_total", "outcome", "not_found")
+	atLeast("edge", edge, float64(len(codes)), "edge_requests_total", "outcome", "redirect")
+	atLeast("edge", edge, float64(len(codes)), "edge_hits_total")
+	atLeast("edge", edge, 2, "edge_requests_total", "outcome", "not_found")
+	atLeast("edge", edge, 1, "edge_requests_total", "outcome", "bad_code")
+	atLeast("edge", edge, 1, "edge_changefeed_applied_version")
+
+	// The dashboard asks only for what the binaries export.
+	exported := append(sharedmetrics.Names(control), sharedmetrics.Names(edge)...)
+	qs, err := Queries(Dashboard())
+	if err != nil {
+		t.Fatal(err)
+	}
+	checked := 0
+	for _, q := range qs {
+		names, err := MetricNames(q.Expr)
+		if err != nil {
+			t.Errorf("panel %q: %v", q.Panel, err)
+			continue
+		}
+		for _, n := range names {
+			checked++
+			if !slices.Contains(exported, n) {
+				t.Errorf("panel %q queries %s, which neither control nor the edge exports (query %q)", q.Panel, n, q.Expr)
+			}
+		}
+	}
+	t.Logf("%d metric references in %d dashboard queries, all exported; %d control and %d edge families scraped",
+		checked, len(qs), len(control), len(edge))
+}
