@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -480,9 +481,9 @@ func (e *env) vegeta(s *server, scenario, variant string, round int, file string
 }
 
 func (e *env) pin(variant string) error {
-	cpus := ""
+	cpus, stackCPUs := "", ""
 	if variant == "pinned" {
-		cpus = e.o.serverCPU
+		cpus, stackCPUs = e.o.serverCPU, e.o.loadCPU
 	}
 	var pids []int
 	for _, s := range e.servers {
@@ -491,7 +492,62 @@ func (e *env) pin(variant string) error {
 			pids = append(pids, s.extra()...)
 		}
 	}
+	// The edge's own back end (control and NATS in this process, and
+	// PostgreSQL) is not on its request path, and in production runs on
+	// other machines; it still works during the edge's runs (clicks
+	// flowing to their rollups, about half a core here). Left unpinned
+	// it would share the servers' core and charge its interference to the
+	// edge alone, so the pinned variant puts it beside the load generator.
+	// Redis stays with fasthttp+redis: it is on that baseline's request path.
+	if err := measure.SetAffinity(stackPIDs(), stackCPUs); err != nil {
+		return err
+	}
 	return measure.SetAffinity(pids, cpus)
+}
+
+// stackPIDs is this process (control and NATS run in it) and the
+// PostgreSQL processes it started.
+func stackPIDs() []int {
+	self := os.Getpid()
+	out := []int{self}
+	entries, _ := os.ReadDir("/proc")
+	parent := map[int]int{}
+	comm := map[int]string{}
+	for _, d := range entries {
+		pid, err := strconv.Atoi(d.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + d.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		// pid (comm) state ppid ...: comm may hold spaces, so cut at the last ')'.
+		st := string(b)
+		i := strings.LastIndexByte(st, ')')
+		j := strings.IndexByte(st, '(')
+		if i < 0 || j < 0 {
+			continue
+		}
+		f := strings.Fields(st[i+1:])
+		if len(f) < 2 {
+			continue
+		}
+		ppid, _ := strconv.Atoi(f[1])
+		parent[pid], comm[pid] = ppid, st[j+1:i]
+	}
+	for pid, c := range comm {
+		if c != "postgres" {
+			continue
+		}
+		for a := parent[pid]; a > 1; a = parent[a] {
+			if a == self {
+				out = append(out, pid)
+				break
+			}
+		}
+	}
+	return out
 }
 
 // order rotates the servers by round so none always runs first or last.
