@@ -54,9 +54,6 @@ func (discard) Publish(context.Context, string, []byte, ...jetstream.PublishOpt)
 func (discard) CreateStream(context.Context, jetstream.StreamConfig) (jetstream.Stream, error) {
 	return nil, nil
 }
-func (discard) CreateOrUpdateStream(context.Context, jetstream.StreamConfig) (jetstream.Stream, error) {
-	return nil, nil
-}
 
 // notFound is an authority that knows no code. Only the per-IP burst reaches
 // it (all requests come from one address, as in the suite): the rest of the

@@ -17,35 +17,24 @@ import (
 // relayLockKey is the advisory lock that makes one relay the publisher.
 const relayLockKey int64 = 0x65646765_6c6e6b31 // "edgelnk1"
 
-// OutboxPage is a run of outbox rows in version order and the snapshot they
-// were read in.
+// OutboxPage is a run of outbox rows in version order.
 type OutboxPage struct {
 	Events []linkevent.Event
-	// Snapshot is the reading transaction's pg_snapshot: every transaction
-	// that could still commit a version missing from Events was in progress
-	// in it.
-	Snapshot string
 }
 
-// ReadOutbox returns up to limit outbox rows with version >= from.
+// ReadOutbox returns up to limit outbox rows with version >= from. A hole
+// in them is settled by XactCeiling and XactsEndedBelow, not by the
+// snapshot this read ran in.
 func (s *Store) ReadOutbox(ctx context.Context, from uint64, limit int) (OutboxPage, error) {
 	var page OutboxPage
-	err := pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
-		// Under REPEATABLE READ the first statement fixes the snapshot, so
-		// the rows below are read in exactly this snapshot.
-		if err := tx.QueryRow(ctx, `SELECT pg_current_snapshot()::text`).Scan(&page.Snapshot); err != nil {
-			return err
-		}
-		rows, err := tx.Query(ctx, `
-			SELECT version, kind, code, url, redirect_type, status, expires_at,
-			       namespace, seg_start, seg_end, seg_state
-			FROM outbox WHERE version >= $1 ORDER BY version LIMIT $2`, int64(from), limit)
-		if err != nil {
-			return err
-		}
-		page.Events, err = pgx.CollectRows(rows, scanOutbox)
-		return err
-	})
+	rows, err := s.pool.Query(ctx, `
+		SELECT version, kind, code, url, redirect_type, status, expires_at,
+		       namespace, seg_start, seg_end, seg_state
+		FROM outbox WHERE version >= $1 ORDER BY version LIMIT $2`, int64(from), limit)
+	if err != nil {
+		return page, translate(err)
+	}
+	page.Events, err = pgx.CollectRows(rows, scanOutbox)
 	return page, translate(err)
 }
 
