@@ -104,7 +104,7 @@ func newWorkload(b *testing.B) *workload {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); _ = rec.Run(ctx) }()
-	h := &redirect.Handler{Store: applied.Overlay, Snapshot: applied.Snapshots, Miss: res, Clicks: rec}
+	h := &redirect.Handler{Store: applied, Miss: res, Clicks: rec}
 	reqs := dataset.Sample(codes, urls, dataset.SampleConfig{Requests: 1 << 18, S: 1.1, Unknown: 0.10, Seed: 1})
 	return &workload{h: h, rec: rec, reqs: reqs, asked: asked, cleanup: func() { cancel(); <-done; cache.Close() }}
 }

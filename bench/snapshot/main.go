@@ -249,7 +249,7 @@ func runChild(kind, file string, n int) error {
 		a := &store.Applied{Overlay: store.New(), Hint: store.NewHint(1000, 0.01), Segments: new(store.Segments), Snapshots: new(store.Snapshots)}
 		a.Install(l)
 		lookup = func(code []byte) bool { _, ok := a.Snapshots.Lookup(code); return ok }
-		h = &redirect.Handler{Store: a.Overlay, Snapshot: a.Snapshots}
+		h = &redirect.Handler{Store: a}
 		keep = a
 	case "map":
 		data, err := os.ReadFile(file)

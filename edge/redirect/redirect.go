@@ -14,18 +14,13 @@ import (
 	"github.com/edgelink/edgelink/edge/resolve"
 	"github.com/edgelink/edgelink/edge/store"
 	"github.com/edgelink/edgelink/shared/link"
-	"github.com/edgelink/edgelink/shared/snapshot"
 )
 
-// Lookuper finds what the edge knows of a code.
-type Lookuper interface {
-	Lookup(code []byte) (*store.Entry, bool)
-}
-
-// SnapshotLookuper finds a code in the precomputed snapshot without
-// allocating.
-type SnapshotLookuper interface {
-	Lookup(code []byte) (snapshot.Entry, bool)
+// Finder finds what the edge holds of a code without allocating: the
+// overlay and the snapshot together (store.Applied), or the overlay alone
+// (store.Store).
+type Finder interface {
+	Find(code []byte) (store.Hit, bool)
 }
 
 // Resolver answers a code neither the overlay nor the snapshot holds: the
@@ -51,20 +46,17 @@ type Counters struct {
 	SnapshotHits, OverlayHits, Resolved atomic.Uint64
 }
 
-// Handler answers redirects. Store is the overlay, consulted first;
-// Snapshot (optional) second, and its entry wins over the overlay's only when
-// its version is newer (the overlay holds changes applied after the
-// snapshot's position, or older ones until a swap prunes them); Miss
-// (optional) resolves what both lack, else a miss is a 404. Started backs
+// Handler answers redirects. Store holds the overlay and the snapshot
+// (the newer version of a code wins); Miss (optional) resolves what both
+// lack, else a miss is a 404. Started backs
 // /startupz, Ready /readyz and Live /livez (nil: always OK), Metrics
 // (optional) /metrics; Now is injectable for expiry tests.
 type Handler struct {
-	Store    Lookuper
-	Snapshot SnapshotLookuper
-	Miss     Resolver
-	Clicks   ClickRecorder
-	Started  func() error
-	Ready    func() error
+	Store   Finder
+	Miss    Resolver
+	Clicks  ClickRecorder
+	Started func() error
+	Ready   func() error
 	// Degraded (optional) names what the edge serves without: a /readyz
 	// that passes Ready answers 200 with "degraded: <reason>" instead of
 	// "ok". Degraded is not unready: an outage of NATS or control is
@@ -122,25 +114,23 @@ func (h *Handler) Serve(ctx *fasthttp.RequestCtx) {
 	if h.serveOwn(ctx, path) {
 		return
 	}
-	// The overlay is read before the snapshot: a swap installs the new
-	// snapshot before it prunes the overlay, so a lookup that misses a
-	// pruned entry finds the new snapshot (store.Applied.Install).
-	e, ok := h.Store.Lookup(code)
-	if h.Snapshot != nil {
-		if s, sok := h.Snapshot.Lookup(code); sok && (!ok || s.Version > e.Version) {
-			h.Counters.SnapshotHits.Add(1)
-			h.answer(ctx, code, s.Status == link.Active, s.ExpiresAt, s.RedirectType, s.Origin, s.Rest)
-			return
-		}
-	}
+	hit, ok := h.Store.Find(code)
 	if !ok {
-		if e = h.resolve(ctx, code); e == nil {
+		e := h.resolve(ctx, code)
+		if e == nil {
 			return
 		}
 		h.Counters.Resolved.Add(1)
+		hit.Entry = e
+	} else if hit.Entry == nil {
+		h.Counters.SnapshotHits.Add(1)
+		s := &hit.Snap
+		h.answer(ctx, code, s.Status == link.Active, s.ExpiresAt, s.RedirectType, s.Origin, s.Rest)
+		return
 	} else {
 		h.Counters.OverlayHits.Add(1)
 	}
+	e := hit.Entry
 	h.answer(ctx, code, !e.Missing && e.Status == link.Active, e.ExpiresAt, e.RedirectType,
 		unsafe.Slice(unsafe.StringData(e.URL), len(e.URL)), nil)
 }

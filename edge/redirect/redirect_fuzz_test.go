@@ -25,15 +25,15 @@ type fuzzAnswer struct {
 	location string
 }
 
-// lookupRecorder remembers the codes the handler asked the overlay for.
+// lookupRecorder remembers the codes the handler looked up.
 type lookupRecorder struct {
-	Lookuper
+	Finder
 	asked [][]byte
 }
 
-func (l *lookupRecorder) Lookup(code []byte) (*store.Entry, bool) {
+func (l *lookupRecorder) Find(code []byte) (store.Hit, bool) {
 	l.asked = append(l.asked, slices.Clone(code))
-	return l.Lookuper.Lookup(code)
+	return l.Finder.Find(code)
 }
 
 // mapResolver answers the authority's part: found, limited, unavailable or
@@ -88,8 +88,8 @@ func newFuzzHandler(t testing.TB) (*Handler, *lookupRecorder, map[string]fuzzAns
 	if err != nil {
 		t.Fatal(err)
 	}
-	snaps := new(store.Snapshots)
-	(&store.Applied{Overlay: store.New(), Snapshots: snaps}).Install(loaded)
+	a := &store.Applied{Overlay: overlay, Snapshots: new(store.Snapshots)}
+	a.Install(loaded)
 	want["00000B"] = fuzzAnswer{308, "https://shop.example.com/spring?utm_source=snap"}
 	want["00000C"] = fuzzAnswer{302, long}
 	want["00000D"] = fuzzAnswer{410, ""}
@@ -102,8 +102,8 @@ func newFuzzHandler(t testing.TB) (*Handler, *lookupRecorder, map[string]fuzzAns
 	want["gone-1"] = fuzzAnswer{410, ""}
 	want["limit1"] = fuzzAnswer{429, ""}
 	want["unav01"] = fuzzAnswer{503, ""}
-	rec := &lookupRecorder{Lookuper: overlay}
-	h := &Handler{Store: rec, Snapshot: snaps, Miss: miss, Now: func() time.Time { return now },
+	rec := &lookupRecorder{Finder: a}
+	h := &Handler{Store: rec, Miss: miss, Now: func() time.Time { return now },
 		Clicks: clicks.New(nil, clicks.Config{Buffer: 1 << 10})}
 	return h, rec, want
 }

@@ -44,7 +44,7 @@ func newSnapshotHandler(t testing.TB) *Handler {
 	a.Apply(&store.Entry{Code: "00000F", URL: "https://stale-f", RedirectType: 302, Status: link.Active, Version: 12})
 	// Only in the overlay.
 	a.Apply(&store.Entry{Code: "00000G", URL: "https://overlay/g", RedirectType: 302, Status: link.Active, Version: 13})
-	return &Handler{Store: a.Overlay, Snapshot: a.Snapshots, Now: func() time.Time { return now }}
+	return &Handler{Store: a, Now: func() time.Time { return now }}
 }
 
 func TestSnapshotAnswersAndVersionRule(t *testing.T) {
@@ -104,7 +104,7 @@ func TestLongTargetFromSnapshot(t *testing.T) {
 	}
 	a := &store.Applied{Overlay: store.New(), Snapshots: new(store.Snapshots)}
 	a.Install(l)
-	h := &Handler{Store: a.Overlay, Snapshot: a.Snapshots}
+	h := &Handler{Store: a}
 	ctx := do(h, "GET", "/00000A")
 	if got := string(ctx.Response.Header.Peek("Location")); got != url {
 		t.Fatalf("Location of %d bytes, want %d", len(got), len(url))

@@ -1,6 +1,6 @@
 // Package resolve answers the codes neither the overlay nor the snapshot
-// holds, walking the rest of the edge's layers: long-tail cache → (bloom hint
-// and sealed segments decide) → authority.
+// holds, walking the rest of the edge's layers: bloom hint and sealed
+// segments (a certain 404) → long-tail cache → authority.
 package resolve
 
 import (
@@ -51,13 +51,34 @@ type Resolver struct {
 
 	// Counters.
 	CacheHits, NegativeHits, BloomRejects, AuthorityAsked, AuthorityFailed, Limited atomic.Uint64
+
+	learned atomic.Pointer[learned]
+}
+
+// learnedCodes is the filter of codes cached positively, made on first use
+// so a Resolver literal needs no constructor.
+func (r *Resolver) learnedCodes() *learned {
+	if l := r.learned.Load(); l != nil {
+		return l
+	}
+	r.learned.CompareAndSwap(nil, newLearned())
+	return r.learned.Load()
 }
 
 // Resolve answers a code neither the overlay nor the snapshot holds. It
 // blocks at most for the authority's timeout.
 func (r *Resolver) Resolve(code []byte, clientIP []byte) (*store.Entry, Outcome) {
 	old := r.cannotBeRecent(code)
-	if r.Cache != nil {
+	// A code that cannot be recent and that the hint rules out is a
+	// certain 404, whatever the cache holds: every live code is in the
+	// hint. Checked first because it is the cheapest answer to a scan.
+	if old && r.Hint != nil && !r.Hint.MayContain(code) {
+		r.BloomRejects.Add(1)
+		return nil, NotFound
+	}
+	// For a code that could be recent only a cached positive may answer,
+	// and the learned filter knows every code cached positively.
+	if r.Cache != nil && (old || r.learnedCodes().mayContain(code)) {
 		if e, ok := r.Cache.Get(code); ok {
 			if !e.Missing {
 				r.CacheHits.Add(1)
@@ -71,10 +92,6 @@ func (r *Resolver) Resolve(code []byte, clientIP []byte) (*store.Entry, Outcome)
 				return nil, NotFound
 			}
 		}
-	}
-	if old && r.Hint != nil && !r.Hint.MayContain(code) {
-		r.BloomRejects.Add(1)
-		return nil, NotFound
 	}
 	if r.Authority == nil {
 		if old {
@@ -102,6 +119,9 @@ func (r *Resolver) Resolve(code []byte, clientIP []byte) (*store.Entry, Outcome)
 		e = &store.Entry{Code: string(code), Missing: true, Version: rep.Version}
 	}
 	if r.Cache != nil {
+		if !e.Missing {
+			r.learnedCodes().add(code) // before the Set, so a cached positive is never skipped
+		}
 		r.Cache.Set(e)
 	}
 	if e.Missing {

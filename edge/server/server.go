@@ -149,7 +149,7 @@ func Run(ctx context.Context, cfg Config) error {
 	// link it knows, and 503 (never a guessed 404) for recent ones it
 	// cannot check.
 	var inService atomic.Bool
-	h := &redirect.Handler{Store: overlay, Snapshot: snaps, Miss: res, Clicks: rec, Ready: func() error {
+	h := &redirect.Handler{Store: applied, Miss: res, Clicks: rec, Ready: func() error {
 		p := feed.Position()
 		switch {
 		case !syncer.Booted():

@@ -12,13 +12,26 @@ import (
 )
 
 // Loaded is a snapshot ready to serve: the validated file and its bloom
-// section decoded. Immutable.
+// section decoded. The file is immutable; the only state that changes is
+// which of its entries the overlay overrides.
 type Loaded struct {
 	Snap  *snapshot.Snapshot
 	Bloom *bloom.BloomFilter
 	Name  string // the object (and file) name it came from
 	Size  int    // bytes of the file, all held in memory
+
+	// overridden has a bit per entry (by snapshot.Find's index), set once
+	// the overlay holds a change of that code while this snapshot is in
+	// service (Applied.Apply and Install set it, under Applied.mu). A
+	// clear bit lets a lookup answer from the file alone, without probing
+	// the overlay: the common case, since most links never change after
+	// the snapshot was built. Bits are only ever set.
+	overridden []atomic.Uint64
 }
+
+func (l *Loaded) override(i int) { l.overridden[i/64].Or(1 << (i % 64)) }
+
+func (l *Loaded) isOverridden(i int) bool { return l.overridden[i/64].Load()&(1<<(i%64)) != 0 }
 
 // Load validates data as a snapshot and decodes its bloom section. data is
 // kept (lookups read it in place) and must not be modified afterwards. An
@@ -35,7 +48,8 @@ func Load(name string, data []byte) (*Loaded, error) {
 	if f.Cap() == 0 || f.K() == 0 {
 		return nil, fmt.Errorf("%w: bloom section: empty filter", snapshot.ErrCorrupt)
 	}
-	return &Loaded{Snap: snap, Bloom: f, Name: name, Size: len(data)}, nil
+	return &Loaded{Snap: snap, Bloom: f, Name: name, Size: len(data),
+		overridden: make([]atomic.Uint64, (snap.Len()+63)/64)}, nil
 }
 
 // Snapshots holds the snapshot in service, swapped atomically: a lookup sees
@@ -62,14 +76,33 @@ func (s *Snapshots) Current() *Loaded { return s.cur.Load() }
 // Install puts l in service under the overlay and returns how many overlay
 // entries it made redundant and dropped.
 //
-// Order matters so that no lookup sees a half state. The bloom of the new
-// file goes first (it covers every code of the old one: codes are never
-// removed), then the snapshot pointer, then its sealed intervals (which
-// allow bloom-negative answers, so only once the codes are in place), and
-// only then is the overlay pruned: a lookup reads the overlay before it
-// loads the snapshot pointer, so one that misses a pruned entry loads the
-// new snapshot, which holds that code at a version at least as new.
+// Order matters so that no lookup sees a half state. Under a.mu (no Apply
+// runs meanwhile), every overlay entry that stays is marked overridden in
+// l before l can be seen, so a lookup that finds a code in l with its bit
+// clear may trust the file. Then the bloom of the new file (it covers every
+// code of the old one: codes are never removed), then the snapshot pointer,
+// then its sealed intervals (which allow bloom-negative answers, so only
+// once the codes are in place), and only then is the overlay pruned: a
+// lookup that misses a pruned entry sees that the snapshot changed since it
+// loaded the pointer and looks again in the new one, which holds that code
+// at a version at least as new (Applied.Find).
 func (a *Applied) Install(l *Loaded) (pruned int) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	cv := l.Snap.Header.ChangeVersion
+	// stays is the prune's complement: an entry applied from the stream
+	// after the snapshot, or one whose code the snapshot lacks (a
+	// memory-budget snapshot has only the hot codes).
+	stays := func(e *Entry) (idx int, inSnap, keep bool) {
+		idx, inSnap = l.Snap.Find(unsafe.Slice(unsafe.StringData(e.Code), len(e.Code)))
+		return idx, inSnap, e.Version > cv || !inSnap
+	}
+	a.Overlay.Range(func(e *Entry) bool {
+		if i, inSnap, keep := stays(e); keep && inSnap {
+			l.override(i)
+		}
+		return true
+	})
 	if a.Hint != nil {
 		a.Hint.SetBase(l.Bloom)
 	}
@@ -81,14 +114,8 @@ func (a *Applied) Install(l *Loaded) (pruned int) {
 			}
 		}
 	}
-	cv := l.Snap.Header.ChangeVersion
 	return a.Overlay.Prune(func(e *Entry) bool {
-		if e.Version > cv {
-			return false // applied from the stream after the snapshot: it must stay
-		}
-		// The snapshot holds every change at or below its version; a
-		// memory-budget snapshot lacks cold codes, whose entries stay.
-		_, ok := l.Snap.Lookup(unsafe.Slice(unsafe.StringData(e.Code), len(e.Code)))
-		return ok
+		_, _, keep := stays(e)
+		return !keep
 	})
 }

@@ -1,17 +1,19 @@
-// Package store holds what an edge knows of links, in the layers the
-// lookup consults in order: the overlay of changes applied from the stream
-// (Store), the precomputed snapshot (Snapshots), the bounded long-tail
-// cache of authority answers (Cache), plus the bloom hint of live codes
-// (Hint) and the sealed ID segments (Segments) that decide when a miss may
-// be answered without the authority.
+// Package store holds what an edge knows of links, in layers: the overlay
+// of changes applied from the stream (Store) over the precomputed snapshot
+// (Snapshots), looked up together by Applied.Find (the newer version of a
+// code wins); the bounded long-tail cache of authority answers (Cache); and
+// the bloom hint of live codes (Hint) and the sealed ID segments (Segments)
+// that decide when a miss may be answered without the authority.
 package store
 
 import (
 	"hash/maphash"
 	"sync"
+	"unsafe"
 
 	"github.com/edgelink/edgelink/shared/link"
 	"github.com/edgelink/edgelink/shared/linkevent"
+	"github.com/edgelink/edgelink/shared/snapshot"
 )
 
 // Entry is what the edge knows of one code. Entries are immutable once
@@ -139,22 +141,100 @@ func EntryFromEvent(ev *linkevent.Event) *Entry {
 
 // Applied is the stream's side of the layers, updated together by the change
 // feed: the overlay, the bloom hint and the sealed segments, plus the
-// snapshot they extend. Safe for concurrent use.
+// snapshot they extend. Safe for concurrent use; the overlay must be
+// written only through it (Apply, Install), which keeps the snapshot's
+// overridden bits true.
 type Applied struct {
 	Overlay   *Store
 	Hint      *Hint
 	Segments  *Segments
 	Snapshots *Snapshots
+
+	// mu orders Apply against Install: an entry applied while a snapshot
+	// is being installed is either marked by the install or by the apply.
+	mu sync.Mutex
 }
 
-// Apply stores e in the overlay (last writer wins by version) and adds its
-// code to the hint.
+// Apply stores e in the overlay (last writer wins by version), marks its
+// code overridden in the snapshot in service, and adds it to the hint. The
+// mark follows the store, so a lookup that sees the mark finds the entry.
 func (a *Applied) Apply(e *Entry) bool {
+	a.mu.Lock()
 	ok := a.Overlay.Apply(e)
+	if ok && a.Snapshots != nil {
+		if l := a.Snapshots.Current(); l != nil {
+			if i, found := l.Snap.Find(unsafe.Slice(unsafe.StringData(e.Code), len(e.Code))); found {
+				l.override(i)
+			}
+		}
+	}
+	a.mu.Unlock()
 	if a.Hint != nil {
 		a.Hint.Add(e.Code)
 	}
 	return ok
+}
+
+// Hit is what the overlay or the snapshot knows of a code: Entry when the
+// overlay answered, else Snap.
+type Hit struct {
+	Entry *Entry
+	Snap  snapshot.Entry
+}
+
+// Find looks code up in the snapshot and the overlay: the newer version
+// wins, the overlay on a tie. It does not allocate.
+//
+// The snapshot is read first, and the overlay only for codes the snapshot
+// lacks or whose overridden bit is set, so the common hit (a link unchanged
+// since the snapshot) costs one lookup in the file. If the overlay misses
+// after the snapshot in service changed, an install may have pruned the
+// entry in between: the lookup starts over in the new snapshot, which holds
+// it at a version at least as new.
+func (a *Applied) Find(code []byte) (Hit, bool) {
+	for {
+		var l *Loaded
+		if a.Snapshots != nil {
+			l = a.Snapshots.Current()
+		}
+		if h, ok, stale := a.findIn(l, code); !stale {
+			return h, ok
+		}
+	}
+}
+
+// findIn is Find with l as the snapshot read (nil: none). stale reports
+// that the overlay missed and l is no longer in service, so the answer
+// cannot be trusted: look again.
+func (a *Applied) findIn(l *Loaded, code []byte) (h Hit, ok, stale bool) {
+	if l != nil {
+		if i, ok := l.Snap.Find(code); ok {
+			s := l.Snap.At(i)
+			if !l.isOverridden(i) {
+				return Hit{Snap: s}, true, false
+			}
+			if e, ok := a.Overlay.Lookup(code); ok {
+				if s.Version > e.Version {
+					return Hit{Snap: s}, true, false
+				}
+				return Hit{Entry: e}, true, false
+			}
+			if a.Snapshots.Current() != l {
+				return Hit{}, false, true
+			}
+			return Hit{Snap: s}, true, false
+		}
+	}
+	if e, ok := a.Overlay.Lookup(code); ok {
+		return Hit{Entry: e}, true, false
+	}
+	return Hit{}, false, a.Snapshots != nil && a.Snapshots.Current() != l
+}
+
+// Find is the overlay alone as a lookup layer (no snapshot).
+func (s *Store) Find(code []byte) (Hit, bool) {
+	e, ok := s.Lookup(code)
+	return Hit{Entry: e}, ok
 }
 
 // Seal records a sealed segment.

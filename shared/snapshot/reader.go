@@ -371,6 +371,14 @@ func (s *Snapshot) Lookup(code []byte) (Entry, bool) {
 	return s.entry(i), true
 }
 
+// Find returns code's record index, in [0, Len()): a dense number per
+// entry that callers may index their own per-entry state by. It does not
+// allocate.
+func (s *Snapshot) Find(code []byte) (int, bool) { return s.find(code) }
+
+// At returns the entry at record index i, as Find gave it.
+func (s *Snapshot) At(i int) Entry { return s.entry(i) }
+
 func (s *Snapshot) find(code []byte) (int, bool) {
 	if len(code) == base62.Length && base62.Valid(code) {
 		id, _ := base62.Digits(code)

@@ -75,6 +75,19 @@ func TestRoundTrip(t *testing.T) {
 			t.Errorf("Lookup(%q) found a link that does not exist", miss)
 		}
 	}
+	// Find numbers the entries densely and At agrees with Lookup.
+	seen := make([]bool, s.Len())
+	for _, l := range links {
+		i, ok := s.Find([]byte(l.Code))
+		if !ok || i < 0 || i >= s.Len() || seen[i] {
+			t.Fatalf("Find(%q) = %d, %v: want a fresh index in [0, %d)", l.Code, i, ok, s.Len())
+		}
+		seen[i] = true
+		e, _ := s.Lookup([]byte(l.Code))
+		if got := s.At(i); string(got.AppendURL(nil)) != string(e.AppendURL(nil)) || got.Version != e.Version || got.Status != e.Status {
+			t.Errorf("At(Find(%q)) = %+v; Lookup gives %+v", l.Code, got, e)
+		}
+	}
 	n := 0
 	s.Each(func(code []byte, e Entry) bool {
 		if _, ok := s.Lookup(code); !ok {
