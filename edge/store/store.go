@@ -48,6 +48,9 @@ type Store struct {
 type shard struct {
 	mu sync.RWMutex
 	m  map[string]*Entry
+	// peak is the most entries m held since it was made: a Go map never
+	// gives back its table, so one that shrank far below it is rebuilt.
+	peak int
 }
 
 // New returns an empty store.
@@ -82,6 +85,7 @@ func (s *Store) Apply(e *Entry) bool {
 		return false
 	}
 	sh.m[e.Code] = e
+	sh.peak = max(sh.peak, len(sh.m))
 	return true
 }
 
@@ -98,6 +102,17 @@ func (s *Store) Prune(drop func(*Entry) bool) int {
 				delete(sh.m, code)
 				n++
 			}
+		}
+		// After a snapshot swap prunes most of a bulk load, the table
+		// sized for the load would stay: memory held for nothing, and
+		// every probe of a code the overlay lacks landing in a table far
+		// larger than the caches.
+		if len(sh.m) < sh.peak/4 {
+			m := make(map[string]*Entry, len(sh.m))
+			for code, e := range sh.m {
+				m[code] = e
+			}
+			sh.m, sh.peak = m, len(m)
 		}
 		sh.mu.Unlock()
 	}

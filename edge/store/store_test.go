@@ -138,3 +138,29 @@ func TestHint(t *testing.T) {
 		t.Fatal("rebuild did not take")
 	}
 }
+
+// A bulk load pruned by a snapshot swap leaves the overlay's maps sized for
+// what is left, not for the load.
+func TestPruneShrinksMaps(t *testing.T) {
+	s := New()
+	for i := range 64 * 1000 {
+		s.Apply(&Entry{Code: fmt.Sprintf("c%06d", i), URL: "https://x", Status: link.Active, Version: uint64(i + 1)})
+	}
+	if n := s.Prune(func(e *Entry) bool { return e.Version > 640 }); n != 64*1000-640 {
+		t.Fatalf("pruned %d", n)
+	}
+	for i := range s.shards {
+		sh := &s.shards[i]
+		if sh.peak != len(sh.m) {
+			t.Fatalf("shard %d: peak %d after a prune to %d entries; want the map rebuilt", i, sh.peak, len(sh.m))
+		}
+	}
+	if s.Len() != 640 {
+		t.Fatalf("Len %d after the prune; want 640", s.Len())
+	}
+	for i := range 640 {
+		if _, ok := s.Lookup(fmt.Appendf(nil, "c%06d", i)); !ok {
+			t.Fatalf("c%06d lost in the rebuild", i)
+		}
+	}
+}
