@@ -12,8 +12,6 @@ import (
 	"strings"
 	"time"
 
-	vegeta "github.com/tsenart/vegeta/v12/lib"
-
 	"github.com/edgelink/edgelink/bench/dataset"
 )
 
@@ -36,12 +34,12 @@ type attackResult struct {
 	RequestsSent int            `json:"sent"`
 }
 
-// attack runs vegeta in its own process (so it can be pinned to its own
-// CPU and its CPU kept apart from the server's): `suite attack -url U
-// -requests FILE -rate R -duration D`.
+// attack runs the paced generator (pace) in its own process, so it can be
+// pinned to its own CPU and its CPU kept apart from the server's: `suite
+// attack -url U -requests FILE -rate R -duration D`.
 func attack(args []string) error {
 	fs := flag.NewFlagSet("attack", flag.ContinueOnError)
-	base := fs.String("url", "", "server base URL")
+	base := fs.String("url", "", "server base URL (http://IPv4:port)")
 	file := fs.String("requests", "", "requests file (dataset.WriteRequests)")
 	rate := fs.Int("rate", 1000, "requests per second")
 	d := fs.Duration("duration", 3*time.Second, "attack length")
@@ -62,44 +60,43 @@ func attack(args []string) error {
 	if len(reqs) == 0 {
 		return errors.New("attack: no requests")
 	}
-	want := make(map[string]dataset.Request, len(reqs))
-	targets := make([]vegeta.Target, len(reqs))
-	for i, q := range reqs {
-		targets[i] = vegeta.Target{Method: "GET", URL: *base + q.Path}
-		want[targets[i].URL] = q
+	addr, ok := strings.CutPrefix(*base, "http://")
+	if !ok {
+		return fmt.Errorf("attack: -url %q: want http://host:port", *base)
 	}
-	att := vegeta.NewAttacker(vegeta.Redirects(vegeta.NoFollow), vegeta.KeepAlive(true), vegeta.Connections(*conns),
-		vegeta.MaxConnections(*conns*2), vegeta.Workers(uint64(*conns)), vegeta.MaxWorkers(uint64(*conns)*4),
-		vegeta.Timeout(5*time.Second))
-	var m vegeta.Metrics
-	r := attackResult{Codes: map[string]int{}}
-	for res := range att.Attack(vegeta.NewStaticTargeter(targets...), vegeta.Rate{Freq: *rate, Per: time.Second}, *d, "bench") {
-		m.Add(res)
-		r.RequestsSent++
-		r.Codes[strconv.Itoa(int(res.Code))]++
-		if res.Error != "" && res.Code == 0 {
-			r.Errors++
-			continue
-		}
-		if !*check {
-			continue
-		}
-		q := want[res.URL]
-		ok := int(res.Code) == q.Status
-		if ok && q.Status == http.StatusFound {
-			ok = res.Headers.Get("Location") == q.Location
-		}
-		if !ok && res.Code != http.StatusTooManyRequests && res.Code != http.StatusServiceUnavailable {
-			r.Wrong++
-			if r.FirstWrong == "" {
-				r.FirstWrong = fmt.Sprintf("%s: got %d %q, want %d %q", res.URL, res.Code, res.Headers.Get("Location"), q.Status, q.Location)
+	cfg := paceConfig{addr: addr, rate: *rate, duration: *d, conns: *conns, timeout: 5 * time.Second}
+	for _, q := range reqs {
+		cfg.paths = append(cfg.paths, q.Path)
+	}
+	if *check {
+		cfg.answer = func(i, status int, location []byte) bool {
+			q := &reqs[i%len(reqs)]
+			if status == http.StatusTooManyRequests || status == http.StatusServiceUnavailable {
+				return true // refused, counted apart
 			}
+			return status == q.Status && (status != http.StatusFound || string(location) == q.Location)
 		}
 	}
-	m.Close()
-	r.Rate, r.Throughput, r.Requests = m.Rate, m.Throughput, m.Requests
-	r.P50, r.P90, r.P99, r.Max = m.Latencies.P50, m.Latencies.P90, m.Latencies.P99, m.Latencies.Max
-	r.P999 = m.Latencies.Quantile(0.999)
+	p, err := pace(cfg)
+	if err != nil {
+		return err
+	}
+	r := attackResult{Codes: map[string]int{}, Wrong: p.wrong, Errors: p.errors, RequestsSent: p.sent,
+		Requests: uint64(len(p.latencies)), Rate: float64(p.sent) / d.Seconds()}
+	if p.elapsed > 0 {
+		r.Throughput = float64(len(p.latencies)) / p.elapsed.Seconds()
+	}
+	for code, n := range p.codes {
+		r.Codes[strconv.Itoa(code)] = n
+	}
+	if p.firstWrong >= 0 {
+		q := reqs[p.firstWrong%len(reqs)]
+		r.FirstWrong = fmt.Sprintf("%s: got %s, want %d %q", q.Path, p.firstGot, q.Status, q.Location)
+	}
+	if n := len(p.latencies); n > 0 {
+		at := func(q float64) time.Duration { return p.latencies[min(n-1, int(q*float64(n)))] }
+		r.P50, r.P90, r.P99, r.P999, r.Max = at(0.50), at(0.90), at(0.99), at(0.999), p.latencies[n-1]
+	}
 	return json.NewEncoder(os.Stdout).Encode(r)
 }
 

@@ -3,7 +3,8 @@
 // its own process) on loopback, loads N links through control's batch API,
 // starts every baseline itself with the same links (a bare fasthttp
 // constant 302, nginx with a map, fasthttp with one Redis GET per request,
-// net/http with a Go map), runs the scenarios with wrk and vegeta, and
+// net/http with a Go map), runs the scenarios with wrk and a paced open-loop
+// generator of its own (pace.go), and
 // writes bench/results/<date>-<commit>.md with PNG charts. Every process it
 // starts runs in its own process group and is stopped on exit, on error and
 // on SIGINT.
@@ -13,7 +14,7 @@
 //	go run ./bench/suite -links 100000 -rounds 1 -duration 2s   # a smoke run
 //
 // Internal subcommands: `serve KIND` runs a baseline server, `attack` runs
-// vegeta at a fixed rate in its own (pinnable) process.
+// the paced generator at a fixed rate in its own (pinnable) process.
 package main
 
 import (

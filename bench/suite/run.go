@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"os"
 	"os/exec"
@@ -24,9 +25,10 @@ import (
 type options struct {
 	links       int
 	rounds      int
+	pairs       int
 	duration    time.Duration // wrk run per server per round
-	latDuration time.Duration // vegeta run per server per round
-	rate        int           // vegeta rate; 0 picks half the slowest server's peak
+	latDuration time.Duration // paced run per server per round
+	rate        int           // paced rate; 0 picks half the slowest server's peak
 	samples     int
 	seed        uint64
 	conns       int
@@ -70,12 +72,13 @@ func run(ctx context.Context, args []string) (err error) {
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	fs.IntVar(&o.links, "links", 1_000_000, "links to create through control's batch API")
 	fs.IntVar(&o.rounds, "rounds", 3, "rounds; servers are interleaved within each round")
+	fs.IntVar(&o.pairs, "pairs", 8, "back-to-back pinned wrk pairs of the edge and bare fasthttp (the edge's efficiency target)")
 	fs.DurationVar(&o.duration, "duration", 4*time.Second, "wrk run per server per round")
-	fs.DurationVar(&o.latDuration, "latency-duration", 3*time.Second, "vegeta fixed-rate run per server per round")
-	fs.IntVar(&o.rate, "rate", 0, "vegeta rate (requests/s); 0 is half the slowest server's median wrk throughput, at most 20000")
+	fs.DurationVar(&o.latDuration, "latency-duration", 3*time.Second, "paced fixed-rate run per server per round")
+	fs.IntVar(&o.rate, "rate", 0, "paced rate (requests/s) for every server; 0 is half the slowest server's median wrk throughput, at most 20000")
 	fs.IntVar(&o.samples, "samples", 200_000, "requests in each replayed sample")
 	fs.Uint64Var(&o.seed, "seed", 1, "seed of the data set and samples")
-	fs.IntVar(&o.conns, "connections", 64, "connections of wrk and vegeta")
+	fs.IntVar(&o.conns, "connections", 64, "connections of wrk and the paced generator")
 	fs.StringVar(&o.serverCPU, "server-cpu", "0", "CPUs of the servers in the pinned variant (taskset list)")
 	fs.StringVar(&o.loadCPU, "load-cpu", "1", "CPUs of the load generator in the pinned variant")
 	scen := fs.String("scenarios", "redirect,scan,propagation,coldstart,create", "scenarios to run")
@@ -369,7 +372,20 @@ type usage struct {
 	serverCPU, extraCPU, machineBusy, wall float64
 }
 
-func (e *env) during(s *server, fn func() (loadCPU float64, err error)) (u usage, loadCPU float64, err error) {
+// during measures s while fn runs the load. A quiet run (every timed
+// comparison; not the warm-up or the soak, which keep the whole system
+// running) starts on a quiet machine with the click rollup paused.
+func (e *env) during(s *server, quiet bool, fn func() (loadCPU float64, err error)) (u usage, loadCPU float64, err error) {
+	if quiet && e.st != nil {
+		// The back end first rolls up what earlier runs sent, then rests.
+		e.settle()
+		e.st.pauseClicks()
+		defer func() {
+			if rerr := e.st.resumeClicks(e.clickLog()); err == nil {
+				err = rerr
+			}
+		}()
+	}
 	pids := s.pids()
 	var extra []int
 	if s.extra != nil {
@@ -389,6 +405,28 @@ func (e *env) during(s *server, fn func() (loadCPU float64, err error)) (u usage
 	m1, _ := measure.ReadMachineCPU()
 	u.serverCPU, u.extraCPU, u.machineBusy = c1-c0, x1-x0, m1.Busy-m0.Busy
 	return u, loadCPU, err
+}
+
+func quietRun(scenario string) bool { return scenario != "warmup" && scenario != "soak" }
+
+// settle waits, up to 20 s, until the machine is quiet (under a tenth of a
+// core busy over a quarter second): the previous run's work must not
+// spill into the next, like the edge's back end rolling up the clicks of
+// the edge's run during whichever server's run comes after it.
+func (e *env) settle() {
+	deadline := time.Now().Add(20 * time.Second)
+	for time.Now().Before(deadline) {
+		m0, err := measure.ReadMachineCPU()
+		if err != nil {
+			return
+		}
+		time.Sleep(250 * time.Millisecond)
+		m1, err := measure.ReadMachineCPU()
+		if err != nil || (m1.Busy-m0.Busy)/0.25 < 0.1 {
+			return
+		}
+	}
+	e.res.unsettled++
 }
 
 // runLoad runs a load generator command and returns its CPU seconds.
@@ -426,7 +464,7 @@ func (e *env) wrk(s *server, scenario, variant string, round int, luaFile string
 	argv := measure.Pinned(cpus, "wrk", "-t1", fmt.Sprintf("-c%d", e.o.conns), "-d"+durSeconds(d), "--timeout", "5s", "-s", luaFile, s.url)
 	e.record(measure.Pinned(cpus, "wrk", "-t1", fmt.Sprintf("-c%d", e.o.conns), "-d"+durSeconds(d), "--timeout", "5s", "-s", filepath.Base(luaFile), "http://127.0.0.1:PORT"))
 	var w wrkResult
-	u, loadCPU, err := e.during(s, func() (float64, error) {
+	u, loadCPU, err := e.during(s, quietRun(scenario), func() (float64, error) {
 		out, cpu, err := e.runLoad(argv)
 		if err != nil {
 			return cpu, err
@@ -444,8 +482,9 @@ func (e *env) wrk(s *server, scenario, variant string, round int, luaFile string
 	return r, nil
 }
 
-// vegeta runs `suite attack` against s at the given rate.
-func (e *env) vegeta(s *server, scenario, variant string, round int, file string, rate int, d time.Duration) (runRec, attackResult, error) {
+// paced runs `suite attack` (the paced open-loop generator) against s at
+// the given rate.
+func (e *env) paced(s *server, scenario, variant string, round int, file string, rate int, d time.Duration) (runRec, attackResult, error) {
 	cpus := ""
 	if variant == "pinned" {
 		cpus = e.o.loadCPU
@@ -458,7 +497,7 @@ func (e *env) vegeta(s *server, scenario, variant string, round int, file string
 	e.record(measure.Pinned(cpus, append([]string{"suite"}, "attack", "-url", "http://127.0.0.1:PORT", "-requests", filepath.Base(file),
 		"-rate", fmt.Sprint(rate), "-duration", d.String(), "-connections", fmt.Sprint(e.o.conns))...))
 	var a attackResult
-	u, loadCPU, err := e.during(s, func() (float64, error) {
+	u, loadCPU, err := e.during(s, quietRun(scenario), func() (float64, error) {
 		out, cpu, err := e.runLoad(argv)
 		if err != nil {
 			return cpu, err
@@ -468,7 +507,7 @@ func (e *env) vegeta(s *server, scenario, variant string, round int, file string
 	if err != nil {
 		return runRec{}, a, err
 	}
-	r := runRec{scenario: scenario, variant: variant, server: s.name, round: round, tool: "vegeta",
+	r := runRec{scenario: scenario, variant: variant, server: s.name, round: round, tool: "paced",
 		requests: float64(a.Requests), rps: a.Throughput, serverCPU: u.serverCPU, extraCPU: u.extraCPU, loadCPU: loadCPU,
 		otherCPU: max(0, u.machineBusy-u.serverCPU-u.extraCPU-loadCPU), wall: u.wall,
 		p50: a.P50, p90: a.P90, p99: a.P99, p999: a.P999, pmax: a.Max, wrong: a.Wrong, refused: a.Codes["429"] + a.Codes["503"],
@@ -494,8 +533,8 @@ func (e *env) pin(variant string) error {
 	}
 	// The edge's own back end (control and NATS in this process, and
 	// PostgreSQL) is not on its request path, and in production runs on
-	// other machines; it still works during the edge's runs (clicks
-	// flowing to their rollups, about half a core here). Left unpinned
+	// other machines; it still takes the edge's clicks into JetStream
+	// during the edge's runs (their rollup waits: during). Left unpinned
 	// it would share the servers' core and charge its interference to the
 	// edge alone, so the pinned variant puts it beside the load generator.
 	// Redis stays with fasthttp+redis: it is on that baseline's request path.
@@ -560,6 +599,49 @@ func (e *env) order(round int) []*server {
 	return out
 }
 
+// pairs measures the edge against bare fasthttp, pinned, in back-to-back
+// pairs whose order alternates (edge first, then bare first): the machine's
+// speed drifts by tens of percent over seconds on a shared host, and a
+// ratio of two runs taken right after each other, many times over, is the
+// least disturbed figure of the edge's efficiency target.
+func (e *env) pairs(mixLua string) error {
+	var edge, bare *server
+	for _, s := range e.servers {
+		switch s.name {
+		case "edgelink-edge":
+			edge = s
+		case base:
+			bare = s
+		}
+	}
+	if edge == nil || bare == nil || e.o.pairs <= 0 {
+		return nil
+	}
+	if err := e.pin("pinned"); err != nil {
+		return err
+	}
+	d := max(2*time.Second, e.o.duration*3/4)
+	for i := 1; i <= e.o.pairs; i++ {
+		order := []*server{edge, bare}
+		if i%2 == 0 {
+			order = []*server{bare, edge}
+		}
+		for _, s := range order {
+			r, err := e.wrk(s, "pairs", "pinned", i, mixLua, d)
+			if err != nil {
+				return err
+			}
+			e.res.runs = append(e.res.runs, r)
+		}
+		a, b := e.res.runs[len(e.res.runs)-2], e.res.runs[len(e.res.runs)-1]
+		if a.server != edge.name {
+			a, b = b, a
+		}
+		fmt.Printf("   pair %2d  edge %9.0f req/CPU-s  bare %9.0f req/CPU-s  edge/bare %.2f\n", i, a.perCPU, b.perCPU, a.perCPU/b.perCPU)
+	}
+	return nil
+}
+
 func (e *env) redirect() error {
 	mixLua := e.mixFile + ".lua"
 	// Warm every server (page in its data, grow buffers) outside the
@@ -584,8 +666,13 @@ func (e *env) redirect() error {
 			}
 		}
 	}
-	// Latency without coordinated omission: vegeta at one fixed rate for
-	// every server, pinned.
+	if err := e.pairs(mixLua); err != nil {
+		return err
+	}
+	// Latency without coordinated omission: the paced generator at one
+	// fixed rate for every server, pinned; then the edge and the servers
+	// that can take it at half the edge's own peak, the load its latency
+	// target is set at.
 	if err := e.pin("pinned"); err != nil {
 		return err
 	}
@@ -603,12 +690,35 @@ func (e *env) redirect() error {
 	e.res.rate = rate
 	for round := 1; round <= e.o.rounds; round++ {
 		for _, s := range e.order(round) {
-			r, a, err := e.vegeta(s, "latency", "pinned", round, e.mixFile, rate, e.o.latDuration)
+			r, a, err := e.paced(s, "latency", "pinned", round, e.mixFile, rate, e.o.latDuration)
 			if err != nil {
 				return err
 			}
 			e.res.runs = append(e.res.runs, r)
 			fmt.Printf("   latency  round %d %-15s sent %6.0f/s p50 %8s p99 %8s p99.9 %8s wrong %d refused %d\n", round, s.name, a.Rate, a.P50, a.P99, a.P999, a.Wrong, r.refused)
+		}
+	}
+	edgePeak := median(e.res.pick("redirect", "pinned", "edgelink-edge", func(r runRec) float64 { return r.rps }))
+	// Capped like the shared rate: above about 20,000 requests/s the
+	// generator's own core, shared with the edge's back end, runs out
+	// first here, and its queue would be measured instead of the server's.
+	half := min(20000, int(edgePeak/2/100)*100)
+	e.res.halfRate, e.res.edgePeak = half, edgePeak
+	if half > 0 {
+		for round := 1; round <= e.o.rounds; round++ {
+			for _, s := range e.order(round) {
+				// Only servers whose own median peak is at least 1.5 times
+				// the rate: an overloaded server's queue says nothing.
+				if peak := median(e.res.pick("redirect", "pinned", s.name, func(r runRec) float64 { return r.rps })); peak < 1.5*float64(half) {
+					continue
+				}
+				r, a, err := e.paced(s, "latency-half", "pinned", round, e.mixFile, half, e.o.latDuration)
+				if err != nil {
+					return err
+				}
+				e.res.runs = append(e.res.runs, r)
+				fmt.Printf("   latency at the edge's half peak round %d %-15s sent %6.0f/s p50 %8s p99 %8s p99.9 %8s\n", round, s.name, a.Rate, a.P50, a.P99, a.P999)
+			}
 		}
 	}
 	return e.pin("")
@@ -690,4 +800,9 @@ func machine() machineInfo {
 		m.dirty = true
 	}
 	return m
+}
+
+// clickLog is the click roller's logger: warnings to the run's log.
+func (e *env) clickLog() *slog.Logger {
+	return slog.New(slog.NewTextHandler(e.log, &slog.HandlerOptions{Level: slog.LevelWarn}))
 }

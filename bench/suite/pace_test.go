@@ -1,0 +1,138 @@
+package main
+
+import (
+	"net"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/valyala/fasthttp"
+)
+
+// serveTest runs a fasthttp server on loopback until the test ends: 302 to
+// https://t.example<path> for paths starting /r, else 404 with a body.
+// stall, when set, blocks the request it returns true for.
+func serveTest(t *testing.T, stall func(path string) bool) string {
+	t.Helper()
+	ln, err := net.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &fasthttp.Server{Handler: func(ctx *fasthttp.RequestCtx) {
+		p := string(ctx.Path())
+		if stall != nil && stall(p) {
+			time.Sleep(300 * time.Millisecond)
+		}
+		if strings.HasPrefix(p, "/r") {
+			ctx.Response.Header.Set("Location", "https://t.example"+p)
+			ctx.SetStatusCode(302)
+			return
+		}
+		ctx.SetStatusCode(404)
+		ctx.SetBodyString("404 not found: " + strings.Repeat("x", 3000))
+	}}
+	go srv.Serve(ln)
+	t.Cleanup(func() { _ = srv.Shutdown() })
+	return ln.Addr().String()
+}
+
+func TestPaceSendsOnScheduleAndChecks(t *testing.T) {
+	addr := serveTest(t, nil)
+	paths := []string{"/r1", "/r2", "/missing", "/r3"}
+	check := func(i, status int, loc []byte) bool {
+		p := paths[i%len(paths)]
+		if strings.HasPrefix(p, "/r") {
+			return status == 302 && string(loc) == "https://t.example"+p
+		}
+		return status == 404
+	}
+	start := time.Now()
+	res, err := pace(paceConfig{addr: addr, paths: paths, rate: 2000, duration: time.Second, conns: 8, answer: check})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.sent != 2000 || len(res.latencies) != 2000 || res.errors != 0 || res.wrong != 0 {
+		t.Fatalf("sent %d, answered %d, errors %d, wrong %d; want 2000 sent and answered, none failed", res.sent, len(res.latencies), res.errors, res.wrong)
+	}
+	if res.codes[302] != 1500 || res.codes[404] != 500 {
+		t.Fatalf("codes %v; want 1500×302 and 500×404", res.codes)
+	}
+	// Open loop: the run lasts as long as its schedule, not as long as the
+	// server takes.
+	if d := time.Since(start); d < time.Second {
+		t.Fatalf("2000 requests at 2000/s took %s", d)
+	}
+	// A checker that rejects the 302s counts them as wrong.
+	res, err = pace(paceConfig{addr: addr, paths: paths, rate: 1000, duration: 200 * time.Millisecond, conns: 4,
+		answer: func(i, status int, loc []byte) bool { return status != 302 }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.wrong != 150 || res.firstWrong != 0 || !strings.Contains(res.firstGot, "302") {
+		t.Fatalf("wrong %d, first %d %s; want 150 from request 0", res.wrong, res.firstWrong, res.firstGot)
+	}
+}
+
+// A stall is charged to every request due while it lasted: with one
+// connection, requests queue behind the stalled one and their latency
+// counts from when they were due, not from when they could be sent.
+func TestPaceHasNoCoordinatedOmission(t *testing.T) {
+	var stalled atomic.Bool
+	addr := serveTest(t, func(p string) bool { return p == "/r-stall" && stalled.CompareAndSwap(false, true) })
+	paths := make([]string, 400)
+	for i := range paths {
+		paths[i] = "/r" + string(rune('a'+i%26))
+	}
+	paths[100] = "/r-stall"
+	res, err := pace(paceConfig{addr: addr, paths: paths, rate: 1000, duration: 400 * time.Millisecond, conns: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.latencies) != 400 {
+		t.Fatalf("answered %d of 400", len(res.latencies))
+	}
+	// About 300 requests were due during the 300 ms stall; a closed-loop
+	// client would time only the one stalled request.
+	slow := 0
+	for _, l := range res.latencies {
+		if l >= 100*time.Millisecond {
+			slow++
+		}
+	}
+	if slow < 150 {
+		t.Fatalf("%d requests over 100 ms; want the ~200 due during the first 200 ms of the stall", slow)
+	}
+}
+
+func TestPaceConnectionRefused(t *testing.T) {
+	ln, err := net.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	if _, err := pace(paceConfig{addr: addr, paths: []string{"/x"}, rate: 10, duration: time.Second, conns: 1}); err == nil {
+		t.Fatal("no error for a closed port")
+	}
+}
+
+func TestParseAnswer(t *testing.T) {
+	full := "HTTP/1.1 302 Found\r\nServer: x\r\nlocation:  https://a.example/x?y=1 \r\nContent-Length: 5\r\n\r\nhello" + "HTTP/1.1 404"
+	for cut := range len(full) - 12 {
+		if _, _, _, ok := parseAnswer([]byte(full[:cut])); ok {
+			t.Fatalf("complete after %d of %d bytes", cut, len(full)-12)
+		}
+	}
+	st, loc, size, ok := parseAnswer([]byte(full))
+	if !ok || st != 302 || string(loc) != "https://a.example/x?y=1" || size != len(full)-12 {
+		t.Fatalf("parseAnswer = %d %q %d %v", st, loc, size, ok)
+	}
+	if _, _, _, ok := parseAnswer([]byte("HTTP/1.1 2x0 OK\r\n\r\n")); ok {
+		t.Fatal("a malformed status parsed")
+	}
+	b := []byte(full)
+	if n := testing.AllocsPerRun(100, func() { parseAnswer(b) }); n != 0 {
+		t.Fatalf("parseAnswer allocated %v times", n)
+	}
+}
