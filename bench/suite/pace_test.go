@@ -60,7 +60,7 @@ func TestPaceSendsOnScheduleAndChecks(t *testing.T) {
 	}
 	// Open loop: the run lasts as long as its schedule, not as long as the
 	// server takes.
-	if d := time.Since(start); d < time.Second {
+	if d := time.Since(start); d < 990*time.Millisecond {
 		t.Fatalf("2000 requests at 2000/s took %s", d)
 	}
 	// A checker that rejects the 302s counts them as wrong.
@@ -69,8 +69,11 @@ func TestPaceSendsOnScheduleAndChecks(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.wrong != 150 || res.firstWrong != 0 || !strings.Contains(res.firstGot, "302") {
-		t.Fatalf("wrong %d, first %d %s; want 150 from request 0", res.wrong, res.firstWrong, res.firstGot)
+	// The first wrong answer is the first to arrive, on whichever
+	// connection: any of the 302s.
+	if res.wrong != 150 || res.firstWrong < 0 || !strings.HasPrefix(paths[res.firstWrong%len(paths)], "/r") ||
+		!strings.Contains(res.firstGot, "302") {
+		t.Fatalf("wrong %d, first request %d (%s); want 150, the first a 302", res.wrong, res.firstWrong, res.firstGot)
 	}
 }
 
