@@ -267,6 +267,7 @@ func podHardKill(t *testing.T, kills, perPhase int) {
 		}
 	}
 	var wasteKilled, lenKilled uint64
+	var killedN, boundaryKills int
 	var wasteNotes []string
 	for _, p := range phases {
 		p.intervals = of(ivs, p.c.instancePrefix())
@@ -284,12 +285,23 @@ func podHardKill(t *testing.T, kills, perPhase int) {
 		if p.killed {
 			lenKilled += length
 			wasteKilled += length - used
+			killedN++
 			if length == used {
-				t.Fatalf("killed pid %d wasted nothing of %v: its unused remainder is not accounted", p.c.Pid, p.intervals)
+				// Killed right after its last segment filled and before it
+				// leased the next: it held no remainder to account. Every
+				// interval is sealed with its true use (checked above).
+				boundaryKills++
+				t.Logf("killed pid %d held no open remainder (killed at a segment boundary): %v", p.c.Pid, p.intervals)
 			}
 		}
 		wasteNotes = append(wasteNotes, fmt.Sprintf("pid %d (%s): %d IDs in %d intervals, %d used, %d wasted",
 			p.c.Pid, map[bool]string{true: "killed", false: "stopped"}[p.killed], length, len(p.intervals), used, length-used))
+	}
+	// A kill lands on a segment boundary about once in a segment's
+	// length; every kill of a run landing there would mean the remainder
+	// of an open segment is never accounted.
+	if killedN > 0 && boundaryKills == killedN && killedN > 1 {
+		t.Fatalf("none of the %d killed processes left an unused remainder accounted as waste: %v", killedN, wasteNotes)
 	}
 	capa, err := store.Capacity(ctx, "default")
 	if err != nil {
