@@ -6,14 +6,12 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"log/slog"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
 	"slices"
-	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -380,11 +378,7 @@ func (e *env) during(s *server, quiet bool, fn func() (loadCPU float64, err erro
 		// The back end first rolls up what earlier runs sent, then rests.
 		e.settle()
 		e.st.pauseClicks()
-		defer func() {
-			if rerr := e.st.resumeClicks(e.clickLog()); err == nil {
-				err = rerr
-			}
-		}()
+		defer e.st.resumeClicks()
 	}
 	pids := s.pids()
 	var extra []int
@@ -549,41 +543,9 @@ func (e *env) pin(variant string) error {
 func stackPIDs() []int {
 	self := os.Getpid()
 	out := []int{self}
-	entries, _ := os.ReadDir("/proc")
-	parent := map[int]int{}
-	comm := map[int]string{}
-	for _, d := range entries {
-		pid, err := strconv.Atoi(d.Name())
-		if err != nil {
-			continue
-		}
-		b, err := os.ReadFile("/proc/" + d.Name() + "/stat")
-		if err != nil {
-			continue
-		}
-		// pid (comm) state ppid ...: comm may hold spaces, so cut at the last ')'.
-		st := string(b)
-		i := strings.LastIndexByte(st, ')')
-		j := strings.IndexByte(st, '(')
-		if i < 0 || j < 0 {
-			continue
-		}
-		f := strings.Fields(st[i+1:])
-		if len(f) < 2 {
-			continue
-		}
-		ppid, _ := strconv.Atoi(f[1])
-		parent[pid], comm[pid] = ppid, st[j+1:i]
-	}
-	for pid, c := range comm {
-		if c != "postgres" {
-			continue
-		}
-		for a := parent[pid]; a > 1; a = parent[a] {
-			if a == self {
-				out = append(out, pid)
-				break
-			}
+	for _, pid := range measure.Tree(self)[1:] {
+		if st, err := measure.ReadStat(pid); err == nil && st.Comm == "postgres" {
+			out = append(out, pid)
 		}
 	}
 	return out
@@ -800,9 +762,4 @@ func machine() machineInfo {
 		m.dirty = true
 	}
 	return m
-}
-
-// clickLog is the click roller's logger: warnings to the run's log.
-func (e *env) clickLog() *slog.Logger {
-	return slog.New(slog.NewTextHandler(e.log, &slog.HandlerOptions{Level: slog.LevelWarn}))
 }

@@ -54,6 +54,8 @@ type stack struct {
 	// The click roller runs here rather than inside control, so the
 	// suite can pause it during a timed run.
 	nc       *nats.Conn
+	js       jetstream.JetStream
+	rollLog  *slog.Logger
 	clickMu  sync.Mutex
 	rollStop context.CancelFunc
 	rollDone chan struct{}
@@ -76,23 +78,18 @@ func (s *stack) pauseClicks() {
 
 // resumeClicks (re)starts the click roller; it resumes from its durable
 // consumer's position.
-func (s *stack) resumeClicks(log *slog.Logger) error {
+func (s *stack) resumeClicks() {
 	s.clickMu.Lock()
 	defer s.clickMu.Unlock()
 	if s.rollStop != nil {
-		return nil
-	}
-	js, err := jetstream.New(s.nc)
-	if err != nil {
-		return err
+		return
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	s.rollStop, s.rollDone = cancel, make(chan struct{})
 	go func() {
 		defer close(s.rollDone)
-		_ = clickroll.New(postgres.New(s.pool), js, clickroll.Config{Log: log}).Run(ctx)
+		_ = clickroll.New(postgres.New(s.pool), s.js, clickroll.Config{Log: s.rollLog}).Run(ctx)
 	}()
-	return nil
 }
 
 func startStack(ctx context.Context, dir string, procs *measure.Group, edgeBin string, logw io.Writer) (_ *stack, err error) {
@@ -167,9 +164,11 @@ func startStack(ctx context.Context, dir string, procs *measure.Group, edgeBin s
 	if s.nc, err = nats.Connect(s.natsURL); err != nil {
 		return nil, err
 	}
-	if err := s.resumeClicks(slog.New(slog.NewTextHandler(logw, &slog.HandlerOptions{Level: slog.LevelWarn}))); err != nil {
+	if s.js, err = jetstream.New(s.nc); err != nil {
 		return nil, err
 	}
+	s.rollLog = slog.New(slog.NewTextHandler(logw, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	s.resumeClicks()
 	st := postgres.New(s.pool)
 	tenant, err := st.CreateTenant(ctx, "bench")
 	if err != nil {

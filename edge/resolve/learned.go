@@ -15,7 +15,9 @@ import (
 // ristretto's admission sketch (tens of megabytes, a few cache misses),
 // which a scan of random codes would otherwise pay on every request.
 // Forgetting a code (the filter is cleared when full) only sends its next
-// miss to the authority again. Lock-free; safe for concurrent use.
+// miss to the authority again. Lock-free, unlike bloom/v3 (whose Test may
+// not run beside an Add), since every scanned code reads it; safe for
+// concurrent use.
 type learned struct {
 	seed maphash.Seed
 	bits atomic.Pointer[[learnedWords]atomic.Uint64]

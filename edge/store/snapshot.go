@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"fmt"
 	"sync/atomic"
-	"unsafe"
 
 	"github.com/bits-and-blooms/bloom/v3"
 
@@ -90,16 +89,13 @@ func (a *Applied) Install(l *Loaded) (pruned int) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	cv := l.Snap.Header.ChangeVersion
-	// stays is the prune's complement: an entry applied from the stream
-	// after the snapshot, or one whose code the snapshot lacks (a
-	// memory-budget snapshot has only the hot codes).
-	stays := func(e *Entry) (idx int, inSnap, keep bool) {
-		idx, inSnap = l.Snap.Find(unsafe.Slice(unsafe.StringData(e.Code), len(e.Code)))
-		return idx, inSnap, e.Version > cv || !inSnap
-	}
+	// Entries applied from the stream after the snapshot stay; the ones
+	// among them whose code the file holds override it.
 	a.Overlay.Range(func(e *Entry) bool {
-		if i, inSnap, keep := stays(e); keep && inSnap {
-			l.override(i)
+		if e.Version > cv {
+			if i, ok := l.Snap.Find(codeBytes(e)); ok {
+				l.override(i)
+			}
 		}
 		return true
 	})
@@ -114,8 +110,13 @@ func (a *Applied) Install(l *Loaded) (pruned int) {
 			}
 		}
 	}
+	// The snapshot holds every change at or below its version; a
+	// memory-budget snapshot lacks cold codes, whose entries stay.
 	return a.Overlay.Prune(func(e *Entry) bool {
-		_, _, keep := stays(e)
-		return !keep
+		if e.Version > cv {
+			return false
+		}
+		_, ok := l.Snap.Find(codeBytes(e))
+		return ok
 	})
 }

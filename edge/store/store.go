@@ -178,7 +178,7 @@ func (a *Applied) Apply(e *Entry) bool {
 	ok := a.Overlay.Apply(e)
 	if ok && a.Snapshots != nil {
 		if l := a.Snapshots.Current(); l != nil {
-			if i, found := l.Snap.Find(unsafe.Slice(unsafe.StringData(e.Code), len(e.Code))); found {
+			if i, found := l.Snap.Find(codeBytes(e)); found {
 				l.override(i)
 			}
 		}
@@ -189,6 +189,10 @@ func (a *Applied) Apply(e *Entry) bool {
 	}
 	return ok
 }
+
+// codeBytes is e's code as bytes for a lookup, without a copy; the lookup
+// must not keep or modify it.
+func codeBytes(e *Entry) []byte { return unsafe.Slice(unsafe.StringData(e.Code), len(e.Code)) }
 
 // Hit is what the overlay or the snapshot knows of a code: Entry when the
 // overlay answered, else Snap.
