@@ -38,7 +38,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/valyala/fasthttp"
 
-	"github.com/edgelink/edgelink/edge/clicks"
+	"github.com/edgelink/edgelink/edge/clickpub"
 	"github.com/edgelink/edgelink/edge/redirect"
 	"github.com/edgelink/edgelink/edge/store"
 	"github.com/edgelink/edgelink/shared/base62"
@@ -97,7 +97,7 @@ func median(v []float64) float64 {
 // setup returns the redirect handler over links links, and with recording
 // on, the recorder's handler wrapper and its publisher running until stop.
 func setup(rec bool) (h fasthttp.RequestHandler, stop func()) {
-	s := store.New()
+	s := store.NewOverlay()
 	for i := range links {
 		code := codeOf(uint64(1_000_000 + i))
 		s.Apply(&store.Entry{Code: code, URL: "https://example.com/landing/page?utm_source=bench&i=" + strconv.Itoa(i),
@@ -107,7 +107,7 @@ func setup(rec bool) (h fasthttp.RequestHandler, stop func()) {
 	if !rec {
 		return rh.Serve, func() {}
 	}
-	r := clicks.New(discard{}, clicks.Config{Edge: "bench"})
+	r := clickpub.New(discard{}, clickpub.Config{Edge: "bench"})
 	rh.Clicks = r
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})

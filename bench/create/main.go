@@ -45,8 +45,8 @@ import (
 	"github.com/edgelink/edgelink/control/api"
 	"github.com/edgelink/edgelink/control/links"
 	"github.com/edgelink/edgelink/control/postgres"
+	"github.com/edgelink/edgelink/internal/pgserver"
 	"github.com/edgelink/edgelink/shared/base62"
-	"github.com/edgelink/edgelink/shared/pgserver"
 )
 
 func main() {

@@ -20,16 +20,16 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/edgelink/edgelink/bench/dataset"
-	"github.com/edgelink/edgelink/edge/clicks"
+	"github.com/edgelink/edgelink/edge/clickpub"
 	"github.com/edgelink/edgelink/edge/ratelimit"
 	"github.com/edgelink/edgelink/edge/redirect"
 	"github.com/edgelink/edgelink/edge/resolve"
 	"github.com/edgelink/edgelink/edge/store"
-	sharedauth "github.com/edgelink/edgelink/shared/authority"
+	"github.com/edgelink/edgelink/internal/snapshottest"
+	"github.com/edgelink/edgelink/shared/authority"
 	"github.com/edgelink/edgelink/shared/base62"
 	"github.com/edgelink/edgelink/shared/link"
 	"github.com/edgelink/edgelink/shared/snapshot"
-	"github.com/edgelink/edgelink/shared/snapshot/snapshottest"
 )
 
 const links = 1_000_000
@@ -38,7 +38,7 @@ const links = 1_000_000
 // request sample.
 type workload struct {
 	h       *redirect.Handler
-	rec     *clicks.Recorder
+	rec     *clickpub.Recorder
 	reqs    []dataset.Request
 	asked   *atomic.Uint64
 	cleanup func()
@@ -60,9 +60,9 @@ func (discard) CreateStream(context.Context, jetstream.StreamConfig) (jetstream.
 // unknown codes are answered 429.
 type notFound struct{ asked *atomic.Uint64 }
 
-func (a notFound) Lookup(code string) (sharedauth.Reply, error) {
+func (a notFound) Lookup(code string) (authority.Reply, error) {
 	a.asked.Add(1)
-	return sharedauth.Reply{Kind: sharedauth.NotFound, Version: links}, nil
+	return authority.Reply{Kind: authority.NotFound, Version: links}, nil
 }
 
 func newWorkload(b *testing.B) *workload {
@@ -89,7 +89,7 @@ func newWorkload(b *testing.B) *workload {
 	if err != nil {
 		b.Fatal(err)
 	}
-	applied := &store.Applied{Overlay: store.New(), Hint: store.NewHint(4_000_000, 0.01),
+	applied := &store.Layers{Overlay: store.NewOverlay(), Hint: store.NewHint(4_000_000, 0.01),
 		Segments: new(store.Segments), Snapshots: new(store.Snapshots)}
 	applied.Install(l)
 	cache, err := store.NewCache(1_000_000)
@@ -100,7 +100,7 @@ func newWorkload(b *testing.B) *workload {
 	res := &resolve.Resolver{Cache: cache, Hint: applied.Hint, Segments: applied.Segments,
 		Authority: notFound{asked}, Limiter: ratelimit.New(20, 100, 100_000, nil),
 		Complete: func() bool { return true }}
-	rec := clicks.New(discard{}, clicks.Config{Edge: "bench"})
+	rec := clickpub.New(discard{}, clickpub.Config{Edge: "bench"})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); _ = rec.Run(ctx) }()

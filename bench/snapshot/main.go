@@ -246,7 +246,7 @@ func runChild(kind, file string, n int) error {
 		if err != nil {
 			return err
 		}
-		a := &store.Applied{Overlay: store.New(), Hint: store.NewHint(1000, 0.01), Segments: new(store.Segments), Snapshots: new(store.Snapshots)}
+		a := &store.Layers{Overlay: store.NewOverlay(), Hint: store.NewHint(1000, 0.01), Segments: new(store.Segments), Snapshots: new(store.Snapshots)}
 		a.Install(l)
 		lookup = func(code []byte) bool { _, ok := a.Snapshots.Lookup(code); return ok }
 		h = &redirect.Handler{Store: a}

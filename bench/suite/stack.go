@@ -30,9 +30,9 @@ import (
 	"github.com/edgelink/edgelink/bench/dataset"
 	"github.com/edgelink/edgelink/bench/measure"
 	"github.com/edgelink/edgelink/control/clickroll"
+	"github.com/edgelink/edgelink/control/controlserver"
 	"github.com/edgelink/edgelink/control/postgres"
-	controlserver "github.com/edgelink/edgelink/control/server"
-	"github.com/edgelink/edgelink/shared/pgserver"
+	"github.com/edgelink/edgelink/internal/pgserver"
 )
 
 // stack is the real edgelink stack on loopback: PostgreSQL from the

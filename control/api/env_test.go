@@ -21,7 +21,7 @@ import (
 
 	"github.com/edgelink/edgelink/control/links"
 	"github.com/edgelink/edgelink/control/postgres"
-	"github.com/edgelink/edgelink/shared/pgtest"
+	"github.com/edgelink/edgelink/internal/pgtest"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }

@@ -12,8 +12,8 @@ import (
 	"github.com/edgelink/edgelink/control/idalloc"
 	"github.com/edgelink/edgelink/control/links"
 	"github.com/edgelink/edgelink/control/postgres"
+	"github.com/edgelink/edgelink/internal/pgtest"
 	"github.com/edgelink/edgelink/shared/link"
-	"github.com/edgelink/edgelink/shared/pgtest"
 )
 
 // failingIDs is the allocator when it cannot hand out an ID, its error

@@ -13,8 +13,8 @@ import (
 
 	"github.com/edgelink/edgelink/control/links"
 	"github.com/edgelink/edgelink/control/postgres"
+	"github.com/edgelink/edgelink/internal/pgtest"
 	"github.com/edgelink/edgelink/shared/clicks"
-	"github.com/edgelink/edgelink/shared/pgtest"
 )
 
 // newStatsEnv is newEnv with the stats endpoints backed by the same

@@ -10,9 +10,9 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/edgelink/edgelink/control/outbox"
+	"github.com/edgelink/edgelink/internal/natstest"
 	"github.com/edgelink/edgelink/shared/link"
 	"github.com/edgelink/edgelink/shared/linkevent"
-	"github.com/edgelink/edgelink/shared/natstest"
 )
 
 // TestMutationsReachTheStream: creates, PATCHes and DELETEs over HTTP come

@@ -17,8 +17,8 @@ import (
 	"github.com/edgelink/edgelink/control/idalloc"
 	"github.com/edgelink/edgelink/control/postgres"
 	"github.com/edgelink/edgelink/gate/evidence"
+	"github.com/edgelink/edgelink/internal/pgtest"
 	"github.com/edgelink/edgelink/shared/base62"
-	"github.com/edgelink/edgelink/shared/pgtest"
 )
 
 // The tests record every ID handed out and every confirmed segment

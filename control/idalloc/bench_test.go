@@ -7,7 +7,7 @@ import (
 
 	"github.com/edgelink/edgelink/control/idalloc"
 	"github.com/edgelink/edgelink/control/postgres"
-	"github.com/edgelink/edgelink/shared/pgtest"
+	"github.com/edgelink/edgelink/internal/pgtest"
 )
 
 // BenchmarkNext measures Next against a real Postgres authority at the

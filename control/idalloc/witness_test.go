@@ -10,8 +10,8 @@ import (
 	"github.com/edgelink/edgelink/control/idalloc/kvwitness"
 	"github.com/edgelink/edgelink/control/postgres"
 	"github.com/edgelink/edgelink/gate/evidence"
-	"github.com/edgelink/edgelink/shared/natstest"
-	"github.com/edgelink/edgelink/shared/pgtest"
+	"github.com/edgelink/edgelink/internal/natstest"
+	"github.com/edgelink/edgelink/internal/pgtest"
 )
 
 // 9 (in small). The authority loses its last leases together with their

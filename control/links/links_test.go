@@ -12,8 +12,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/edgelink/edgelink/control/postgres"
+	"github.com/edgelink/edgelink/internal/pgtest"
 	"github.com/edgelink/edgelink/shared/link"
-	"github.com/edgelink/edgelink/shared/pgtest"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }

@@ -16,12 +16,12 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
-	controlauthority "github.com/edgelink/edgelink/control/authority"
 	"github.com/edgelink/edgelink/control/clickroll"
 	"github.com/edgelink/edgelink/control/idalloc"
 	"github.com/edgelink/edgelink/control/links"
 	"github.com/edgelink/edgelink/control/outbox"
-	sharedmetrics "github.com/edgelink/edgelink/shared/metrics"
+	"github.com/edgelink/edgelink/control/responder"
+	"github.com/edgelink/edgelink/shared/prom"
 )
 
 // Control holds one control instance's registry. Build it with New before
@@ -40,7 +40,7 @@ type Control struct {
 // allocation-latency histogram.
 func New() *Control {
 	c := &Control{
-		Registry: sharedmetrics.NewRegistry(),
+		Registry: prom.NewRegistry(),
 		loadDur: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "control_idalloc_load_duration_seconds",
 			Help:    "Segment lease transactions by outcome class (ok, lock_timeout, unavailable, commit_unknown, rejected, fenced, exhausted, other).",
@@ -73,9 +73,9 @@ type Sources struct {
 	Namespaces []string
 	Links      *links.Service
 	Relay      *outbox.Relay
-	Responder  *controlauthority.Responder
+	Responder  *responder.Responder
 	Roller     *clickroll.Roller
-	Replica    *controlauthority.ReplicaFirst // nil without a read replica
+	Replica    *responder.ReplicaFirst // nil without a read replica
 }
 
 // Attach registers the components' metrics.

@@ -6,8 +6,8 @@ import (
 	"time"
 
 	"github.com/edgelink/edgelink/control/postgres"
-	"github.com/edgelink/edgelink/shared/natstest"
-	"github.com/edgelink/edgelink/shared/pgtest"
+	"github.com/edgelink/edgelink/internal/natstest"
+	"github.com/edgelink/edgelink/internal/pgtest"
 )
 
 // BenchmarkRelayThroughput measures how fast a relay drains an outbox backlog

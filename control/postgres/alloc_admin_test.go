@@ -9,7 +9,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/edgelink/edgelink/control/idalloc"
-	"github.com/edgelink/edgelink/shared/pgtest"
+	"github.com/edgelink/edgelink/internal/pgtest"
 )
 
 func allocLease(t *testing.T, s *AllocStore, ns, instance string) idalloc.Segment {

@@ -24,7 +24,7 @@ import (
 
 	"github.com/edgelink/edgelink/control/idalloc"
 	"github.com/edgelink/edgelink/gate/evidence"
-	"github.com/edgelink/edgelink/shared/pgtest"
+	"github.com/edgelink/edgelink/internal/pgtest"
 )
 
 // These tests record every ID handed out and every confirmed interval

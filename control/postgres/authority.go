@@ -15,7 +15,7 @@ import (
 // edge lets any change it later applies for the code win over a NotFound.
 // A replica answers from the past and would turn a fresh 201 into a 404:
 // a Store on a replica's pool may serve lookups only behind
-// control/authority.ReplicaFirst, which asks the primary on every miss.
+// responder.ReplicaFirst, which asks the primary on every miss.
 const lookupForEdge = `
 SELECT s.last_value, l.url, l.redirect_type, l.status, l.expires_at, l.version
 FROM change_version_seq s LEFT JOIN links l ON l.code = $1`

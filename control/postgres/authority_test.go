@@ -5,9 +5,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/edgelink/edgelink/internal/pgtest"
 	"github.com/edgelink/edgelink/shared/authority"
 	"github.com/edgelink/edgelink/shared/link"
-	"github.com/edgelink/edgelink/shared/pgtest"
 )
 
 func TestLookupForEdge(t *testing.T) {

@@ -8,8 +8,8 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/edgelink/edgelink/internal/pgtest"
 	"github.com/edgelink/edgelink/shared/clicks"
-	"github.com/edgelink/edgelink/shared/pgtest"
 )
 
 // seedClickLinks writes n active links of a new tenant straight into the

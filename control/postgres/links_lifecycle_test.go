@@ -7,8 +7,8 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/edgelink/edgelink/internal/pgtest"
 	"github.com/edgelink/edgelink/shared/link"
-	"github.com/edgelink/edgelink/shared/pgtest"
 )
 
 // TestConcurrentUpdatesVersionInCommitOrder: updates of one link racing each

@@ -3,7 +3,7 @@ package postgres
 import (
 	"testing"
 
-	"github.com/edgelink/edgelink/shared/pgtest"
+	"github.com/edgelink/edgelink/internal/pgtest"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }

@@ -15,10 +15,10 @@ import (
 	"github.com/edgelink/edgelink/control/idalloc"
 	"github.com/edgelink/edgelink/control/outbox"
 	"github.com/edgelink/edgelink/control/postgres"
+	"github.com/edgelink/edgelink/internal/natstest"
+	"github.com/edgelink/edgelink/internal/pgtest"
 	"github.com/edgelink/edgelink/shared/base62"
 	"github.com/edgelink/edgelink/shared/link"
-	"github.com/edgelink/edgelink/shared/natstest"
-	"github.com/edgelink/edgelink/shared/pgtest"
 	"github.com/edgelink/edgelink/shared/snapshot"
 )
 

@@ -14,14 +14,14 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	dto "github.com/prometheus/client_model/go"
 
+	"github.com/edgelink/edgelink/control/controlserver"
 	"github.com/edgelink/edgelink/control/postgres"
-	controlserver "github.com/edgelink/edgelink/control/server"
 	"github.com/edgelink/edgelink/control/snapshots"
-	edgeserver "github.com/edgelink/edgelink/edge/server"
+	"github.com/edgelink/edgelink/edge/edgeserver"
+	"github.com/edgelink/edgelink/internal/natstest"
+	"github.com/edgelink/edgelink/internal/pgtest"
+	"github.com/edgelink/edgelink/internal/scrape"
 	"github.com/edgelink/edgelink/shared/base62"
-	sharedmetrics "github.com/edgelink/edgelink/shared/metrics"
-	"github.com/edgelink/edgelink/shared/natstest"
-	"github.com/edgelink/edgelink/shared/pgtest"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
@@ -160,7 +160,7 @@ func codeOf(t *testing.T, body string) string {
 // running control and edge, then scrapes both /metrics:
 //   - no label value contains a code, a URL (or its host or path), an
 //     idempotency key, the API key or the tenant, and every label name is
-//     one of sharedmetrics.LabelNames;
+//     one of prom.LabelNames;
 //   - the counters saw the traffic (so the check is not vacuous);
 //   - every metric the Grafana dashboard queries is exported by one of
 //     the two binaries.
@@ -240,16 +240,16 @@ func TestMetricsLeakNothingAndDashboardMatches(t *testing.T) {
 		}
 	}
 
-	control, err := sharedmetrics.Scrape(s.controlURL + "/metrics")
+	control, err := scrape.Scrape(s.controlURL + "/metrics")
 	if err != nil {
 		t.Fatal(err)
 	}
-	edge, err := sharedmetrics.Scrape(s.edgeURL + "/metrics")
+	edge, err := scrape.Scrape(s.edgeURL + "/metrics")
 	if err != nil {
 		t.Fatal(err)
 	}
 	for what, fams := range map[string]map[string]*dto.MetricFamily{"control": control, "edge": edge} {
-		for _, err := range sharedmetrics.CheckLabels(fams, forbidden) {
+		for _, err := range scrape.CheckLabels(fams, forbidden) {
 			t.Errorf("%s /metrics: %v", what, err)
 		}
 	}
@@ -257,7 +257,7 @@ func TestMetricsLeakNothingAndDashboardMatches(t *testing.T) {
 	// The traffic shows, so the label check looked at live series.
 	atLeast := func(what string, fams map[string]*dto.MetricFamily, want float64, name string, labels ...string) {
 		t.Helper()
-		if v, _ := sharedmetrics.Value(fams, name, labels...); v < want {
+		if v, _ := scrape.Value(fams, name, labels...); v < want {
 			t.Errorf("%s %s%v = %v; want at least %v", what, name, labels, v, want)
 		}
 	}
@@ -275,7 +275,7 @@ func TestMetricsLeakNothingAndDashboardMatches(t *testing.T) {
 	atLeast("edge", edge, 1, "edge_changefeed_applied_version")
 
 	// The dashboard asks only for what the binaries export.
-	exported := append(sharedmetrics.Names(control), sharedmetrics.Names(edge)...)
+	exported := append(scrape.Names(control), scrape.Names(edge)...)
 	qs, err := Queries(Dashboard())
 	if err != nil {
 		t.Fatal(err)

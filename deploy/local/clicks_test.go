@@ -22,9 +22,9 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/edgelink/edgelink/control/clickroll"
+	"github.com/edgelink/edgelink/control/controlserver"
 	"github.com/edgelink/edgelink/control/postgres"
-	controlserver "github.com/edgelink/edgelink/control/server"
-	edgeserver "github.com/edgelink/edgelink/edge/server"
+	"github.com/edgelink/edgelink/edge/edgeserver"
 	"github.com/edgelink/edgelink/shared/clicks"
 )
 

@@ -25,12 +25,12 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/edgelink/edgelink/control/controlserver"
 	"github.com/edgelink/edgelink/control/postgres"
-	controlserver "github.com/edgelink/edgelink/control/server"
 	"github.com/edgelink/edgelink/control/snapshots"
-	edgeserver "github.com/edgelink/edgelink/edge/server"
+	"github.com/edgelink/edgelink/edge/edgeserver"
+	"github.com/edgelink/edgelink/internal/pgserver"
 	"github.com/edgelink/edgelink/shared/link"
-	"github.com/edgelink/edgelink/shared/pgserver"
 )
 
 // Options say where the stack keeps its data and listens.

@@ -444,7 +444,7 @@ func TestDockerfileChecksCatchMistakes(t *testing.T) {
 	mutations := []struct{ name, old, new, want string }{
 		{"source not copied", "COPY schema/ schema/\n", "", "the build needs schema, which no COPY brings"},
 		{"copy of a missing path", "COPY edge/ edge/", "COPY edges/ edges/", "COPY edges/: not in the build context"},
-		{"wrong build target", "./edge/cmd/edge &&", "./edge/server &&", "nothing builds ./edge/cmd/edge"},
+		{"wrong build target", "./edge/cmd/edge &&", "./edge/edgeserver &&", "nothing builds ./edge/cmd/edge"},
 		{"no cache mount", "    --mount=type=cache,target=/root/.cache/go-build \\\n    go build -trimpath -ldflags=\"-s -w\" -o /out/control", "    go build -trimpath -ldflags=\"-s -w\" -o /out/control", "without a cache mount on /root/.cache/go-build"},
 		{"root user", "USER 65532:65532\nEXPOSE 8081", "USER 0\nEXPOSE 8081", `stage edge: USER "0"`},
 		{"fat base", "FROM gcr.io/distroless/static-debian12:nonroot AS control", "FROM debian:12 AS control", "FROM debian:12: want distroless"},

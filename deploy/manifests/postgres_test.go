@@ -14,7 +14,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/edgelink/edgelink/shared/pgserver"
+	"github.com/edgelink/edgelink/internal/pgserver"
 )
 
 // TestPostgresReplicationScripts runs the manifests' own PostgreSQL setup

@@ -10,9 +10,9 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/edgelink/edgelink/edge/store"
+	"github.com/edgelink/edgelink/internal/natstest"
 	"github.com/edgelink/edgelink/shared/link"
 	"github.com/edgelink/edgelink/shared/linkevent"
-	"github.com/edgelink/edgelink/shared/natstest"
 )
 
 type recorder struct {

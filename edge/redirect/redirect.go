@@ -17,8 +17,8 @@ import (
 )
 
 // Finder finds what the edge holds of a code without allocating: the
-// overlay and the snapshot together (store.Applied), or the overlay alone
-// (store.Store).
+// overlay and the snapshot together (store.Layers), or the overlay alone
+// (store.Overlay).
 type Finder interface {
 	Find(code []byte) (store.Hit, bool)
 }

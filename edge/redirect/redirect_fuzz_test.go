@@ -10,12 +10,12 @@ import (
 
 	"github.com/valyala/fasthttp"
 
-	"github.com/edgelink/edgelink/edge/clicks"
+	"github.com/edgelink/edgelink/edge/clickpub"
 	"github.com/edgelink/edgelink/edge/resolve"
 	"github.com/edgelink/edgelink/edge/store"
+	"github.com/edgelink/edgelink/internal/snapshottest"
 	"github.com/edgelink/edgelink/shared/link"
 	"github.com/edgelink/edgelink/shared/snapshot"
-	"github.com/edgelink/edgelink/shared/snapshot/snapshottest"
 )
 
 // fuzzAnswer is what the handler must answer for a code, whichever layer
@@ -59,7 +59,7 @@ func (m mapResolver) Resolve(code, ip []byte) (*store.Entry, resolve.Outcome) {
 func newFuzzHandler(t testing.TB) (*Handler, *lookupRecorder, map[string]fuzzAnswer) {
 	now := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
 	want := map[string]fuzzAnswer{}
-	overlay := store.New()
+	overlay := store.NewOverlay()
 	for _, e := range []*store.Entry{
 		{Code: "00000A", URL: "https://example.com/upper", RedirectType: 302, Status: link.Active, Version: 1},
 		{Code: "00000a", URL: "https://example.com/lower?next=%2F%2Fevil.com", RedirectType: 307, Status: link.Active, Version: 2},
@@ -88,7 +88,7 @@ func newFuzzHandler(t testing.TB) (*Handler, *lookupRecorder, map[string]fuzzAns
 	if err != nil {
 		t.Fatal(err)
 	}
-	a := &store.Applied{Overlay: overlay, Snapshots: new(store.Snapshots)}
+	a := &store.Layers{Overlay: overlay, Snapshots: new(store.Snapshots)}
 	a.Install(loaded)
 	want["00000B"] = fuzzAnswer{308, "https://shop.example.com/spring?utm_source=snap"}
 	want["00000C"] = fuzzAnswer{302, long}
@@ -104,7 +104,7 @@ func newFuzzHandler(t testing.TB) (*Handler, *lookupRecorder, map[string]fuzzAns
 	want["unav01"] = fuzzAnswer{503, ""}
 	rec := &lookupRecorder{Finder: a}
 	h := &Handler{Store: rec, Miss: miss, Now: func() time.Time { return now },
-		Clicks: clicks.New(nil, clicks.Config{Buffer: 1 << 10})}
+		Clicks: clickpub.New(nil, clickpub.Config{Buffer: 1 << 10})}
 	return h, rec, want
 }
 
@@ -236,7 +236,7 @@ func FuzzServe(f *testing.F) {
 // values as spaces.
 func TestLocationCannotSplitTheResponse(t *testing.T) {
 	h, _ := newHandler()
-	h.Store.(*store.Store).Apply(&store.Entry{Code: "crlf01", URL: "https://x.example/\r\nSet-Cookie: a=b\nLocation: https://evil.example/",
+	h.Store.(*store.Overlay).Apply(&store.Entry{Code: "crlf01", URL: "https://x.example/\r\nSet-Cookie: a=b\nLocation: https://evil.example/",
 		RedirectType: 302, Status: link.Active, Version: 99})
 	ctx := do(h, "GET", "/crlf01")
 	var wire strings.Builder

@@ -8,7 +8,7 @@ import (
 
 	"github.com/valyala/fasthttp"
 
-	"github.com/edgelink/edgelink/edge/clicks"
+	"github.com/edgelink/edgelink/edge/clickpub"
 	"github.com/edgelink/edgelink/edge/resolve"
 	"github.com/edgelink/edgelink/edge/store"
 	"github.com/edgelink/edgelink/shared/link"
@@ -16,7 +16,7 @@ import (
 
 func newHandler() (*Handler, time.Time) {
 	now := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
-	s := store.New()
+	s := store.NewOverlay()
 	s.Apply(&store.Entry{Code: "00000A", URL: "https://example.com/upper", RedirectType: 302, Status: link.Active, Version: 1})
 	s.Apply(&store.Entry{Code: "00000a", URL: "https://example.com/lower", RedirectType: 307, Status: link.Active, Version: 2})
 	s.Apply(&store.Entry{Code: "off001", URL: "https://example.com/off", RedirectType: 302, Status: link.Disabled, Version: 3})
@@ -144,14 +144,14 @@ func TestMissAnswers(t *testing.T) {
 func BenchmarkHitWithClicks(b *testing.B) {
 	h, _ := newHandler()
 	h.Now = nil
-	rec := clicks.New(nil, clicks.Config{Buffer: 1 << 10})
+	rec := clickpub.New(nil, clickpub.Config{Buffer: 1 << 10})
 	h.Clicks = rec
 	benchServe(b, h, "/00000A")
 }
 
 func TestHitWithClicksDoesNotAllocate(t *testing.T) {
 	h, _ := newHandler()
-	h.Clicks = clicks.New(nil, clicks.Config{Buffer: 1 << 20})
+	h.Clicks = clickpub.New(nil, clickpub.Config{Buffer: 1 << 20})
 	var ctx fasthttp.RequestCtx
 	var req fasthttp.Request
 	req.Header.SetMethod("GET")

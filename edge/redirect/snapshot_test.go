@@ -8,9 +8,9 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/edgelink/edgelink/edge/store"
+	"github.com/edgelink/edgelink/internal/snapshottest"
 	"github.com/edgelink/edgelink/shared/link"
 	"github.com/edgelink/edgelink/shared/snapshot"
-	"github.com/edgelink/edgelink/shared/snapshot/snapshottest"
 )
 
 // newSnapshotHandler serves a snapshot at change version 10 under an
@@ -34,7 +34,7 @@ func newSnapshotHandler(t testing.TB) *Handler {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a := &store.Applied{Overlay: store.New(), Snapshots: new(store.Snapshots)}
+	a := &store.Layers{Overlay: store.NewOverlay(), Snapshots: new(store.Snapshots)}
 	a.Install(l)
 	// Applied from the stream after the snapshot: wins.
 	a.Apply(&store.Entry{Code: "00000B", Status: link.Disabled, Version: 11})
@@ -102,7 +102,7 @@ func TestLongTargetFromSnapshot(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a := &store.Applied{Overlay: store.New(), Snapshots: new(store.Snapshots)}
+	a := &store.Layers{Overlay: store.NewOverlay(), Snapshots: new(store.Snapshots)}
 	a.Install(l)
 	h := &Handler{Store: a}
 	ctx := do(h, "GET", "/00000A")

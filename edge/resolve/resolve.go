@@ -7,7 +7,7 @@ import (
 	"sync/atomic"
 
 	"github.com/edgelink/edgelink/edge/store"
-	sharedauth "github.com/edgelink/edgelink/shared/authority"
+	"github.com/edgelink/edgelink/shared/authority"
 	"github.com/edgelink/edgelink/shared/base62"
 )
 
@@ -29,7 +29,7 @@ const (
 
 // Authority asks control about one code.
 type Authority interface {
-	Lookup(code string) (sharedauth.Reply, error)
+	Lookup(code string) (authority.Reply, error)
 }
 
 // Limiter bounds authority lookups per client IP.
@@ -112,7 +112,7 @@ func (r *Resolver) Resolve(code []byte, clientIP []byte) (*store.Entry, Outcome)
 		return nil, Unavailable
 	}
 	var e *store.Entry
-	if rep.Kind == sharedauth.Found {
+	if rep.Kind == authority.Found {
 		e = &store.Entry{Code: rep.Code, URL: rep.URL, RedirectType: rep.RedirectType, Status: rep.Status,
 			ExpiresAt: rep.ExpiresAt, Version: rep.Version}
 	} else {

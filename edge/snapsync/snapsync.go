@@ -24,7 +24,7 @@ import (
 
 	"github.com/edgelink/edgelink/edge/changefeed"
 	"github.com/edgelink/edgelink/edge/store"
-	"github.com/edgelink/edgelink/shared/atomicfile"
+	"github.com/edgelink/edgelink/internal/atomicfile"
 	"github.com/edgelink/edgelink/shared/linkevent"
 	"github.com/edgelink/edgelink/shared/snapshot"
 )
@@ -62,7 +62,7 @@ type Config struct {
 // while it runs.
 type Syncer struct {
 	js     jetstream.JetStream
-	layers *store.Applied
+	layers *store.Layers
 	feed   Feed
 	cfg    Config
 	log    *slog.Logger
@@ -87,7 +87,7 @@ type rejection struct{ err error }
 
 // New returns a Syncer installing snapshots into layers (whose Snapshots
 // must be set) and positioning feed.
-func New(js jetstream.JetStream, layers *store.Applied, feed Feed, cfg Config) *Syncer {
+func New(js jetstream.JetStream, layers *store.Layers, feed Feed, cfg Config) *Syncer {
 	if cfg.Poll <= 0 {
 		cfg.Poll = 30 * time.Second
 	}

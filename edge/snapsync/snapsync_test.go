@@ -16,11 +16,11 @@ import (
 
 	"github.com/edgelink/edgelink/edge/changefeed"
 	"github.com/edgelink/edgelink/edge/store"
+	"github.com/edgelink/edgelink/internal/natstest"
+	"github.com/edgelink/edgelink/internal/snapshottest"
 	"github.com/edgelink/edgelink/shared/link"
 	"github.com/edgelink/edgelink/shared/linkevent"
-	"github.com/edgelink/edgelink/shared/natstest"
 	"github.com/edgelink/edgelink/shared/snapshot"
-	"github.com/edgelink/edgelink/shared/snapshot/snapshottest"
 )
 
 // fakeFeed records where the syncer positions it.
@@ -51,8 +51,8 @@ func (f *fakeFeed) at() (seq, ver uint64, restarts int) {
 	return f.seq, f.ver, f.restarts
 }
 
-func newLayers() *store.Applied {
-	return &store.Applied{Overlay: store.New(), Hint: store.NewHint(1000, 0.01), Segments: new(store.Segments),
+func newLayers() *store.Layers {
+	return &store.Layers{Overlay: store.NewOverlay(), Hint: store.NewHint(1000, 0.01), Segments: new(store.Segments),
 		Snapshots: new(store.Snapshots)}
 }
 
@@ -83,7 +83,7 @@ func publish(t *testing.T, js jetstream.JetStream, name string, data []byte) {
 	}
 }
 
-func target(t *testing.T, l *store.Applied, code string) string {
+func target(t *testing.T, l *store.Layers, code string) string {
 	t.Helper()
 	e, ok := l.Snapshots.Lookup([]byte(code))
 	if !ok {

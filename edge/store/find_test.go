@@ -13,7 +13,7 @@ import (
 
 // found is what Find answered, reduced to comparable facts; url is empty
 // when nothing was found.
-func found(t *testing.T, a *Applied, code string) (url string, version uint64, fromSnap bool) {
+func found(t *testing.T, a *Layers, code string) (url string, version uint64, fromSnap bool) {
 	t.Helper()
 	h, ok := a.Find([]byte(code))
 	if !ok {
@@ -26,7 +26,7 @@ func found(t *testing.T, a *Applied, code string) (url string, version uint64, f
 }
 
 func TestFindLayers(t *testing.T) {
-	a := &Applied{Overlay: New(), Hint: NewHint(1000, 0.01), Segments: new(Segments), Snapshots: new(Snapshots)}
+	a := &Layers{Overlay: NewOverlay(), Hint: NewHint(1000, 0.01), Segments: new(Segments), Snapshots: new(Snapshots)}
 	// Applied before the snapshot arrives and newer than it: the install
 	// must mark it, or the file's older entry would answer.
 	a.Apply(&Entry{Code: "00000B", URL: "https://b/overlay-12", Status: link.Active, RedirectType: 302, Version: 12})
@@ -78,7 +78,7 @@ func TestFindLayers(t *testing.T) {
 // it serves, the ones it supersedes are pruned, and no answer goes back to
 // a version older than one already seen.
 func TestFindAcrossInstalls(t *testing.T) {
-	a := &Applied{Overlay: New(), Snapshots: new(Snapshots)}
+	a := &Layers{Overlay: NewOverlay(), Snapshots: new(Snapshots)}
 	snap := func(cv uint64, urls map[string]string) *Loaded {
 		var ls []snapshot.Link
 		for code, u := range urls {
@@ -105,7 +105,7 @@ func TestFindAcrossInstalls(t *testing.T) {
 // probes the overlay just after the prune must not answer from the old
 // file (or answer "not found"): it looks again.
 func TestFindLooksAgainAfterAPrune(t *testing.T) {
-	a := &Applied{Overlay: New(), Snapshots: new(Snapshots)}
+	a := &Layers{Overlay: NewOverlay(), Snapshots: new(Snapshots)}
 	a.Install(loadTB(t, []snapshot.Link{{Code: "00000A", URL: "https://a/10", RedirectType: 302, Status: link.Active}},
 		snapshot.Header{ChangeVersion: 10, StreamSeq: 10}, nil))
 	old := a.Snapshots.Current()
@@ -132,7 +132,7 @@ func TestFindLooksAgainAfterAPrune(t *testing.T) {
 // and once Apply returned, every later Find sees that version or newer.
 func TestFindConcurrentWithApplyAndInstall(t *testing.T) {
 	const codes = 64
-	a := &Applied{Overlay: New(), Snapshots: new(Snapshots)}
+	a := &Layers{Overlay: NewOverlay(), Snapshots: new(Snapshots)}
 	name := func(i int) string {
 		c, err := base62.Encode(uint64(i + 1))
 		if err != nil {

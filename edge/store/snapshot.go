@@ -21,7 +21,7 @@ type Loaded struct {
 
 	// overridden has a bit per entry (by snapshot.Find's index), set once
 	// the overlay holds a change of that code while this snapshot is in
-	// service (Applied.Apply and Install set it, under Applied.mu). A
+	// service (Layers.Apply and Install set it, under Layers.mu). A
 	// clear bit lets a lookup answer from the file alone, without probing
 	// the overlay: the common case, since most links never change after
 	// the snapshot was built. Bits are only ever set.
@@ -84,8 +84,8 @@ func (s *Snapshots) Current() *Loaded { return s.cur.Load() }
 // once the codes are in place), and only then is the overlay pruned: a
 // lookup that misses a pruned entry sees that the snapshot changed since it
 // loaded the pointer and looks again in the new one, which holds that code
-// at a version at least as new (Applied.Find).
-func (a *Applied) Install(l *Loaded) (pruned int) {
+// at a version at least as new (Layers.Find).
+func (a *Layers) Install(l *Loaded) (pruned int) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	cv := l.Snap.Header.ChangeVersion

@@ -4,9 +4,9 @@ import (
 	"errors"
 	"testing"
 
+	"github.com/edgelink/edgelink/internal/snapshottest"
 	"github.com/edgelink/edgelink/shared/link"
 	"github.com/edgelink/edgelink/shared/snapshot"
-	"github.com/edgelink/edgelink/shared/snapshot/snapshottest"
 )
 
 func loadTB(t testing.TB, links []snapshot.Link, h snapshot.Header, sealed []snapshot.Sealed) *Loaded {
@@ -41,7 +41,7 @@ func TestLoadRejectsDamage(t *testing.T) {
 // service, and the overlay keeps exactly the entries the snapshot does not
 // supersede.
 func TestInstall(t *testing.T) {
-	a := &Applied{Overlay: New(), Hint: NewHint(1000, 0.01), Segments: new(Segments), Snapshots: new(Snapshots)}
+	a := &Layers{Overlay: NewOverlay(), Hint: NewHint(1000, 0.01), Segments: new(Segments), Snapshots: new(Snapshots)}
 	a.Apply(&Entry{Code: "00000A", URL: "https://old", Status: link.Active, RedirectType: 302, Version: 3})  // in snapshot at ≤10: dropped
 	a.Apply(&Entry{Code: "00000B", URL: "https://new", Status: link.Active, RedirectType: 302, Version: 12}) // after the snapshot: kept
 	a.Apply(&Entry{Code: "cold-one", URL: "https://c", Status: link.Active, RedirectType: 302, Version: 4})  // not in a partial file: kept

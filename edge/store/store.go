@@ -1,6 +1,6 @@
 // Package store holds what an edge knows of links, in layers: the overlay
-// of changes applied from the stream (Store) over the precomputed snapshot
-// (Snapshots), looked up together by Applied.Find (the newer version of a
+// of changes applied from the stream (Overlay) over the precomputed snapshot
+// (Snapshots), looked up together by Layers.Find (the newer version of a
 // code wins); the bounded long-tail cache of authority answers (Cache); and
 // the bloom hint of live codes (Hint) and the sealed ID segments (Segments)
 // that decide when a miss may be answered without the authority.
@@ -38,9 +38,9 @@ func (e *Entry) Live(nowMillis int64) bool {
 
 const shardCount = 64
 
-// Store maps codes to entries, last writer wins per code by version. It is
+// Overlay maps codes to entries, last writer wins per code by version. It is
 // safe for concurrent use; lookups do not allocate.
-type Store struct {
+type Overlay struct {
 	seed   maphash.Seed
 	shards [shardCount]shard
 }
@@ -53,21 +53,21 @@ type shard struct {
 	peak int
 }
 
-// New returns an empty store.
-func New() *Store {
-	s := &Store{seed: maphash.MakeSeed()}
+// NewOverlay returns an empty store.
+func NewOverlay() *Overlay {
+	s := &Overlay{seed: maphash.MakeSeed()}
 	for i := range s.shards {
 		s.shards[i].m = make(map[string]*Entry)
 	}
 	return s
 }
 
-func (s *Store) shard(code []byte) *shard {
+func (s *Overlay) shard(code []byte) *shard {
 	return &s.shards[maphash.Bytes(s.seed, code)%shardCount]
 }
 
 // Lookup returns the entry for code, if the store has one.
-func (s *Store) Lookup(code []byte) (*Entry, bool) {
+func (s *Overlay) Lookup(code []byte) (*Entry, bool) {
 	sh := s.shard(code)
 	sh.mu.RLock()
 	e, ok := sh.m[string(code)]
@@ -77,7 +77,7 @@ func (s *Store) Lookup(code []byte) (*Entry, bool) {
 
 // Apply stores e unless the store already holds a newer or equal version of
 // its code, reporting whether it did. Replays and duplicates are harmless.
-func (s *Store) Apply(e *Entry) bool {
+func (s *Overlay) Apply(e *Entry) bool {
 	sh := s.shard([]byte(e.Code))
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
@@ -92,7 +92,7 @@ func (s *Store) Apply(e *Entry) bool {
 // Prune deletes every entry drop reports true for, shard by shard, under
 // the shard's lock, so an Apply of the same code is either seen by drop or
 // happens after the delete. It returns how many entries it deleted.
-func (s *Store) Prune(drop func(*Entry) bool) int {
+func (s *Overlay) Prune(drop func(*Entry) bool) int {
 	n := 0
 	for i := range s.shards {
 		sh := &s.shards[i]
@@ -121,7 +121,7 @@ func (s *Store) Prune(drop func(*Entry) bool) int {
 
 // Range calls fn for every entry held until fn returns false. Entries
 // applied meanwhile may or may not be seen.
-func (s *Store) Range(fn func(*Entry) bool) {
+func (s *Overlay) Range(fn func(*Entry) bool) {
 	for i := range s.shards {
 		sh := &s.shards[i]
 		sh.mu.RLock()
@@ -136,7 +136,7 @@ func (s *Store) Range(fn func(*Entry) bool) {
 }
 
 // Len is the number of codes held.
-func (s *Store) Len() int {
+func (s *Overlay) Len() int {
 	n := 0
 	for i := range s.shards {
 		s.shards[i].mu.RLock()
@@ -154,13 +154,13 @@ func EntryFromEvent(ev *linkevent.Event) *Entry {
 	}
 }
 
-// Applied is the stream's side of the layers, updated together by the change
+// Layers is the stream's side of the layers, updated together by the change
 // feed: the overlay, the bloom hint and the sealed segments, plus the
 // snapshot they extend. Safe for concurrent use; the overlay must be
 // written only through it (Apply, Install), which keeps the snapshot's
 // overridden bits true.
-type Applied struct {
-	Overlay   *Store
+type Layers struct {
+	Overlay   *Overlay
 	Hint      *Hint
 	Segments  *Segments
 	Snapshots *Snapshots
@@ -173,7 +173,7 @@ type Applied struct {
 // Apply stores e in the overlay (last writer wins by version), marks its
 // code overridden in the snapshot in service, and adds it to the hint. The
 // mark follows the store, so a lookup that sees the mark finds the entry.
-func (a *Applied) Apply(e *Entry) bool {
+func (a *Layers) Apply(e *Entry) bool {
 	a.mu.Lock()
 	ok := a.Overlay.Apply(e)
 	if ok && a.Snapshots != nil {
@@ -210,7 +210,7 @@ type Hit struct {
 // after the snapshot in service changed, an install may have pruned the
 // entry in between: the lookup starts over in the new snapshot, which holds
 // it at a version at least as new.
-func (a *Applied) Find(code []byte) (Hit, bool) {
+func (a *Layers) Find(code []byte) (Hit, bool) {
 	for {
 		var l *Loaded
 		if a.Snapshots != nil {
@@ -225,7 +225,7 @@ func (a *Applied) Find(code []byte) (Hit, bool) {
 // findIn is Find with l as the snapshot read (nil: none). stale reports
 // that the overlay missed and l is no longer in service, so the answer
 // cannot be trusted: look again.
-func (a *Applied) findIn(l *Loaded, code []byte) (h Hit, ok, stale bool) {
+func (a *Layers) findIn(l *Loaded, code []byte) (h Hit, ok, stale bool) {
 	if l != nil {
 		if i, ok := l.Snap.Find(code); ok {
 			s := l.Snap.At(i)
@@ -251,13 +251,13 @@ func (a *Applied) findIn(l *Loaded, code []byte) (h Hit, ok, stale bool) {
 }
 
 // Find is the overlay alone as a lookup layer (no snapshot).
-func (s *Store) Find(code []byte) (Hit, bool) {
+func (s *Overlay) Find(code []byte) (Hit, bool) {
 	e, ok := s.Lookup(code)
 	return Hit{Entry: e}, ok
 }
 
 // Seal records a sealed segment.
-func (a *Applied) Seal(start, end uint64) {
+func (a *Layers) Seal(start, end uint64) {
 	if a.Segments != nil {
 		a.Segments.Seal(start, end)
 	}

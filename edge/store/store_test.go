@@ -9,7 +9,7 @@ import (
 )
 
 func TestLastWriterWinsByVersion(t *testing.T) {
-	s := New()
+	s := NewOverlay()
 	s.Apply(&Entry{Code: "00000A", URL: "https://v2", Status: link.Active, Version: 2})
 	if s.Apply(&Entry{Code: "00000A", URL: "https://v1", Status: link.Active, Version: 1}) {
 		t.Fatal("an older version replaced a newer one")
@@ -28,7 +28,7 @@ func TestLastWriterWinsByVersion(t *testing.T) {
 }
 
 func TestConcurrentApplyAndLookup(t *testing.T) {
-	s := New()
+	s := NewOverlay()
 	var wg sync.WaitGroup
 	for w := range 4 {
 		wg.Add(1)
@@ -62,7 +62,7 @@ func TestConcurrentApplyAndLookup(t *testing.T) {
 }
 
 func TestLookupDoesNotAllocate(t *testing.T) {
-	s := New()
+	s := NewOverlay()
 	s.Apply(&Entry{Code: "00000A", URL: "https://x", Status: link.Active, Version: 1})
 	code := []byte("00000A")
 	if n := testing.AllocsPerRun(100, func() { s.Lookup(code) }); n != 0 {
@@ -142,7 +142,7 @@ func TestHint(t *testing.T) {
 // A bulk load pruned by a snapshot swap leaves the overlay's maps sized for
 // what is left, not for the load.
 func TestPruneShrinksMaps(t *testing.T) {
-	s := New()
+	s := NewOverlay()
 	for i := range 64 * 1000 {
 		s.Apply(&Entry{Code: fmt.Sprintf("c%06d", i), URL: "https://x", Status: link.Active, Version: uint64(i + 1)})
 	}

@@ -11,14 +11,14 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/edgelink/edgelink/control/controlserver"
 	"github.com/edgelink/edgelink/control/postgres"
-	controlserver "github.com/edgelink/edgelink/control/server"
 	"github.com/edgelink/edgelink/control/snapshots"
-	edgeserver "github.com/edgelink/edgelink/edge/server"
+	"github.com/edgelink/edgelink/edge/edgeserver"
 	"github.com/edgelink/edgelink/gate/evidence"
+	"github.com/edgelink/edgelink/internal/pgtest"
 	"github.com/edgelink/edgelink/shared/clicks"
 	"github.com/edgelink/edgelink/shared/linkevent"
-	"github.com/edgelink/edgelink/shared/pgtest"
 	"github.com/edgelink/edgelink/shared/snapshot"
 )
 

@@ -16,7 +16,7 @@ import (
 	"testing"
 	"time"
 
-	controlserver "github.com/edgelink/edgelink/control/server"
+	"github.com/edgelink/edgelink/control/controlserver"
 )
 
 // childEnv makes the re-executed test binary run one control instance,

@@ -15,9 +15,9 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/edgelink/edgelink/control/controlserver"
 	"github.com/edgelink/edgelink/control/postgres"
-	controlserver "github.com/edgelink/edgelink/control/server"
-	edgeserver "github.com/edgelink/edgelink/edge/server"
+	"github.com/edgelink/edgelink/edge/edgeserver"
 )
 
 // control is a control instance running in the test process.

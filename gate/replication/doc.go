@@ -1,6 +1,6 @@
 // Package replication holds the launch-gate scenarios of seed 000's fault
 // matrix that need PostgreSQL replication, end to end on a real primary and
-// a real streaming replica (shared/pgserver), real NATS JetStream, control
+// a real streaming replica (internal/pgserver), real NATS JetStream, control
 // and an edge in-process:
 //
 //   - replica lag: edges' authority lookups are served by a replica whose

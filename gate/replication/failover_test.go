@@ -11,12 +11,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/edgelink/edgelink/control/controlserver"
 	"github.com/edgelink/edgelink/control/idalloc"
 	"github.com/edgelink/edgelink/control/idalloc/kvwitness"
 	"github.com/edgelink/edgelink/control/postgres"
-	controlserver "github.com/edgelink/edgelink/control/server"
 	"github.com/edgelink/edgelink/gate/evidence"
-	"github.com/edgelink/edgelink/shared/natstest"
+	"github.com/edgelink/edgelink/internal/natstest"
 )
 
 // issued records every ID a create was answered with, and by whom.

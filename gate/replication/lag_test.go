@@ -7,11 +7,11 @@ import (
 	"testing"
 	"time"
 
-	controlauthority "github.com/edgelink/edgelink/control/authority"
-	controlserver "github.com/edgelink/edgelink/control/server"
+	"github.com/edgelink/edgelink/control/controlserver"
+	"github.com/edgelink/edgelink/control/responder"
 	"github.com/edgelink/edgelink/gate/evidence"
-	sharedauthority "github.com/edgelink/edgelink/shared/authority"
-	"github.com/edgelink/edgelink/shared/natstest"
+	"github.com/edgelink/edgelink/internal/natstest"
+	"github.com/edgelink/edgelink/shared/authority"
 )
 
 // Fault matrix row 7, replica lag: jump immediately after commit → every
@@ -28,10 +28,10 @@ func TestReplicaLagEveryCreateJumpable(t *testing.T) {
 	c := startCluster(t, ctx)
 	nats := natstest.Start(t)
 	edgeURL, e := startEdge(t, nats.ClientURL())
-	lookups := make(chan *controlauthority.ReplicaFirst, 1)
+	lookups := make(chan *responder.ReplicaFirst, 1)
 	ctl := startControl(t, controlserver.Config{DatabaseURL: c.primaryDSN, ReplicaURL: c.replicaDSN,
 		NATSURL: nats.ClientURL(), PublicURL: edgeURL, IDStep: 50,
-		OnReplicaLookups: func(rf *controlauthority.ReplicaFirst) { lookups <- rf }})
+		OnReplicaLookups: func(rf *responder.ReplicaFirst) { lookups <- rf }})
 	rf := <-lookups
 
 	if err := c.replica.WaitReplayed(ctx, c.primary); err != nil {
@@ -96,7 +96,7 @@ func TestReplicaLagEveryCreateJumpable(t *testing.T) {
 	}
 	for _, code := range codes[:20] {
 		rep, err := rf.LookupForEdge(ctx, code)
-		if err != nil || rep.Kind != sharedauthority.Found {
+		if err != nil || rep.Kind != authority.Found {
 			t.Errorf("lookup of %s after the replica caught up: %+v, %v", code, rep, err)
 		}
 	}

@@ -18,13 +18,13 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/edgelink/edgelink/control/controlserver"
 	"github.com/edgelink/edgelink/control/postgres"
-	controlserver "github.com/edgelink/edgelink/control/server"
 	"github.com/edgelink/edgelink/control/snapshots"
-	edgeserver "github.com/edgelink/edgelink/edge/server"
+	"github.com/edgelink/edgelink/edge/edgeserver"
+	"github.com/edgelink/edgelink/internal/natstest"
+	"github.com/edgelink/edgelink/internal/pgtest"
 	"github.com/edgelink/edgelink/shared/base62"
-	"github.com/edgelink/edgelink/shared/natstest"
-	"github.com/edgelink/edgelink/shared/pgtest"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }

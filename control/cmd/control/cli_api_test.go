@@ -20,7 +20,7 @@ import (
 	"github.com/edgelink/edgelink/control/importer"
 	"github.com/edgelink/edgelink/control/links"
 	"github.com/edgelink/edgelink/control/postgres"
-	"github.com/edgelink/edgelink/shared/pgtest"
+	"github.com/edgelink/edgelink/internal/pgtest"
 )
 
 type seqIDs struct{ n *atomic.Uint64 }

@@ -17,7 +17,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/edgelink/edgelink/control/importer"
-	"github.com/edgelink/edgelink/shared/atomicfile"
+	"github.com/edgelink/edgelink/internal/atomicfile"
 )
 
 type importCmd struct {

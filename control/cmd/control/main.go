@@ -17,8 +17,8 @@ import (
 	"github.com/alecthomas/kong"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/edgelink/edgelink/control/controlserver"
 	"github.com/edgelink/edgelink/control/postgres"
-	"github.com/edgelink/edgelink/control/server"
 )
 
 type globals struct {
@@ -128,7 +128,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, onListen 
 	switch cmd := kctx.Command(); {
 	case cmd == "serve":
 		s := c.Serve
-		return server.Run(ctx, server.Config{
+		return controlserver.Run(ctx, controlserver.Config{
 			HTTPAddr: s.Listen, DatabaseURL: c.DatabaseURL, NATSURL: s.NATSURL, PublicURL: s.PublicURL,
 			BlockedDomains: lower(s.BlockedDomains), Reserved: s.ReservedCodes, Log: log, OnListen: onListen,
 			IDStart: s.IDStart, IDEnd: s.IDEnd, IDStep: s.IDStep,

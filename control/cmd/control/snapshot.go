@@ -15,7 +15,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/edgelink/edgelink/control/snapshots"
-	"github.com/edgelink/edgelink/shared/atomicfile"
+	"github.com/edgelink/edgelink/internal/atomicfile"
 )
 
 func runSnapshotBuild(ctx context.Context, dsn string, c snapshotBuildCmd, stdout, stderr io.Writer) error {

@@ -12,8 +12,8 @@ import (
 	"github.com/edgelink/edgelink/control/idalloc"
 	"github.com/edgelink/edgelink/control/idalloc/kvwitness"
 	"github.com/edgelink/edgelink/control/postgres"
-	"github.com/edgelink/edgelink/shared/natstest"
-	"github.com/edgelink/edgelink/shared/pgtest"
+	"github.com/edgelink/edgelink/internal/natstest"
+	"github.com/edgelink/edgelink/internal/pgtest"
 )
 
 // `alloc witness` names a counter below the witness and fails; `alloc

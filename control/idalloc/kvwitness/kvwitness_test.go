@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/edgelink/edgelink/shared/natstest"
+	"github.com/edgelink/edgelink/internal/natstest"
 )
 
 // Many instances advancing one namespace concurrently leave the highest end

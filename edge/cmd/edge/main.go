@@ -18,7 +18,7 @@ import (
 
 	"github.com/alecthomas/kong"
 
-	"github.com/edgelink/edgelink/edge/server"
+	"github.com/edgelink/edgelink/edge/edgeserver"
 )
 
 type cli struct {
@@ -83,7 +83,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, onListen 
 		}()
 		defer dbg.Close()
 	}
-	return server.Run(ctx, server.Config{HTTPAddr: c.Listen, NATSURL: c.NATSURL, Name: c.Name, Log: log, OnListen: onListen,
+	return edgeserver.Run(ctx, edgeserver.Config{HTTPAddr: c.Listen, NATSURL: c.NATSURL, Name: c.Name, Log: log, OnListen: onListen,
 		CacheEntries: c.CacheEntries, BloomCapacity: c.BloomCapacity, AuthorityTimeout: c.AuthorityTimeout,
 		AuthorityConcurrency: c.AuthorityLimit, RatePerIP: c.RatePerIP, BurstPerIP: c.BurstPerIP,
 		SnapshotDir: c.SnapshotDir, SnapshotPoll: c.SnapshotPoll, SnapshotBootWait: c.SnapshotBootWait})

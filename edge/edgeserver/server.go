@@ -1,7 +1,7 @@
-// Package server wires an edge: the layered store, the snapshot syncer, the
+// Package edgeserver wires an edge: the layered store, the snapshot syncer, the
 // change feed, the authority client, click recording and the fasthttp redirect server. The
 // edge binary and the local all-in-one mode run it.
-package server
+package edgeserver
 
 import (
 	"context"
@@ -18,15 +18,15 @@ import (
 	"github.com/valyala/fasthttp"
 	"golang.org/x/sync/errgroup"
 
-	"github.com/edgelink/edgelink/edge/authority"
 	"github.com/edgelink/edgelink/edge/changefeed"
-	"github.com/edgelink/edgelink/edge/clicks"
+	"github.com/edgelink/edgelink/edge/clickpub"
+	"github.com/edgelink/edgelink/edge/lookup"
 	"github.com/edgelink/edgelink/edge/ratelimit"
 	"github.com/edgelink/edgelink/edge/redirect"
 	"github.com/edgelink/edgelink/edge/resolve"
 	"github.com/edgelink/edgelink/edge/snapsync"
 	"github.com/edgelink/edgelink/edge/store"
-	"github.com/edgelink/edgelink/shared/metrics"
+	"github.com/edgelink/edgelink/shared/prom"
 )
 
 // Config is everything an edge needs to run. Zero values take the defaults
@@ -82,9 +82,9 @@ type Edge struct {
 	Handler   *redirect.Handler
 	Feed      *changefeed.Feed
 	Resolver  *resolve.Resolver
-	Authority *authority.Client
-	Clicks    *clicks.Recorder
-	Overlay   *store.Store
+	Authority *lookup.Client
+	Clicks    *clickpub.Recorder
+	Overlay   *store.Overlay
 	Segments  *store.Segments
 	Snapshots *store.Snapshots
 	Syncer    *snapsync.Syncer
@@ -115,7 +115,7 @@ func Run(ctx context.Context, cfg Config) error {
 		return fmt.Errorf("jetstream: %w", err)
 	}
 
-	overlay := store.New()
+	overlay := store.NewOverlay()
 	hint := store.NewHint(cfg.BloomCapacity, 0.01)
 	segments := new(store.Segments)
 	cache, err := store.NewCache(cfg.CacheEntries)
@@ -124,11 +124,11 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	defer cache.Close()
 	snaps := new(store.Snapshots)
-	applied := &store.Applied{Overlay: overlay, Hint: hint, Segments: segments, Snapshots: snaps}
+	applied := &store.Layers{Overlay: overlay, Hint: hint, Segments: segments, Snapshots: snaps}
 	feed := changefeed.New(js, applied, log)
 	syncer := snapsync.New(js, applied, feed, snapsync.Config{Dir: cfg.SnapshotDir, Poll: cfg.SnapshotPoll,
 		BootWait: cfg.SnapshotBootWait, Log: log})
-	client := authority.New(nc, authority.Config{Timeout: cfg.AuthorityTimeout, Concurrency: cfg.AuthorityConcurrency})
+	client := lookup.New(nc, lookup.Config{Timeout: cfg.AuthorityTimeout, Concurrency: cfg.AuthorityConcurrency})
 	var limiter resolve.Limiter
 	if cfg.RatePerIP > 0 {
 		limiter = ratelimit.New(cfg.RatePerIP, cfg.BurstPerIP, 100_000, nil)
@@ -137,7 +137,7 @@ func Run(ctx context.Context, cfg Config) error {
 		Cache: cache, Hint: hint, Segments: segments, Authority: client, Limiter: limiter,
 		Complete: feed.Complete,
 	}
-	rec := clicks.New(js, clicks.Config{Edge: cfg.Name, Buffer: cfg.ClickBuffer, Log: log,
+	rec := clickpub.New(js, clickpub.Config{Edge: cfg.Name, Buffer: cfg.ClickBuffer, Log: log,
 		FlushEvery: cfg.ClickFlushEvery, ReportEvery: cfg.ClickReportEvery})
 	e := &Edge{Feed: feed, Resolver: res, Authority: client, Clicks: rec, Overlay: overlay, Segments: segments,
 		Snapshots: snaps, Syncer: syncer}
@@ -193,7 +193,7 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	e.Handler = h
 	reg := newRegistry(e, nc)
-	h.Metrics = func(w io.Writer) { _ = metrics.WriteText(w, reg) }
+	h.Metrics = func(w io.Writer) { _ = prom.WriteText(w, reg) }
 	srv := &fasthttp.Server{
 		Handler:               rec.Timed(h.Serve), // redirect service-time histogram
 		Name:                  "edgelink",
@@ -272,7 +272,7 @@ func defaults(c *Config) {
 // growHint rebuilds the bloom hint twice as large whenever the stream has
 // overfilled it, so its false-positive rate (and so the authority's load
 // under a scan) stays near 1%.
-func growHint(ctx context.Context, hint *store.Hint, overlay *store.Store, capacity uint) error {
+func growHint(ctx context.Context, hint *store.Hint, overlay *store.Overlay, capacity uint) error {
 	t := time.NewTicker(time.Second)
 	defer t.Stop()
 	for {

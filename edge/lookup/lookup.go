@@ -1,7 +1,7 @@
-// Package authority asks control about codes the edge does not know:
+// Package lookup asks control about codes the edge does not know:
 // coalesced per code, bounded in concurrency, timed out. See
 // shared/authority for the protocol.
-package authority
+package lookup
 
 import (
 	"context"

@@ -1,4 +1,4 @@
-package server
+package edgeserver
 
 import (
 	"sync/atomic"
@@ -6,7 +6,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus"
 
-	sharedmetrics "github.com/edgelink/edgelink/shared/metrics"
+	"github.com/edgelink/edgelink/shared/prom"
 )
 
 // newRegistry exports the edge's counters. Every series is created here,
@@ -14,7 +14,7 @@ import (
 // path does no label lookup and allocates nothing for metrics. Labels are
 // only outcome and layer.
 func newRegistry(e *Edge, nc *nats.Conn) *prometheus.Registry {
-	reg := sharedmetrics.NewRegistry()
+	reg := prom.NewRegistry()
 	h, r, a, c := &e.Handler.Counters, e.Resolver, e.Authority, e.Clicks
 	counter := func(name, help string, v func() float64, labels ...string) {
 		reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help, ConstLabels: constLabels(labels)}, v))

@@ -1,9 +1,7 @@
-// Package metrics is what control and edge share about their Prometheus
-// metrics: writing a registry in the text format (the edge serves it from
-// fasthttp), reading a scrape back, and the rule that labels carry only
-// low-cardinality values: never a code, a URL, an idempotency key or an API
-// key (a scrape is checked against LabelNames in tests).
-package metrics
+// Package scrape reads a server's /metrics back for tests and benchmarks:
+// parse the text format, list the exported names, read a value, and check
+// every label against prom.LabelNames.
+package scrape
 
 import (
 	"fmt"
@@ -14,41 +12,12 @@ import (
 	"strings"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
+
+	"github.com/edgelink/edgelink/shared/prom"
 )
-
-// LabelNames are the only label names either binary exports. Each has a
-// small, fixed set of values (le and quantile belong to histograms and
-// summaries; version to the Go runtime's go_info).
-var LabelNames = []string{"namespace", "layer", "class", "status", "op", "cause", "outcome", "state", "source", "le", "quantile", "version"}
-
-// NewRegistry returns a registry holding the Go runtime and process
-// collectors. Each server builds its own, so several can run in one process
-// (tests do).
-func NewRegistry() *prometheus.Registry {
-	r := prometheus.NewRegistry()
-	r.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	return r
-}
-
-// WriteText writes what g gathers in the Prometheus text format (0.0.4).
-func WriteText(w io.Writer, g prometheus.Gatherer) error {
-	mfs, err := g.Gather()
-	enc := expfmt.NewEncoder(w, expfmt.NewFormat(expfmt.TypeTextPlain))
-	for _, mf := range mfs {
-		if e := enc.Encode(mf); e != nil {
-			return e
-		}
-	}
-	return err
-}
-
-// TextContentType is the content type of WriteText's output.
-const TextContentType = "text/plain; version=0.0.4; charset=utf-8"
 
 // Parse reads a scrape in the text format into its families by name.
 func Parse(r io.Reader) (map[string]*dto.MetricFamily, error) {
@@ -87,7 +56,7 @@ func Names(fams map[string]*dto.MetricFamily) []string {
 	return out
 }
 
-// CheckLabels reports every label of fams whose name is not in LabelNames or
+// CheckLabels reports every label of fams whose name is not in prom.LabelNames or
 // whose value contains one of forbidden (case-sensitively, the way codes
 // compare).
 func CheckLabels(fams map[string]*dto.MetricFamily, forbidden []string) []error {
@@ -95,8 +64,8 @@ func CheckLabels(fams map[string]*dto.MetricFamily, forbidden []string) []error 
 	for name, mf := range fams {
 		for _, m := range mf.GetMetric() {
 			for _, lp := range m.GetLabel() {
-				if !slices.Contains(LabelNames, lp.GetName()) {
-					errs = append(errs, fmt.Errorf("%s has label %q, not one of %v", name, lp.GetName(), LabelNames))
+				if !slices.Contains(prom.LabelNames, lp.GetName()) {
+					errs = append(errs, fmt.Errorf("%s has label %q, not one of %v", name, lp.GetName(), prom.LabelNames))
 				}
 				for _, f := range forbidden {
 					if f != "" && strings.Contains(lp.GetValue(), f) {

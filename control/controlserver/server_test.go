@@ -1,4 +1,4 @@
-package server
+package controlserver
 
 import (
 	"context"
@@ -17,11 +17,11 @@ import (
 
 	"github.com/edgelink/edgelink/control/idalloc"
 	"github.com/edgelink/edgelink/control/postgres"
+	"github.com/edgelink/edgelink/internal/natstest"
+	"github.com/edgelink/edgelink/internal/pgserver"
+	"github.com/edgelink/edgelink/internal/pgtest"
+	"github.com/edgelink/edgelink/internal/scrape"
 	"github.com/edgelink/edgelink/shared/base62"
-	sharedmetrics "github.com/edgelink/edgelink/shared/metrics"
-	"github.com/edgelink/edgelink/shared/natstest"
-	"github.com/edgelink/edgelink/shared/pgserver"
-	"github.com/edgelink/edgelink/shared/pgtest"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
@@ -260,11 +260,11 @@ func TestProbesFlip(t *testing.T) {
 
 	// Outage: PostgreSQL stops. The loader's leases fail; liveness holds.
 	failures := func() float64 {
-		fams, err := sharedmetrics.Scrape(c.url + "/metrics")
+		fams, err := scrape.Scrape(c.url + "/metrics")
 		if err != nil {
 			t.Fatalf("scrape: %v", err)
 		}
-		v, _ := sharedmetrics.Value(fams, "control_idalloc_load_failures_total")
+		v, _ := scrape.Value(fams, "control_idalloc_load_failures_total")
 		return v
 	}
 	before := failures()

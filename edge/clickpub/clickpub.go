@@ -1,4 +1,4 @@
-// Package clicks records a click per redirect, and the redirect's service
+// Package clickpub records a click per redirect, and the redirect's service
 // time, off the response path, and publishes both to the CLICKS stream:
 // clicks in batches, service times as a histogram delta every ReportEvery.
 //
@@ -6,7 +6,7 @@
 // adds one to a histogram bucket); classifying the User-Agent and cutting
 // the referrer down to its host happen in the publisher goroutine, so
 // neither the time nor an allocation of it lands on a redirect.
-package clicks
+package clickpub
 
 import (
 	"context"

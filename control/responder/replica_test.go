@@ -1,4 +1,4 @@
-package authority
+package responder
 
 import (
 	"context"

@@ -1,4 +1,4 @@
-package clicks
+package clickpub
 
 import "sync"
 

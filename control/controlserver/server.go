@@ -1,7 +1,7 @@
-// Package server wires control: the authority pool, migrations, the outbox
+// Package controlserver wires control: the authority pool, migrations, the outbox
 // relay and the HTTP API. The control binary and the local all-in-one mode
 // both run it.
-package server
+package controlserver
 
 import (
 	"context"
@@ -20,7 +20,6 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/edgelink/edgelink/control/api"
-	controlauthority "github.com/edgelink/edgelink/control/authority"
 	"github.com/edgelink/edgelink/control/clickroll"
 	"github.com/edgelink/edgelink/control/idalloc"
 	"github.com/edgelink/edgelink/control/idalloc/kvwitness"
@@ -28,6 +27,7 @@ import (
 	"github.com/edgelink/edgelink/control/metrics"
 	"github.com/edgelink/edgelink/control/outbox"
 	"github.com/edgelink/edgelink/control/postgres"
+	"github.com/edgelink/edgelink/control/responder"
 	"github.com/edgelink/edgelink/control/snapshots"
 	"github.com/edgelink/edgelink/shared/base62"
 	"github.com/edgelink/edgelink/shared/link"
@@ -84,7 +84,7 @@ type Config struct {
 	Instance string
 	// ReplicaURL, if set, is a read replica that serves edges' authority
 	// lookups to offload the primary. A miss, an error or a slow answer
-	// there is asked of the primary (controlauthority.ReplicaFirst), so a
+	// there is asked of the primary (responder.ReplicaFirst), so a
 	// lagging replica never turns a fresh 201 into a 404. Writes and
 	// allocation never use it.
 	ReplicaURL string
@@ -93,7 +93,7 @@ type Config struct {
 	ReplicaTimeout time.Duration
 	// OnReplicaLookups, if set, is given the replica-first lookup at start
 	// (with ReplicaURL), so tests can read its counters.
-	OnReplicaLookups func(*controlauthority.ReplicaFirst)
+	OnReplicaLookups func(*responder.ReplicaFirst)
 	// AllocWitness is how allocation uses its high-water witness (the
 	// JetStream KV bucket ALLOC_WITNESS), which refuses leases from a
 	// promoted replica that lost confirmed ones: "required" (default: a
@@ -249,8 +249,8 @@ func Run(ctx context.Context, cfg Config) error {
 		roller = clickroll.New(store, js, clickroll.Config{Log: log, Replicas: cfg.StreamReplicas})
 		g.Go(func() error { return roller.Run(relayCtx) })
 	}
-	var lookup controlauthority.Lookup = store
-	var replicaLookups *controlauthority.ReplicaFirst
+	var lookup responder.Lookup = store
+	var replicaLookups *responder.ReplicaFirst
 	if cfg.ReplicaURL != "" {
 		// Connects lazily: a replica that is down only sends lookups to
 		// the primary.
@@ -259,14 +259,14 @@ func Run(ctx context.Context, cfg Config) error {
 			return fmt.Errorf("replica: %w", err)
 		}
 		defer replica.Close()
-		rf := &controlauthority.ReplicaFirst{Replica: postgres.New(replica), Primary: store, ReplicaTimeout: cfg.ReplicaTimeout}
+		rf := &responder.ReplicaFirst{Replica: postgres.New(replica), Primary: store, ReplicaTimeout: cfg.ReplicaTimeout}
 		if cfg.OnReplicaLookups != nil {
 			cfg.OnReplicaLookups(rf)
 		}
 		lookup, replicaLookups = rf, rf
 	}
 	// Edges ask about codes they do not know; answering stops with the API.
-	responder := controlauthority.New(nc, lookup, controlauthority.Config{Log: log})
+	responder := responder.New(nc, lookup, responder.Config{Log: log})
 	g.Go(func() error { return responder.Run(ctx) })
 	met.Attach(metrics.Sources{Alloc: alloc, Namespaces: []string{ns.Name}, Links: svc, Relay: relay,
 		Responder: responder, Roller: roller, Replica: replicaLookups})

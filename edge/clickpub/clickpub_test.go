@@ -1,4 +1,4 @@
-package clicks
+package clickpub
 
 import (
 	"context"
@@ -9,8 +9,8 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/edgelink/edgelink/internal/natstest"
 	"github.com/edgelink/edgelink/shared/clicks"
-	"github.com/edgelink/edgelink/shared/natstest"
 )
 
 var (

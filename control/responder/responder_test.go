@@ -1,4 +1,4 @@
-package authority
+package responder
 
 import (
 	"context"
@@ -8,9 +8,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/edgelink/edgelink/internal/natstest"
 	"github.com/edgelink/edgelink/shared/authority"
 	"github.com/edgelink/edgelink/shared/link"
-	"github.com/edgelink/edgelink/shared/natstest"
 )
 
 type fakeLookup struct {

@@ -1,11 +1,11 @@
-package metrics
+package scrape
 
 import (
 	"strings"
 	"testing"
 )
 
-const scrape = `# TYPE edge_hits_total counter
+const sample = `# TYPE edge_hits_total counter
 edge_hits_total{layer="overlay"} 3
 # TYPE bad_total counter
 bad_total{code="LEAK01"} 1
@@ -18,7 +18,7 @@ lat_seconds_count 2
 `
 
 func TestCheckLabels(t *testing.T) {
-	fams, err := Parse(strings.NewReader(scrape))
+	fams, err := Parse(strings.NewReader(sample))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -18,8 +18,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/edgelink/edgelink/internal/pgserver"
 	"github.com/edgelink/edgelink/schema"
-	"github.com/edgelink/edgelink/shared/pgserver"
 )
 
 const template = "edgelink_template"

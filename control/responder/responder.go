@@ -1,7 +1,7 @@
-// Package authority answers edges' lookups of codes they do not know, over
+// Package responder answers edges' lookups of codes they do not know, over
 // NATS request-reply (see shared/authority for the protocol and why it is
 // not a database connection per edge).
-package authority
+package responder
 
 import (
 	"context"
