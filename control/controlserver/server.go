@@ -19,6 +19,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/edgelink/edgelink/control/allocstore"
 	"github.com/edgelink/edgelink/control/api"
 	"github.com/edgelink/edgelink/control/clickroll"
 	"github.com/edgelink/edgelink/control/idalloc"
@@ -169,7 +170,7 @@ func Run(ctx context.Context, cfg Config) error {
 		return fmt.Errorf("alloc witness: %q is not one of required, best-effort, off", cfg.AllocWitness)
 	}
 	met := metrics.New()
-	alloc, err := idalloc.New(ctx, postgres.NewAllocStore(pool), idalloc.Config{
+	alloc, err := idalloc.New(ctx, allocstore.New(pool), idalloc.Config{
 		Namespaces: []idalloc.Namespace{ns}, AbandonAfter: abandon, Logger: log, Instance: cfg.Instance,
 		OnLoad:  met.ObserveLoad,
 		Witness: witness, WitnessBestEffort: cfg.AllocWitness == "best-effort",

@@ -15,6 +15,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/edgelink/edgelink/control/allocstore"
 	"github.com/edgelink/edgelink/control/idalloc"
 	"github.com/edgelink/edgelink/control/postgres"
 	"github.com/edgelink/edgelink/internal/natstest"
@@ -208,7 +209,7 @@ func TestProbesFlip(t *testing.T) {
 	}
 	const step = 4
 	ns := idalloc.Namespace{Name: "default", Start: base62.MinID, End: base62.Space, Step: step}
-	if err := postgres.NewAllocStore(pool).EnsureNamespace(ctx, ns); err != nil {
+	if err := allocstore.New(pool).EnsureNamespace(ctx, ns); err != nil {
 		t.Fatal(err)
 	}
 	key := tenantKey(t, pool)

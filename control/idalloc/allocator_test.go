@@ -14,8 +14,8 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/edgelink/edgelink/control/allocstore"
 	"github.com/edgelink/edgelink/control/idalloc"
-	"github.com/edgelink/edgelink/control/postgres"
 	"github.com/edgelink/edgelink/gate/evidence"
 	"github.com/edgelink/edgelink/internal/pgtest"
 	"github.com/edgelink/edgelink/shared/base62"
@@ -140,7 +140,7 @@ func eventually(t testing.TB, what string, bound time.Duration, cond func() bool
 // 1. Segments of length 1, 2 and 3, many goroutines switching at once.
 func TestTinySegmentsManyGoroutines(t *testing.T) {
 	pool := pgtest.Pool(t)
-	store := postgres.NewAllocStore(pool)
+	store := allocstore.New(pool)
 	for _, step := range []uint64{1, 2, 3} {
 		t.Run(fmt.Sprintf("step=%d", step), func(t *testing.T) {
 			const total = 240
@@ -220,7 +220,7 @@ func checkSegmentEvents(t testing.TB, pool *pgxpool.Pool, ns string, segs int) {
 
 // 2. A goroutine holding an old range never takes an ID of a newer one.
 func TestStaleRangeReference(t *testing.T) {
-	store := postgres.NewAllocStore(pgtest.Pool(t))
+	store := allocstore.New(pgtest.Pool(t))
 	ns := idalloc.Namespace{Name: "stale", Start: 1, End: 100_000, Step: 3}
 	rec := newRecorder()
 	a := startAllocator(t, store, fastConfig(t, rec, ns))
@@ -312,7 +312,7 @@ func TestExhaustion(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			pool := pgtest.Pool(t)
-			store := postgres.NewAllocStore(pool)
+			store := allocstore.New(pool)
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
 			if tt.setNext != 0 {
@@ -369,7 +369,7 @@ func TestExhaustion(t *testing.T) {
 }
 
 func TestNamespaceConfig(t *testing.T) {
-	store := postgres.NewAllocStore(pgtest.Pool(t))
+	store := allocstore.New(pgtest.Pool(t))
 	ctx := context.Background()
 	bad := map[string][]idalloc.Namespace{
 		"overlap":      {{Name: "a", Start: 1, End: 100}, {Name: "b", Start: 99, End: 200}},
@@ -407,7 +407,7 @@ func TestNamespaceConfig(t *testing.T) {
 func TestLoaderFailuresRecover(t *testing.T) {
 	t.Run("lock wait timeout", func(t *testing.T) {
 		pool := pgtest.Pool(t)
-		store := postgres.NewAllocStore(pool, postgres.WithAllocLockTimeout(50*time.Millisecond))
+		store := allocstore.New(pool, allocstore.WithLockTimeout(50*time.Millisecond))
 		ns := idalloc.Namespace{Name: "locked", Start: 1, End: 1_000_000, Step: 4}
 		rec := newRecorder()
 		a := startAllocator(t, store, fastConfig(t, rec, ns))
@@ -442,7 +442,7 @@ func TestLoaderFailuresRecover(t *testing.T) {
 	})
 
 	t.Run("rejected load", func(t *testing.T) {
-		store := postgres.NewAllocStore(pgtest.Pool(t))
+		store := allocstore.New(pgtest.Pool(t))
 		ns := idalloc.Namespace{Name: "rejected", Start: 1, End: 1_000_000, Step: 4}
 		rec := newRecorder()
 		a := startAllocator(t, store, fastConfig(t, rec, ns))
@@ -469,7 +469,7 @@ func TestLoaderFailuresRecover(t *testing.T) {
 		// store and then reports the reply lost, which the real database
 		// cannot be told to do on cue (control/postgres tests do it with a
 		// TCP proxy).
-		store := &lostReplyStore{Store: postgres.NewAllocStore(pool)}
+		store := &lostReplyStore{Store: allocstore.New(pool)}
 		store.lose.Store(2)
 		ns := idalloc.Namespace{Name: "unknown", Start: 1, End: 1_000_000, Step: 5}
 		rec := newRecorder()
@@ -493,13 +493,13 @@ func TestLoaderFailuresRecover(t *testing.T) {
 		// The loader may still be prefetching the standby: compare once the
 		// audit and what was published have settled on the same count.
 		var (
-			ivs  []postgres.AllocInterval
+			ivs  []allocstore.Interval
 			segs []idalloc.Segment
 			err  error
 		)
 		eventually(t, "the audit and the published segments to agree", 10*time.Second, func() bool {
 			segs = rec.segments()
-			ivs, err = postgres.NewAllocStore(pool).AllocIntervals(ctx, ns.Name)
+			ivs, err = allocstore.New(pool).Intervals(ctx, ns.Name)
 			return err == nil && len(ivs) == len(segs)
 		})
 		for i, iv := range ivs {
@@ -577,7 +577,7 @@ func takeAfterRecovery(t *testing.T, a *idalloc.Allocator, ns string, rec *recor
 // in-flight creates and seals; a new instance never resumes an old range.
 func TestCloseDrainsAndRestartNeverResumes(t *testing.T) {
 	pool := pgtest.Pool(t)
-	store := postgres.NewAllocStore(pool)
+	store := allocstore.New(pool)
 	ns := idalloc.Namespace{Name: "drain", Start: 1, End: 1_000_000, Step: 100}
 	rec := newRecorder()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -648,7 +648,7 @@ func TestCloseDrainsAndRestartNeverResumes(t *testing.T) {
 
 // The fast path allocates nothing.
 func TestNextDoesNotAllocate(t *testing.T) {
-	store := postgres.NewAllocStore(pgtest.Pool(t))
+	store := allocstore.New(pgtest.Pool(t))
 	ns := idalloc.Namespace{Name: "noalloc", Start: 1, End: 10_000_000, Step: 1_000_000}
 	a := startAllocator(t, store, fastConfig(t, nil, ns))
 	ctx := context.Background()

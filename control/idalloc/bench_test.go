@@ -5,8 +5,8 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/edgelink/edgelink/control/allocstore"
 	"github.com/edgelink/edgelink/control/idalloc"
-	"github.com/edgelink/edgelink/control/postgres"
 	"github.com/edgelink/edgelink/internal/pgtest"
 )
 
@@ -14,7 +14,7 @@ import (
 // default step and reports the lease transactions it needed per million IDs.
 func BenchmarkNext(b *testing.B) {
 	run := func(b *testing.B, parallel bool) {
-		store := postgres.NewAllocStore(pgtest.Pool(b))
+		store := allocstore.New(pgtest.Pool(b))
 		var leases atomic.Int64
 		ns := idalloc.Namespace{Name: "bench", Start: 1, End: 50_000_000_000}
 		cfg := idalloc.Config{Namespaces: []idalloc.Namespace{ns}, OnSegment: func(idalloc.Segment) { leases.Add(1) }}

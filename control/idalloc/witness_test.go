@@ -6,9 +6,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/edgelink/edgelink/control/allocstore"
 	"github.com/edgelink/edgelink/control/idalloc"
 	"github.com/edgelink/edgelink/control/idalloc/kvwitness"
-	"github.com/edgelink/edgelink/control/postgres"
 	"github.com/edgelink/edgelink/gate/evidence"
 	"github.com/edgelink/edgelink/internal/natstest"
 	"github.com/edgelink/edgelink/internal/pgtest"
@@ -23,7 +23,7 @@ import (
 // promoted replica.)
 func TestWitnessFencesAuthorityThatLostLeases(t *testing.T) {
 	pool := pgtest.Pool(t)
-	store := postgres.NewAllocStore(pool)
+	store := allocstore.New(pool)
 	_, js := natstest.Start(t).Connect(t)
 	witness := kvwitness.New(js, "", 1)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -74,7 +74,7 @@ func TestWitnessFencesAuthorityThatLostLeases(t *testing.T) {
 	if id, err := b.Next(ctx, ns.Name); !errors.Is(err, idalloc.ErrFenced) {
 		t.Fatalf("fresh instance: Next = %d, %v; want ErrFenced", id, err)
 	}
-	if ivs, _ := store.AllocIntervals(ctx, ns.Name); len(ivs) != 1 {
+	if ivs, _ := store.Intervals(ctx, ns.Name); len(ivs) != 1 {
 		t.Errorf("the refused leases wrote audit rows: %v", ivs)
 	}
 	checks, err := store.CheckWitness(ctx, witness)
@@ -126,7 +126,7 @@ func TestWitnessUnreachable(t *testing.T) {
 			name = "best-effort"
 		}
 		t.Run(name, func(t *testing.T) {
-			store := postgres.NewAllocStore(pgtest.Pool(t))
+			store := allocstore.New(pgtest.Pool(t))
 			nats := natstest.Start(t)
 			_, js := nats.Connect(t)
 			ns := idalloc.Namespace{Name: "nonats", Start: 1, End: 1_000_000, Step: 10}

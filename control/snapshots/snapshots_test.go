@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/edgelink/edgelink/control/allocstore"
 	"github.com/edgelink/edgelink/control/idalloc"
 	"github.com/edgelink/edgelink/control/outbox"
 	"github.com/edgelink/edgelink/control/postgres"
@@ -59,7 +60,7 @@ func TestBuildIsConsistentAndComplete(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	alloc, err := idalloc.New(ctx, postgres.NewAllocStore(pool), idalloc.Config{
+	alloc, err := idalloc.New(ctx, allocstore.New(pool), idalloc.Config{
 		Namespaces: []idalloc.Namespace{{Name: "default", Start: 1, End: base62.Space, Step: 10}},
 	})
 	if err != nil {

@@ -11,8 +11,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/edgelink/edgelink/control/allocstore"
 	"github.com/edgelink/edgelink/control/controlserver"
-	"github.com/edgelink/edgelink/control/postgres"
 	"github.com/edgelink/edgelink/control/snapshots"
 	"github.com/edgelink/edgelink/edge/edgeserver"
 	"github.com/edgelink/edgelink/gate/evidence"
@@ -262,9 +262,9 @@ func checkNoGaps(t testing.TB, edges []*edge) string {
 
 // verifyAudit runs `control alloc verify`'s check and fails the test on any
 // violation.
-func verifyAudit(t testing.TB, pool *pgxpool.Pool) ([]postgres.AllocInterval, postgres.AllocVerifyReport) {
+func verifyAudit(t testing.TB, pool *pgxpool.Pool) ([]allocstore.Interval, allocstore.VerifyReport) {
 	t.Helper()
-	as := postgres.NewAllocStore(pool)
+	as := allocstore.New(pool)
 	rep, err := as.Verify(context.Background())
 	if err != nil {
 		t.Fatal(err)
@@ -272,7 +272,7 @@ func verifyAudit(t testing.TB, pool *pgxpool.Pool) ([]postgres.AllocInterval, po
 	for _, v := range rep.Violations {
 		t.Errorf("alloc verify: %s", v)
 	}
-	audit, err := as.AllocIntervals(context.Background(), "")
+	audit, err := as.Intervals(context.Background(), "")
 	if err != nil {
 		t.Fatal(err)
 	}

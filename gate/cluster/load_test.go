@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/edgelink/edgelink/control/postgres"
+	"github.com/edgelink/edgelink/control/allocstore"
 	"github.com/edgelink/edgelink/shared/base62"
 )
 
@@ -364,7 +364,7 @@ type idReport struct {
 	min, max                                    uint64
 }
 
-func checkIDs(links []created, audit []postgres.AllocInterval) idReport {
+func checkIDs(links []created, audit []allocstore.Interval) idReport {
 	var r idReport
 	seen := make(map[uint64]string, len(links))
 	ivs := slices.Clone(audit)

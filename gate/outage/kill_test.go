@@ -12,7 +12,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/edgelink/edgelink/control/postgres"
+	"github.com/edgelink/edgelink/control/allocstore"
 	"github.com/edgelink/edgelink/gate/evidence"
 	"github.com/edgelink/edgelink/shared/linkevent"
 )
@@ -248,7 +248,7 @@ func podHardKill(t *testing.T, kills, perPhase int) {
 		statusLines = append(statusLines, line)
 	}
 	last.c.Stop(t)
-	store := postgres.NewAllocStore(s.pool)
+	store := allocstore.New(s.pool)
 	eventually(t, "the dead processes' segments are swept", time.Minute, func() bool {
 		if _, err := store.SealAbandoned(ctx, "sweeper:gate-test", time.Second); err != nil {
 			t.Fatal(err)

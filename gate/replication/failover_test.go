@@ -11,10 +11,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/edgelink/edgelink/control/allocstore"
 	"github.com/edgelink/edgelink/control/controlserver"
 	"github.com/edgelink/edgelink/control/idalloc"
 	"github.com/edgelink/edgelink/control/idalloc/kvwitness"
-	"github.com/edgelink/edgelink/control/postgres"
 	"github.com/edgelink/edgelink/gate/evidence"
 	"github.com/edgelink/edgelink/internal/natstest"
 )
@@ -85,7 +85,7 @@ func TestFailoverToLaggingReplicaRefusesUnsafeAllocation(t *testing.T) {
 	// Confirmed on the primary only.
 	createN(a.url, "a after the partition", 30)
 	primary := open(t, c.primaryDSN)
-	oldAudit, err := postgres.NewAllocStore(primary).AllocIntervals(ctx, "default")
+	oldAudit, err := allocstore.New(primary).Intervals(ctx, "default")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -108,7 +108,7 @@ func TestFailoverToLaggingReplicaRefusesUnsafeAllocation(t *testing.T) {
 	}
 	vip.retarget("127.0.0.1:" + strconv.Itoa(c.replica.Port()))
 	promoted := open(t, c.replicaDSN)
-	pstore := postgres.NewAllocStore(promoted)
+	pstore := allocstore.New(promoted)
 	promotedCounter := counter(t, ctx, promoted)
 	if promotedCounter >= hw {
 		t.Fatalf("promoted counter %d is not behind the witness %d: the replica did not lag", promotedCounter, hw)
@@ -123,7 +123,7 @@ func TestFailoverToLaggingReplicaRefusesUnsafeAllocation(t *testing.T) {
 		t.Fatalf("CheckWitness on the promoted replica = %v, %v; want default below the witness", checks, err)
 	}
 	explained := checks[0].String()
-	auditAtPromotion, err := pstore.AllocIntervals(ctx, "default")
+	auditAtPromotion, err := pstore.Intervals(ctx, "default")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -165,7 +165,7 @@ func TestFailoverToLaggingReplicaRefusesUnsafeAllocation(t *testing.T) {
 			t.Errorf("ID %d handed out after the failover is in no interval the old primary confirmed", id)
 		}
 	}
-	auditWhileFenced, err := pstore.AllocIntervals(ctx, "default")
+	auditWhileFenced, err := pstore.Intervals(ctx, "default")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -219,16 +219,16 @@ func TestFailoverToLaggingReplicaRefusesUnsafeAllocation(t *testing.T) {
 	}
 
 	// Every interval ever confirmed, by either primary, pairwise disjoint.
-	finalAudit, err := pstore.AllocIntervals(ctx, "default")
+	finalAudit, err := pstore.Intervals(ctx, "default")
 	if err != nil {
 		t.Fatal(err)
 	}
 	// The recovery's record of the skipped IDs is not a lease: it must
 	// cover exactly what the promoted database lost.
-	union := map[string]postgres.AllocInterval{}
-	var skipped []postgres.AllocInterval
-	for _, iv := range append(append([]postgres.AllocInterval{}, oldAudit...), finalAudit...) {
-		if strings.HasPrefix(iv.Instance, postgres.RaiseFloorInstance) {
+	union := map[string]allocstore.Interval{}
+	var skipped []allocstore.Interval
+	for _, iv := range append(append([]allocstore.Interval{}, oldAudit...), finalAudit...) {
+		if strings.HasPrefix(iv.Instance, allocstore.RaiseFloorInstance) {
 			skipped = append(skipped, iv)
 			continue
 		}
@@ -247,7 +247,7 @@ func TestFailoverToLaggingReplicaRefusesUnsafeAllocation(t *testing.T) {
 	if lostLeases == 0 {
 		t.Error("the promoted database lost no lease: the replica did not lag")
 	}
-	all := make([]postgres.AllocInterval, 0, len(union))
+	all := make([]allocstore.Interval, 0, len(union))
 	for _, iv := range union {
 		all = append(all, iv)
 	}
@@ -276,7 +276,7 @@ func TestFailoverToLaggingReplicaRefusesUnsafeAllocation(t *testing.T) {
 		len(ids.by), len(ids.by)-len(afterFailover)-len(resumed), len(afterFailover), len(resumed))
 }
 
-func inAny(id uint64, ivs []postgres.AllocInterval) bool {
+func inAny(id uint64, ivs []allocstore.Interval) bool {
 	for _, iv := range ivs {
 		if id >= iv.Start && id < iv.End {
 			return true

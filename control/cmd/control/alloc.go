@@ -7,7 +7,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/edgelink/edgelink/control/postgres"
+	"github.com/edgelink/edgelink/control/allocstore"
 )
 
 // runAllocVerify is `control alloc verify`: it checks the allocation audit on
@@ -22,7 +22,7 @@ func runAllocVerify(ctx context.Context, dsn string, stdout io.Writer) error {
 		return fmt.Errorf("alloc verify: %w", err)
 	}
 	defer pool.Close()
-	rep, err := postgres.NewAllocStore(pool).Verify(ctx)
+	rep, err := allocstore.New(pool).Verify(ctx)
 	if err != nil {
 		return fmt.Errorf("alloc verify: %w", err)
 	}

@@ -10,7 +10,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/edgelink/edgelink/control/postgres"
+	"github.com/edgelink/edgelink/control/allocstore"
 )
 
 type allocStatusCmd struct {
@@ -23,20 +23,20 @@ type allocRaiseFloorCmd struct {
 	Actor     string `help:"Who raises it, recorded in the audit (default: $USER)."`
 }
 
-func withAllocStore(ctx context.Context, dsn string, fn func(*postgres.AllocStore) error) error {
+func withAllocStore(ctx context.Context, dsn string, fn func(*allocstore.Store) error) error {
 	pool, err := pgxpool.New(ctx, dsn)
 	if err != nil {
 		return fmt.Errorf("database: %w", err)
 	}
 	defer pool.Close()
-	return fn(postgres.NewAllocStore(pool))
+	return fn(allocstore.New(pool))
 }
 
 // runAllocStatus is `control alloc status`: per namespace its range,
 // counter, what is left, the recent lease rate and the time left at it,
 // then the open segments per instance.
 func runAllocStatus(ctx context.Context, dsn string, c allocStatusCmd, stdout io.Writer) error {
-	return withAllocStore(ctx, dsn, func(s *postgres.AllocStore) error {
+	return withAllocStore(ctx, dsn, func(s *allocstore.Store) error {
 		st, err := s.Status(ctx)
 		if err != nil {
 			return fmt.Errorf("alloc status: %w", err)
@@ -76,7 +76,7 @@ func runAllocStatus(ctx context.Context, dsn string, c allocStatusCmd, stdout io
 	})
 }
 
-func timeLeft(ns postgres.NamespaceStatus) string {
+func timeLeft(ns allocstore.NamespaceStatus) string {
 	switch {
 	case ns.Remaining == 0:
 		return "none: the range is exhausted, creates fail (see docs/runbooks/capacity-exhaustion.md)"
@@ -91,7 +91,7 @@ func timeLeft(ns postgres.NamespaceStatus) string {
 	}
 }
 
-func allocStatusJSON(st postgres.AllocStatus) any {
+func allocStatusJSON(st allocstore.Status) any {
 	type nsJSON struct {
 		Namespace      string   `json:"namespace"`
 		Lower          uint64   `json:"lower"`
@@ -149,7 +149,7 @@ func runAllocRaiseFloor(ctx context.Context, dsn string, c allocRaiseFloorCmd, s
 	if actor == "" {
 		actor = os.Getenv("USER")
 	}
-	return withAllocStore(ctx, dsn, func(s *postgres.AllocStore) error {
+	return withAllocStore(ctx, dsn, func(s *allocstore.Store) error {
 		res, err := s.RaiseFloor(ctx, c.Namespace, c.To, actor)
 		if err != nil {
 			return fmt.Errorf("alloc raise-floor: %w", err)
@@ -173,7 +173,7 @@ type allocWidenCmd struct {
 // new --id-end: instances compare their configured range with the
 // authority's at start.
 func runAllocWiden(ctx context.Context, dsn string, c allocWidenCmd, stdout io.Writer) error {
-	return withAllocStore(ctx, dsn, func(s *postgres.AllocStore) error {
+	return withAllocStore(ctx, dsn, func(s *allocstore.Store) error {
 		old, err := s.Widen(ctx, c.Namespace, c.To)
 		if err != nil {
 			return fmt.Errorf("alloc widen: %w", err)

@@ -15,6 +15,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/edgelink/edgelink/control/allocstore"
 	"github.com/edgelink/edgelink/control/api"
 	"github.com/edgelink/edgelink/control/idalloc"
 	"github.com/edgelink/edgelink/control/importer"
@@ -224,7 +225,7 @@ func TestAllocStatusAndRaiseFloor(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer pool.Close()
-	a, err := idalloc.New(ctx, postgres.NewAllocStore(pool), idalloc.Config{
+	a, err := idalloc.New(ctx, allocstore.New(pool), idalloc.Config{
 		Namespaces: []idalloc.Namespace{{Name: "default", Start: 1, End: 1_000_000, Step: 100}},
 	})
 	if err != nil {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/edgelink/edgelink/control/allocstore"
 	"github.com/edgelink/edgelink/control/idalloc"
 	"github.com/edgelink/edgelink/control/postgres"
 	"github.com/edgelink/edgelink/internal/natstest"
@@ -69,7 +70,7 @@ func TestAllocVerify(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer pool.Close()
-	a, err := idalloc.New(ctx, postgres.NewAllocStore(pool), idalloc.Config{
+	a, err := idalloc.New(ctx, allocstore.New(pool), idalloc.Config{
 		Namespaces: []idalloc.Namespace{{Name: "default", Start: 1, End: 1_000_000, Step: 10}},
 	})
 	if err != nil {

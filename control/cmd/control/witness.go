@@ -10,8 +10,8 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/edgelink/edgelink/control/allocstore"
 	"github.com/edgelink/edgelink/control/idalloc/kvwitness"
-	"github.com/edgelink/edgelink/control/postgres"
 )
 
 type allocWitnessCmd struct {
@@ -24,7 +24,7 @@ type allocFenceRecoverCmd struct {
 }
 
 // withWitness opens the database at dsn and the witness on natsURL.
-func withWitness(ctx context.Context, dsn, natsURL string, fn func(*postgres.AllocStore, *kvwitness.Witness) error) error {
+func withWitness(ctx context.Context, dsn, natsURL string, fn func(*allocstore.Store, *kvwitness.Witness) error) error {
 	pool, err := pgxpool.New(ctx, dsn)
 	if err != nil {
 		return fmt.Errorf("database: %w", err)
@@ -39,7 +39,7 @@ func withWitness(ctx context.Context, dsn, natsURL string, fn func(*postgres.All
 	if err != nil {
 		return fmt.Errorf("jetstream: %w", err)
 	}
-	return fn(postgres.NewAllocStore(pool), kvwitness.New(js, kvwitness.Bucket, 1))
+	return fn(allocstore.New(pool), kvwitness.New(js, kvwitness.Bucket, 1))
 }
 
 // runAllocWitness is `control alloc witness`: one line per namespace, and an
@@ -47,7 +47,7 @@ func withWitness(ctx context.Context, dsn, natsURL string, fn func(*postgres.All
 // promoted replica that lost confirmed leases looks like. Run it against a
 // promotion candidate before sending it writes.
 func runAllocWitness(ctx context.Context, dsn string, c allocWitnessCmd, stdout io.Writer) error {
-	return withWitness(ctx, dsn, c.NATSURL, func(st *postgres.AllocStore, w *kvwitness.Witness) error {
+	return withWitness(ctx, dsn, c.NATSURL, func(st *allocstore.Store, w *kvwitness.Witness) error {
 		checks, err := st.CheckWitness(ctx, w)
 		if err != nil {
 			return fmt.Errorf("alloc witness: %w", err)
@@ -69,7 +69,7 @@ func runAllocWitness(ctx context.Context, dsn string, c allocWitnessCmd, stdout 
 
 // runAllocFenceRecover is `control alloc fence-recover`.
 func runAllocFenceRecover(ctx context.Context, dsn string, c allocFenceRecoverCmd, stdout io.Writer) error {
-	return withWitness(ctx, dsn, c.NATSURL, func(st *postgres.AllocStore, w *kvwitness.Witness) error {
+	return withWitness(ctx, dsn, c.NATSURL, func(st *allocstore.Store, w *kvwitness.Witness) error {
 		raised, err := st.RecoverFromWitness(ctx, w, c.Actor)
 		for _, r := range raised {
 			fmt.Fprintf(stdout, "namespace %s: counter raised from %d to %d; [%d, %d) audited as waste (request %s)\n",

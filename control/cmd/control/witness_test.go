@@ -9,9 +9,9 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/edgelink/edgelink/control/allocstore"
 	"github.com/edgelink/edgelink/control/idalloc"
 	"github.com/edgelink/edgelink/control/idalloc/kvwitness"
-	"github.com/edgelink/edgelink/control/postgres"
 	"github.com/edgelink/edgelink/internal/natstest"
 	"github.com/edgelink/edgelink/internal/pgtest"
 )
@@ -27,7 +27,7 @@ func TestAllocWitnessAndFenceRecover(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(pool.Close)
-	store := postgres.NewAllocStore(pool)
+	store := allocstore.New(pool)
 	if err := store.EnsureNamespace(ctx, idalloc.Namespace{Name: "default", Start: 1, End: 1_000_000, Step: 100}); err != nil {
 		t.Fatal(err)
 	}
@@ -61,7 +61,7 @@ func TestAllocWitnessAndFenceRecover(t *testing.T) {
 	if err != nil || !strings.Contains(out, "nothing to recover") {
 		t.Fatalf("alloc fence-recover again: %q, %v", out, err)
 	}
-	ivs, err := store.AllocIntervals(ctx, "default")
+	ivs, err := store.Intervals(ctx, "default")
 	if err != nil || len(ivs) != 2 || ivs[1].Start != 101 || ivs[1].End != 301 || !ivs[1].Sealed || ivs[1].Used != 0 {
 		t.Fatalf("audit after recovery: %v, %v; want [101, 301) sealed unused", ivs, err)
 	}

@@ -1,4 +1,4 @@
-package postgres
+package allocstore
 
 import (
 	"context"
@@ -51,7 +51,7 @@ type RaiseFloorResult struct {
 // an unknown namespace. On error nothing changed. A counter below its audit
 // is healed by a target above every audited end; only IDs above the audit
 // are recorded as skipped.
-func (s *AllocStore) RaiseFloor(ctx context.Context, namespace string, to uint64, actor string) (RaiseFloorResult, error) {
+func (s *Store) RaiseFloor(ctx context.Context, namespace string, to uint64, actor string) (RaiseFloorResult, error) {
 	res := RaiseFloorResult{Namespace: namespace, To: to}
 	if actor == "" {
 		actor = "operator"
@@ -133,7 +133,7 @@ func (s *AllocStore) RaiseFloor(ctx context.Context, namespace string, to uint64
 			errors.Is(err, idalloc.ErrUnknownNamespace) {
 			return res, fmt.Errorf("raise floor: %w", err)
 		}
-		return res, allocTranslate("raise floor", err, false)
+		return res, translate("raise floor", err, false)
 	}
 	return res, nil
 }
@@ -162,16 +162,16 @@ type OpenSegments struct {
 	Heartbeat           time.Time // zero when the instance never heartbeat
 }
 
-// AllocStatus is the allocation authority's state for operators.
-type AllocStatus struct {
+// Status is the allocation authority's state for operators.
+type Status struct {
 	Namespaces []NamespaceStatus
 	Open       []OpenSegments
 }
 
 // Status reads every namespace's counter, accounting and recent lease rate,
 // and the open segments per instance, in one consistent snapshot.
-func (s *AllocStore) Status(ctx context.Context) (AllocStatus, error) {
-	var st AllocStatus
+func (s *Store) Status(ctx context.Context) (Status, error) {
+	var st Status
 	err := pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
 		rows, err := tx.Query(ctx, `
 			SELECT n.namespace, n.lower_bound, n.upper_bound, n.next_id, n.step, n.epoch,
@@ -237,7 +237,7 @@ func (s *AllocStore) Status(ctx context.Context) (AllocStatus, error) {
 		return err
 	})
 	if err != nil {
-		return AllocStatus{}, allocTranslate("allocation status", err, false)
+		return Status{}, translate("allocation status", err, false)
 	}
 	return st, nil
 }
@@ -255,7 +255,7 @@ var ErrNarrowing = errors.New("a namespace's range only grows")
 // when they start and refuse segments past their configured end, so widen
 // with every instance stopped and start them again with the new --id-end
 // (docs/runbooks/capacity-exhaustion.md).
-func (s *AllocStore) Widen(ctx context.Context, namespace string, to uint64) (uint64, error) {
+func (s *Store) Widen(ctx context.Context, namespace string, to uint64) (uint64, error) {
 	const space = 56800235584 // 62^6
 	if to > space {
 		return 0, fmt.Errorf("widen: %w: %d is past the 6-character space (62^6 = %d)", idalloc.ErrConfig, to, uint64(space))
@@ -285,10 +285,10 @@ func (s *AllocStore) Widen(ctx context.Context, namespace string, to uint64) (ui
 	switch {
 	case err == nil:
 		return uint64(old), nil
-	case allocPgCode(err) == "23P01":
+	case pgCode(err) == "23P01":
 		return uint64(old), fmt.Errorf("widen: %w: namespace %s up to %d would overlap another namespace's range", idalloc.ErrConfig, namespace, to)
 	case errors.Is(err, ErrNarrowing), errors.Is(err, idalloc.ErrUnknownNamespace):
 		return uint64(old), fmt.Errorf("widen: %w", err)
 	}
-	return uint64(old), allocTranslate("widen", err, false)
+	return uint64(old), translate("widen", err, false)
 }

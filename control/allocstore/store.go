@@ -1,4 +1,10 @@
-package postgres
+// Package allocstore is the ID allocator's authority in PostgreSQL: the
+// per-namespace counter rows, the allocation audit, leases and seals (each
+// one transaction on the primary), and the operator's checks and repairs
+// (verify, status, raise-floor, widen, the witness comparison and the
+// recovery from it). It implements idalloc.Store. Beside control/postgres it
+// is the only place in control that sees SQL or pgx errors.
+package allocstore
 
 import (
 	"context"
@@ -15,32 +21,32 @@ import (
 	"github.com/edgelink/edgelink/shared/linkevent"
 )
 
-// AllocStore is the Postgres authority of the ID allocator: it implements
+// Store is the Postgres authority of the ID allocator: it implements
 // idalloc.Store and idalloc.CapacityReader on the primary's pool. Every
 // lease is one transaction on one connection: lock the namespace's counter
 // row, compute, conditionally update it, audit, emit the segment's opened
 // event, commit. It is safe for concurrent use.
 //
 // Never point it at a replica: the counter must be read where it is written.
-type AllocStore struct {
+type Store struct {
 	pool        *pgxpool.Pool
 	lockTimeout time.Duration
 }
 
-// AllocOption configures an AllocStore.
-type AllocOption func(*AllocStore)
+// Option configures a Store.
+type Option func(*Store)
 
-// WithAllocLockTimeout bounds how long a lease waits for the counter row
+// WithLockTimeout bounds how long a lease waits for the counter row
 // lock (SET LOCAL lock_timeout); past it the lease fails with
 // idalloc.ErrLockTimeout. Zero waits as long as the context allows. The
 // default is 2s.
-func WithAllocLockTimeout(d time.Duration) AllocOption {
-	return func(s *AllocStore) { s.lockTimeout = d }
+func WithLockTimeout(d time.Duration) Option {
+	return func(s *Store) { s.lockTimeout = d }
 }
 
-// NewAllocStore returns the allocation authority on pool.
-func NewAllocStore(pool *pgxpool.Pool, opts ...AllocOption) *AllocStore {
-	s := &AllocStore{pool: pool, lockTimeout: 2 * time.Second}
+// New returns the allocation authority on pool.
+func New(pool *pgxpool.Pool, opts ...Option) *Store {
+	s := &Store{pool: pool, lockTimeout: 2 * time.Second}
 	for _, o := range opts {
 		o(s)
 	}
@@ -50,13 +56,13 @@ func NewAllocStore(pool *pgxpool.Pool, opts ...AllocOption) *AllocStore {
 var _ interface {
 	idalloc.Store
 	idalloc.CapacityReader
-} = (*AllocStore)(nil)
+} = (*Store)(nil)
 
 // EnsureNamespace implements idalloc.Store. A new namespace starts at
 // ns.Start; an existing one must have the same bounds (its step is updated
 // to ns.Step). A range overlapping another namespace's is refused by the
 // table's exclusion constraint and reported as idalloc.ErrConfig.
-func (s *AllocStore) EnsureNamespace(ctx context.Context, ns idalloc.Namespace) error {
+func (s *Store) EnsureNamespace(ctx context.Context, ns idalloc.Namespace) error {
 	step := ns.Step
 	if step == 0 {
 		step = idalloc.DefaultStep
@@ -67,15 +73,15 @@ func (s *AllocStore) EnsureNamespace(ctx context.Context, ns idalloc.Namespace) 
 		ON CONFLICT (namespace) DO NOTHING`,
 		ns.Name, int64(ns.Start), int64(step), int64(ns.End))
 	if err != nil {
-		if allocPgCode(err) == "23P01" || allocPgCode(err) == "23514" {
+		if pgCode(err) == "23P01" || pgCode(err) == "23514" {
 			return fmt.Errorf("%w: namespace %s [%d, %d): %w", idalloc.ErrConfig, ns.Name, ns.Start, ns.End, err)
 		}
-		return allocTranslate("ensure namespace", err, false)
+		return translate("ensure namespace", err, false)
 	}
 	var lower, upper, curStep int64
 	if err := s.pool.QueryRow(ctx, `SELECT lower_bound, upper_bound, step FROM alloc_namespaces WHERE namespace = $1`,
 		ns.Name).Scan(&lower, &upper, &curStep); err != nil {
-		return allocTranslate("ensure namespace", err, false)
+		return translate("ensure namespace", err, false)
 	}
 	if uint64(lower) != ns.Start || uint64(upper) != ns.End {
 		return fmt.Errorf("%w: namespace %s is configured as [%d, %d) but the authority has [%d, %d)",
@@ -84,7 +90,7 @@ func (s *AllocStore) EnsureNamespace(ctx context.Context, ns idalloc.Namespace) 
 	if uint64(curStep) != step {
 		if _, err := s.pool.Exec(ctx, `UPDATE alloc_namespaces SET step = $2, updated_at = now() WHERE namespace = $1`,
 			ns.Name, int64(step)); err != nil {
-			return allocTranslate("ensure namespace", err, false)
+			return translate("ensure namespace", err, false)
 		}
 	}
 	return nil
@@ -111,10 +117,10 @@ func (s *AllocStore) EnsureNamespace(ctx context.Context, ns idalloc.Namespace) 
 // idalloc.ErrLockTimeout or idalloc.ErrStoreUnavailable. A failure of COMMIT
 // itself whose outcome pgx cannot rule out wraps idalloc.ErrCommitUnknown:
 // retry with the same request id.
-func (s *AllocStore) Lease(ctx context.Context, req idalloc.LeaseRequest) (idalloc.Segment, error) {
+func (s *Store) Lease(ctx context.Context, req idalloc.LeaseRequest) (idalloc.Segment, error) {
 	tx, err := s.pool.Begin(ctx)
 	if err != nil {
-		return idalloc.Segment{}, allocTranslate("lease: begin", err, false)
+		return idalloc.Segment{}, translate("lease: begin", err, false)
 	}
 	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
 	seg, fresh, err := s.leaseInTx(ctx, tx, req)
@@ -122,16 +128,16 @@ func (s *AllocStore) Lease(ctx context.Context, req idalloc.LeaseRequest) (idall
 		return idalloc.Segment{}, err
 	}
 	if err := tx.Commit(ctx); err != nil {
-		return idalloc.Segment{}, allocTranslate("lease: commit", err, fresh)
+		return idalloc.Segment{}, translate("lease: commit", err, fresh)
 	}
 	return seg, nil
 }
 
-func (s *AllocStore) leaseInTx(ctx context.Context, tx pgx.Tx, req idalloc.LeaseRequest) (seg idalloc.Segment, fresh bool, err error) {
+func (s *Store) leaseInTx(ctx context.Context, tx pgx.Tx, req idalloc.LeaseRequest) (seg idalloc.Segment, fresh bool, err error) {
 	if s.lockTimeout > 0 {
 		if _, err := tx.Exec(ctx, `SELECT set_config('lock_timeout', $1, true)`,
 			fmt.Sprintf("%dms", s.lockTimeout.Milliseconds())); err != nil {
-			return seg, false, allocTranslate("lease: set lock_timeout", err, false)
+			return seg, false, translate("lease: set lock_timeout", err, false)
 		}
 	}
 	var nextID, step, upper, epoch int64
@@ -143,12 +149,12 @@ func (s *AllocStore) leaseInTx(ctx context.Context, tx pgx.Tx, req idalloc.Lease
 		return seg, false, fmt.Errorf("%w: lease: namespace %q has no counter row", idalloc.ErrConfig, req.Namespace)
 	}
 	if err != nil {
-		return seg, false, allocTranslate("lease: lock counter row", err, false)
+		return seg, false, translate("lease: lock counter row", err, false)
 	}
 
 	// Idempotency: a committed lease under this request id wins.
-	var prev allocAuditRow
-	err = tx.QueryRow(ctx, `SELECT `+allocAuditColumns+` FROM alloc_audit WHERE request_id = $1`, req.RequestID).
+	var prev auditRow
+	err = tx.QueryRow(ctx, `SELECT `+auditColumns+` FROM alloc_audit WHERE request_id = $1`, req.RequestID).
 		Scan(prev.dest()...)
 	switch {
 	case err == nil:
@@ -157,7 +163,7 @@ func (s *AllocStore) leaseInTx(ctx context.Context, tx pgx.Tx, req idalloc.Lease
 		}
 		return prev.segment(), false, nil
 	case !errors.Is(err, pgx.ErrNoRows):
-		return seg, false, allocTranslate("lease: look up request", err, false)
+		return seg, false, translate("lease: look up request", err, false)
 	}
 
 	// Fence: the counter must be at or above every audited end.
@@ -166,7 +172,7 @@ func (s *AllocStore) leaseInTx(ctx context.Context, tx pgx.Tx, req idalloc.Lease
 		SELECT seg_end, epoch FROM alloc_audit WHERE namespace = $1
 		ORDER BY seg_end DESC LIMIT 1`, req.Namespace).Scan(&topEnd, &topEpoch)
 	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
-		return seg, false, allocTranslate("lease: read audit high-water", err, false)
+		return seg, false, translate("lease: read audit high-water", err, false)
 	}
 	if topEnd > nextID || topEpoch > epoch {
 		return seg, false, fmt.Errorf("%w: namespace %s: counter next_id %d epoch %d is below the audited high-water %d epoch %d",
@@ -189,7 +195,7 @@ func (s *AllocStore) leaseInTx(ctx context.Context, tx pgx.Tx, req idalloc.Lease
 		UPDATE alloc_namespaces SET next_id = $3, updated_at = now()
 		WHERE namespace = $1 AND next_id = $2`, req.Namespace, start, end)
 	if err != nil {
-		return seg, false, allocTranslate("lease: advance counter", err, false)
+		return seg, false, translate("lease: advance counter", err, false)
 	}
 	if tag.RowsAffected() != 1 {
 		return seg, false, fmt.Errorf("lease: advance counter of %s from %d: %d rows updated, want 1", req.Namespace, start, tag.RowsAffected())
@@ -202,12 +208,12 @@ func (s *AllocStore) leaseInTx(ctx context.Context, tx pgx.Tx, req idalloc.Lease
 		INSERT INTO outbox (version, kind, namespace, seg_start, seg_end, seg_state)
 		VALUES (nextval('change_version_seq'), 'segment', $1, $2, $3, $4)`,
 		req.Namespace, start, end, linkevent.SegmentOpened)
-	b.Queue(allocHeartbeatSQL, req.Instance)
+	b.Queue(heartbeatSQL, req.Instance)
 	if err := tx.SendBatch(ctx, b).Close(); err != nil {
-		if allocPgCode(err) == "23P01" {
+		if pgCode(err) == "23P01" {
 			return seg, false, fmt.Errorf("%w: namespace %s: [%d, %d) overlaps an audited interval", idalloc.ErrFenced, req.Namespace, start, end)
 		}
-		return seg, false, allocTranslate("lease: audit", err, false)
+		return seg, false, translate("lease: audit", err, false)
 	}
 	return idalloc.Segment{
 		RequestID: req.RequestID, Namespace: req.Namespace, Start: uint64(start), End: uint64(end),
@@ -215,14 +221,14 @@ func (s *AllocStore) leaseInTx(ctx context.Context, tx pgx.Tx, req idalloc.Lease
 	}, true, nil
 }
 
-const allocHeartbeatSQL = `
+const heartbeatSQL = `
 	INSERT INTO alloc_instances (instance) VALUES ($1)
 	ON CONFLICT (instance) DO UPDATE SET heartbeat_at = now()`
 
 // Seal implements idalloc.Store: it marks the segment sealed with its used
 // count and emits the sealed event in the same transaction. Sealing a sealed
 // segment does nothing; an unknown request id is an error.
-func (s *AllocStore) Seal(ctx context.Context, req idalloc.SealRequest) error {
+func (s *Store) Seal(ctx context.Context, req idalloc.SealRequest) error {
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		// The UPDATE's row lock gives the transaction its xid before
 		// nextval takes the event's version.
@@ -258,7 +264,7 @@ func (s *AllocStore) Seal(ctx context.Context, req idalloc.SealRequest) error {
 		if errors.As(err, &pgErr) || errors.Is(err, pgx.ErrNoRows) || errors.Is(err, idalloc.ErrUnknownSegment) {
 			return fmt.Errorf("seal segment: %w", err)
 		}
-		return allocTranslate("seal segment", err, false)
+		return translate("seal segment", err, false)
 	}
 	return nil
 }
@@ -267,9 +273,9 @@ func (s *AllocStore) Seal(ctx context.Context, req idalloc.SealRequest) error {
 // every open segment whose instance has not heartbeaten (or leased) for
 // longer than abandonAfter, counting as used the links that exist in it, and
 // emits their sealed events.
-func (s *AllocStore) Heartbeat(ctx context.Context, instance string, abandonAfter time.Duration) (int, error) {
-	if _, err := s.pool.Exec(ctx, allocHeartbeatSQL, instance); err != nil {
-		return 0, allocTranslate("heartbeat", err, false)
+func (s *Store) Heartbeat(ctx context.Context, instance string, abandonAfter time.Duration) (int, error) {
+	if _, err := s.pool.Exec(ctx, heartbeatSQL, instance); err != nil {
+		return 0, translate("heartbeat", err, false)
 	}
 	if abandonAfter <= 0 {
 		return 0, nil
@@ -280,7 +286,7 @@ func (s *AllocStore) Heartbeat(ctx context.Context, instance string, abandonAfte
 // SealAbandoned seals the open segments of instances silent for longer than
 // silence (see Heartbeat) and returns how many it sealed. sealedBy is
 // recorded in the audit.
-func (s *AllocStore) SealAbandoned(ctx context.Context, sealedBy string, silence time.Duration) (int, error) {
+func (s *Store) SealAbandoned(ctx context.Context, sealedBy string, silence time.Duration) (int, error) {
 	var n int
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, `SELECT pg_current_xact_id()`); err != nil {
@@ -305,14 +311,14 @@ func (s *AllocStore) SealAbandoned(ctx context.Context, sealedBy string, silence
 		return err
 	})
 	if err != nil {
-		return 0, allocTranslate("seal abandoned segments", err, false)
+		return 0, translate("seal abandoned segments", err, false)
 	}
 	return n, nil
 }
 
 // Capacity implements idalloc.CapacityReader from the counter row and the
 // audit. Rate is the IDs leased in the last hour, per second.
-func (s *AllocStore) Capacity(ctx context.Context, namespace string) (idalloc.Capacity, error) {
+func (s *Store) Capacity(ctx context.Context, namespace string) (idalloc.Capacity, error) {
 	var lower, upper, next, committed, wasted, reserved, lastHour int64
 	err := s.pool.QueryRow(ctx, `
 		SELECT n.lower_bound, n.upper_bound, n.next_id,
@@ -327,7 +333,7 @@ func (s *AllocStore) Capacity(ctx context.Context, namespace string) (idalloc.Ca
 		return idalloc.Capacity{}, fmt.Errorf("%w: %q", idalloc.ErrUnknownNamespace, namespace)
 	}
 	if err != nil {
-		return idalloc.Capacity{}, allocTranslate("capacity", err, false)
+		return idalloc.Capacity{}, translate("capacity", err, false)
 	}
 	c := idalloc.Capacity{
 		Namespace: namespace,
@@ -343,8 +349,8 @@ func (s *AllocStore) Capacity(ctx context.Context, namespace string) (idalloc.Ca
 	return c, nil
 }
 
-// AllocInterval is one audited allocation.
-type AllocInterval struct {
+// Interval is one audited allocation.
+type Interval struct {
 	RequestID string
 	Namespace string
 	Start     uint64
@@ -356,23 +362,23 @@ type AllocInterval struct {
 	Used      uint64 // when Sealed
 }
 
-func (iv AllocInterval) String() string {
+func (iv Interval) String() string {
 	return fmt.Sprintf("%s [%d, %d) request %s by %s epoch %d", iv.Namespace, iv.Start, iv.End, iv.RequestID, iv.Instance, iv.Epoch)
 }
 
-// AllocViolation is one broken audit invariant.
-type AllocViolation struct {
+// Violation is one broken audit invariant.
+type Violation struct {
 	// Kind is "overlap" (Interval and Other share IDs), "above_counter"
 	// (Interval ends above its namespace's next_id, Counter), "epoch_above_counter"
 	// (Interval carries a newer epoch than the counter row) or
 	// "outside_namespace" (Interval is outside the namespace's bounds).
 	Kind     string
-	Interval AllocInterval
-	Other    AllocInterval
+	Interval Interval
+	Other    Interval
 	Counter  uint64
 }
 
-func (v AllocViolation) String() string {
+func (v Violation) String() string {
 	switch v.Kind {
 	case "overlap":
 		return fmt.Sprintf("overlap: %s and %s", v.Interval, v.Other)
@@ -383,15 +389,15 @@ func (v AllocViolation) String() string {
 	}
 }
 
-// AllocVerifyReport is the outcome of Verify.
-type AllocVerifyReport struct {
+// VerifyReport is the outcome of Verify.
+type VerifyReport struct {
 	Namespaces int
 	Intervals  int
-	Violations []AllocViolation
+	Violations []Violation
 }
 
 // OK reports whether the audit holds every invariant.
-func (r AllocVerifyReport) OK() bool { return len(r.Violations) == 0 }
+func (r VerifyReport) OK() bool { return len(r.Violations) == 0 }
 
 // Verify checks the allocation audit in one consistent snapshot: audited
 // intervals are pairwise disjoint (IDs are global, so across namespaces
@@ -399,15 +405,15 @@ func (r AllocVerifyReport) OK() bool { return len(r.Violations) == 0 }
 // at or above every audited end of its namespace, with an epoch at least
 // the audited one. It returns the offending intervals; the error is for
 // failing to check, not for violations.
-func (s *AllocStore) Verify(ctx context.Context) (AllocVerifyReport, error) {
-	var rep AllocVerifyReport
+func (s *Store) Verify(ctx context.Context) (VerifyReport, error) {
+	var rep VerifyReport
 	err := pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
 		if err := tx.QueryRow(ctx, `SELECT (SELECT count(*) FROM alloc_namespaces), (SELECT count(*) FROM alloc_audit)`).
 			Scan(&rep.Namespaces, &rep.Intervals); err != nil {
 			return err
 		}
 		rows, err := tx.Query(ctx, `
-			SELECT `+allocAuditColumnsOf("a")+`, `+allocAuditColumnsOf("b")+`
+			SELECT `+auditColumnsOf("a")+`, `+auditColumnsOf("b")+`
 			FROM alloc_audit a JOIN alloc_audit b
 			  ON int8range(a.seg_start, a.seg_end) && int8range(b.seg_start, b.seg_end)
 			 AND (a.seg_start, a.request_id) < (b.seg_start, b.request_id)
@@ -416,18 +422,18 @@ func (s *AllocStore) Verify(ctx context.Context) (AllocVerifyReport, error) {
 			return err
 		}
 		for rows.Next() {
-			var x, y allocAuditRow
+			var x, y auditRow
 			if err := rows.Scan(append(x.dest(), y.dest()...)...); err != nil {
 				rows.Close()
 				return err
 			}
-			rep.Violations = append(rep.Violations, AllocViolation{Kind: "overlap", Interval: x.interval(), Other: y.interval()})
+			rep.Violations = append(rep.Violations, Violation{Kind: "overlap", Interval: x.interval(), Other: y.interval()})
 		}
 		if err := rows.Err(); err != nil {
 			return err
 		}
 		rows, err = tx.Query(ctx, `
-			SELECT `+allocAuditColumnsOf("a")+`, n.next_id,
+			SELECT `+auditColumnsOf("a")+`, n.next_id,
 			       CASE WHEN a.seg_start < n.lower_bound OR a.seg_end > n.upper_bound THEN 'outside_namespace'
 			            WHEN a.seg_end > n.next_id THEN 'above_counter'
 			            ELSE 'epoch_above_counter' END
@@ -439,71 +445,71 @@ func (s *AllocStore) Verify(ctx context.Context) (AllocVerifyReport, error) {
 			return err
 		}
 		for rows.Next() {
-			var x allocAuditRow
+			var x auditRow
 			var counter int64
 			var kind string
 			if err := rows.Scan(append(x.dest(), &counter, &kind)...); err != nil {
 				rows.Close()
 				return err
 			}
-			rep.Violations = append(rep.Violations, AllocViolation{Kind: kind, Interval: x.interval(), Counter: uint64(counter)})
+			rep.Violations = append(rep.Violations, Violation{Kind: kind, Interval: x.interval(), Counter: uint64(counter)})
 		}
 		return rows.Err()
 	})
 	if err != nil {
-		return AllocVerifyReport{}, allocTranslate("verify allocation audit", err, false)
+		return VerifyReport{}, translate("verify allocation audit", err, false)
 	}
 	return rep, nil
 }
 
-// AllocIntervals lists the audit of namespace (every namespace when empty)
+// Intervals lists the audit of namespace (every namespace when empty)
 // in ID order.
-func (s *AllocStore) AllocIntervals(ctx context.Context, namespace string) ([]AllocInterval, error) {
+func (s *Store) Intervals(ctx context.Context, namespace string) ([]Interval, error) {
 	rows, err := s.pool.Query(ctx, `
-		SELECT `+allocAuditColumns+` FROM alloc_audit
+		SELECT `+auditColumns+` FROM alloc_audit
 		WHERE $1 = '' OR namespace = $1 ORDER BY seg_start`, namespace)
 	if err != nil {
-		return nil, allocTranslate("list allocations", err, false)
+		return nil, translate("list allocations", err, false)
 	}
-	ivs, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (AllocInterval, error) {
-		var x allocAuditRow
+	ivs, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Interval, error) {
+		var x auditRow
 		err := row.Scan(x.dest()...)
 		return x.interval(), err
 	})
 	if err != nil {
-		return nil, allocTranslate("list allocations", err, false)
+		return nil, translate("list allocations", err, false)
 	}
 	return ivs, nil
 }
 
-const allocAuditColumns = `request_id::text, namespace, seg_start, seg_end, instance, epoch, created_at, sealed_at IS NOT NULL, coalesce(used_count, 0)`
+const auditColumns = `request_id::text, namespace, seg_start, seg_end, instance, epoch, created_at, sealed_at IS NOT NULL, coalesce(used_count, 0)`
 
-func allocAuditColumnsOf(t string) string {
+func auditColumnsOf(t string) string {
 	return t + `.request_id::text, ` + t + `.namespace, ` + t + `.seg_start, ` + t + `.seg_end, ` + t + `.instance, ` +
 		t + `.epoch, ` + t + `.created_at, ` + t + `.sealed_at IS NOT NULL, coalesce(` + t + `.used_count, 0)`
 }
 
-type allocAuditRow struct {
+type auditRow struct {
 	RequestID, Namespace, Instance string
 	Start, End, Epoch, Used        int64
 	CreatedAt                      time.Time
 	Sealed                         bool
 }
 
-func (r *allocAuditRow) dest() []any {
+func (r *auditRow) dest() []any {
 	return []any{&r.RequestID, &r.Namespace, &r.Start, &r.End, &r.Instance, &r.Epoch, &r.CreatedAt, &r.Sealed, &r.Used}
 }
 
-func (r *allocAuditRow) segment() idalloc.Segment {
+func (r *auditRow) segment() idalloc.Segment {
 	return idalloc.Segment{RequestID: r.RequestID, Namespace: r.Namespace, Start: uint64(r.Start), End: uint64(r.End), Epoch: r.Epoch, Instance: r.Instance}
 }
 
-func (r *allocAuditRow) interval() AllocInterval {
-	return AllocInterval{RequestID: r.RequestID, Namespace: r.Namespace, Start: uint64(r.Start), End: uint64(r.End),
+func (r *auditRow) interval() Interval {
+	return Interval{RequestID: r.RequestID, Namespace: r.Namespace, Start: uint64(r.Start), End: uint64(r.End),
 		Instance: r.Instance, Epoch: r.Epoch, CreatedAt: r.CreatedAt, Sealed: r.Sealed, Used: uint64(r.Used)}
 }
 
-func allocPgCode(err error) string {
+func pgCode(err error) string {
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) {
 		return pgErr.Code
@@ -511,10 +517,10 @@ func allocPgCode(err error) string {
 	return ""
 }
 
-// allocTranslate classifies a driver error for the allocator. atCommit says
+// translate classifies a driver error for the allocator. atCommit says
 // the error came from COMMIT of a transaction that wrote: unless pgx can
 // prove the server never got it, its outcome is unknown.
-func allocTranslate(op string, err error, atCommit bool) error {
+func translate(op string, err error, atCommit bool) error {
 	var pgErr *pgconn.PgError
 	switch {
 	case errors.As(err, &pgErr):
@@ -561,13 +567,13 @@ func (c WitnessCheck) String() string {
 
 // CheckWitness compares every namespace's counter with the witness, in
 // namespace order. Point it at a promotion candidate before trusting it.
-func (s *AllocStore) CheckWitness(ctx context.Context, w idalloc.Witness) ([]WitnessCheck, error) {
+func (s *Store) CheckWitness(ctx context.Context, w idalloc.Witness) ([]WitnessCheck, error) {
 	rows, err := s.pool.Query(ctx, `
 		SELECT n.namespace, n.next_id, coalesce(max(a.seg_end), 0)::bigint
 		FROM alloc_namespaces n LEFT JOIN alloc_audit a ON a.namespace = n.namespace
 		GROUP BY n.namespace ORDER BY n.namespace`)
 	if err != nil {
-		return nil, allocTranslate("check witness", err, false)
+		return nil, translate("check witness", err, false)
 	}
 	checks, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (WitnessCheck, error) {
 		var c WitnessCheck
@@ -577,7 +583,7 @@ func (s *AllocStore) CheckWitness(ctx context.Context, w idalloc.Witness) ([]Wit
 		return c, err
 	})
 	if err != nil {
-		return nil, allocTranslate("check witness", err, false)
+		return nil, translate("check witness", err, false)
 	}
 	for i := range checks {
 		if checks[i].Witness, err = w.HighWater(ctx, checks[i].Namespace); err != nil {
@@ -593,7 +599,7 @@ func (s *AllocStore) CheckWitness(ctx context.Context, w idalloc.Witness) ([]Wit
 // audited as waste), so allocation resumes above every confirmed interval.
 // Namespaces already at or above it are left alone. actor is recorded in
 // the audit.
-func (s *AllocStore) RecoverFromWitness(ctx context.Context, w idalloc.Witness, actor string) ([]RaiseFloorResult, error) {
+func (s *Store) RecoverFromWitness(ctx context.Context, w idalloc.Witness, actor string) ([]RaiseFloorResult, error) {
 	checks, err := s.CheckWitness(ctx, w)
 	if err != nil {
 		return nil, err

@@ -1,4 +1,4 @@
-package postgres
+package allocstore
 
 import (
 	"bufio"
@@ -57,7 +57,7 @@ func (l *allocIDLog) seg(s idalloc.Segment) {
 
 // check: no duplicate ID, confirmed segments pairwise disjoint, every ID in
 // a confirmed segment, and the confirmed segments are exactly the audit's.
-func (l *allocIDLog) check(t *testing.T, store *AllocStore, ns string) {
+func (l *allocIDLog) check(t *testing.T, store *Store, ns string) {
 	t.Helper()
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -77,7 +77,7 @@ func (l *allocIDLog) check(t *testing.T, store *AllocStore, ns string) {
 			t.Errorf("ID %d (taken by %s) is in no confirmed interval", id, who)
 		}
 	}
-	ivs, err := store.AllocIntervals(context.Background(), ns)
+	ivs, err := store.Intervals(context.Background(), ns)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -294,7 +294,7 @@ func allocReqID(i int) string { return fmt.Sprintf("00000000-0000-4000-8000-%012
 // 3. COMMIT acknowledged but the reply lost.
 func TestAllocCommitReplyLost(t *testing.T) {
 	direct, proxied, proxy := allocPools(t)
-	store, check := NewAllocStore(proxied), NewAllocStore(direct)
+	store, check := New(proxied), New(direct)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	ns := idalloc.Namespace{Name: "lost", Start: 1, End: 1_000_000, Step: 10}
@@ -317,9 +317,9 @@ func TestAllocCommitReplyLost(t *testing.T) {
 			t.Fatalf("proxy cut %d connections, want 1", proxy.cuts.Load())
 		}
 		// The server did commit it.
-		var committed []AllocInterval
+		var committed []Interval
 		allocEventually(t, "the unknown lease is committed", 10*time.Second, func() bool {
-			committed, err = check.AllocIntervals(ctx, ns.Name)
+			committed, err = check.Intervals(ctx, ns.Name)
 			return err == nil && len(committed) == 2
 		})
 		// The retry under the same request id gets the same interval ...
@@ -384,7 +384,7 @@ func TestAllocManyInstancesDisjoint(t *testing.T) {
 	other := idalloc.Namespace{Name: "multi-b", Start: 10_000_000, End: 20_000_000, Step: 5}
 	log := newAllocIDLog()
 	var wg sync.WaitGroup
-	var checkStore *AllocStore
+	var checkStore *Store
 	var allocs []*idalloc.Allocator
 	for inst := range 4 {
 		pool, err := pgxpool.New(context.Background(), dsn)
@@ -392,7 +392,7 @@ func TestAllocManyInstancesDisjoint(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(pool.Close)
-		store := NewAllocStore(pool)
+		store := New(pool)
 		checkStore = store
 		a := allocTestStart(t, store, allocTestConfig(t, log, ns, other))
 		allocs = append(allocs, a)
@@ -437,7 +437,7 @@ func TestAllocManyInstancesDisjoint(t *testing.T) {
 // 5. A network timeout: the proxy black-holes the authority.
 func TestAllocNetworkTimeoutRecovers(t *testing.T) {
 	direct, proxied, proxy := allocPools(t)
-	store := NewAllocStore(proxied)
+	store := New(proxied)
 	ns := idalloc.Namespace{Name: "net", Start: 1, End: 1_000_000, Step: 4}
 	log := newAllocIDLog()
 	cfg := allocTestConfig(t, log, ns)
@@ -484,7 +484,7 @@ func TestAllocNetworkTimeoutRecovers(t *testing.T) {
 		a.Done(id, true)
 	}
 	allocClose(t, a)
-	log.check(t, NewAllocStore(direct), ns.Name)
+	log.check(t, New(direct), ns.Name)
 	ids, dups, segs := log.counts()
 	evidence.Record(t, evidence.ReserveThenReject,
 		"authority black-holed: Next kept handing out the held segments, then failed retryable (%q) within its 100ms deadline; "+
@@ -511,7 +511,7 @@ func TestAllocKilledChild(t *testing.T) {
 		segs.Add(1)
 		fmt.Printf("SEG %d %d\n", s.Start, s.End)
 	}}
-	a, err := idalloc.New(context.Background(), NewAllocStore(pool), cfg)
+	a, err := idalloc.New(context.Background(), New(pool), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -596,7 +596,7 @@ func TestAllocSIGKILLNeverReused(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(pool.Close)
-	store := NewAllocStore(pool)
+	store := New(pool)
 	var childLen uint64
 	for _, s := range childSegs {
 		childLen += s[1] - s[0]
@@ -654,7 +654,7 @@ func TestAllocSIGKILLNeverReused(t *testing.T) {
 // 7. A lagging authority: counter rolled back below the audit.
 func TestAllocLaggingAuthorityFenced(t *testing.T) {
 	pool := pgtest.Pool(t)
-	store := NewAllocStore(pool)
+	store := New(pool)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	ns := idalloc.Namespace{Name: "lag", Start: 1, End: 1_000_000, Step: 10}
@@ -738,7 +738,7 @@ func TestAllocLaggingAuthorityFenced(t *testing.T) {
 // the last leases reached it): the store cannot tell, the allocator can.
 func TestAllocAuthorityRegressionSeenByInstance(t *testing.T) {
 	pool := pgtest.Pool(t)
-	store := NewAllocStore(pool)
+	store := New(pool)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	ns := idalloc.Namespace{Name: "regress", Start: 1, End: 1_000_000, Step: 5}
@@ -790,7 +790,7 @@ func TestAllocAuthorityRegressionSeenByInstance(t *testing.T) {
 
 func TestAllocCapacityAndVerifyClean(t *testing.T) {
 	pool := pgtest.Pool(t)
-	store := NewAllocStore(pool)
+	store := New(pool)
 	ctx := context.Background()
 	ns := idalloc.Namespace{Name: "cap", Start: 100, End: 1100, Step: 100}
 	a := allocTestStart(t, store, allocTestConfig(t, newAllocIDLog(), ns))

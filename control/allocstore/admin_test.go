@@ -1,4 +1,4 @@
-package postgres
+package allocstore
 
 import (
 	"context"
@@ -12,7 +12,7 @@ import (
 	"github.com/edgelink/edgelink/internal/pgtest"
 )
 
-func allocLease(t *testing.T, s *AllocStore, ns, instance string) idalloc.Segment {
+func allocLease(t *testing.T, s *Store, ns, instance string) idalloc.Segment {
 	t.Helper()
 	seg, err := s.Lease(context.Background(), idalloc.LeaseRequest{RequestID: uuid.NewString(), Namespace: ns, Instance: instance})
 	if err != nil {
@@ -27,7 +27,7 @@ func allocLease(t *testing.T, s *AllocStore, ns, instance string) idalloc.Segmen
 func TestRaiseFloor(t *testing.T) {
 	ctx := context.Background()
 	pool := pgtest.Pool(t)
-	s := NewAllocStore(pool)
+	s := New(pool)
 	if err := s.EnsureNamespace(ctx, idalloc.Namespace{Name: "default", Start: 1, End: 1_000_000, Step: 100}); err != nil {
 		t.Fatal(err)
 	}
@@ -66,7 +66,7 @@ func TestRaiseFloor(t *testing.T) {
 	if seg.Start != 500_000 || seg.End != 500_100 {
 		t.Fatalf("lease after raise = [%d, %d); want [500000, 500100)", seg.Start, seg.End)
 	}
-	ivs, err := s.AllocIntervals(ctx, "default")
+	ivs, err := s.Intervals(ctx, "default")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -110,7 +110,7 @@ func TestRaiseFloor(t *testing.T) {
 func TestRaiseFloorHealsCounterBelowAudit(t *testing.T) {
 	ctx := context.Background()
 	pool := pgtest.Pool(t)
-	s := NewAllocStore(pool)
+	s := New(pool)
 	if err := s.EnsureNamespace(ctx, idalloc.Namespace{Name: "default", Start: 1, End: 1_000_000, Step: 100}); err != nil {
 		t.Fatal(err)
 	}
@@ -142,7 +142,7 @@ func TestRaiseFloorHealsCounterBelowAudit(t *testing.T) {
 // others, and every raise that succeeded moved the counter forward.
 func TestRaiseFloorRacesLeases(t *testing.T) {
 	ctx := context.Background()
-	s := NewAllocStore(pgtest.Pool(t))
+	s := New(pgtest.Pool(t))
 	if err := s.EnsureNamespace(ctx, idalloc.Namespace{Name: "default", Start: 1, End: 10_000_000, Step: 10}); err != nil {
 		t.Fatal(err)
 	}
@@ -188,7 +188,7 @@ func TestRaiseFloorRacesLeases(t *testing.T) {
 // open segments per instance.
 func TestAllocStatus(t *testing.T) {
 	ctx := context.Background()
-	s := NewAllocStore(pgtest.Pool(t))
+	s := New(pgtest.Pool(t))
 	if err := s.EnsureNamespace(ctx, idalloc.Namespace{Name: "default", Start: 1, End: 1_000_001, Step: 1000}); err != nil {
 		t.Fatal(err)
 	}
@@ -229,7 +229,7 @@ func TestAllocStatus(t *testing.T) {
 // 62^6; a namespace exhausted at its old end leases again after widening.
 func TestWiden(t *testing.T) {
 	ctx := context.Background()
-	s := NewAllocStore(pgtest.Pool(t))
+	s := New(pgtest.Pool(t))
 	if err := s.EnsureNamespace(ctx, idalloc.Namespace{Name: "default", Start: 1, End: 201, Step: 100}); err != nil {
 		t.Fatal(err)
 	}
