@@ -36,7 +36,7 @@ func TestCreateWhenIDsRunOut(t *testing.T) {
 		status     int
 		retryAfter bool
 	}{
-		{"exhausted", fmt.Errorf("lease segment: %w", idalloc.ErrExhausted), http.StatusInsufficientStorage, false},
+		{"exhausted", fmt.Errorf("lease segment: %w", link.ErrExhausted), http.StatusInsufficientStorage, false},
 		{"unavailable", fmt.Errorf("%w: lock wait", idalloc.ErrUnavailable), http.StatusServiceUnavailable, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

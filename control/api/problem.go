@@ -5,7 +5,6 @@ import (
 	"errors"
 	"net/http"
 
-	"github.com/edgelink/edgelink/control/idalloc"
 	"github.com/edgelink/edgelink/shared/link"
 )
 
@@ -67,7 +66,7 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	case errors.Is(err, link.ErrUnauthorized):
 		w.Header().Set("WWW-Authenticate", `Bearer realm="edgelink"`)
 		writeProblem(w, r, http.StatusUnauthorized, "a valid API key is required: Authorization: Bearer <key>")
-	case errors.Is(err, idalloc.ErrExhausted):
+	case errors.Is(err, link.ErrExhausted):
 		// Checked before ErrUnavailable, which wraps it: an exhausted
 		// namespace stays exhausted, so no Retry-After invites retries.
 		s.log.Error("create refused: ID space exhausted", "request_id", requestID(r), "err", err)
@@ -89,7 +88,7 @@ func (s *Server) itemProblem(err error) Problem {
 	status, detail, ok := clientError(err)
 	switch {
 	case ok:
-	case errors.Is(err, idalloc.ErrExhausted):
+	case errors.Is(err, link.ErrExhausted):
 		s.log.Error("batch item refused: ID space exhausted", "err", err)
 		status, detail = http.StatusInsufficientStorage, exhaustedDetail
 	case errors.Is(err, link.ErrUnavailable):

@@ -307,9 +307,20 @@ type allocIDs struct {
 func (x allocIDs) NextID(ctx context.Context) (uint64, error) {
 	id, err := x.a.Next(ctx, x.ns)
 	if err != nil {
-		return 0, fmt.Errorf("%w: %w", link.ErrUnavailable, err)
+		return 0, allocError(err)
 	}
 	return id, nil
+}
+
+// allocError is an allocation failure in the create path's terms: always
+// link.ErrUnavailable (no link can be created now), and link.ErrExhausted
+// too once the namespace is used up for good, which the API answers with
+// 507 and no Retry-After.
+func allocError(err error) error {
+	if errors.Is(err, idalloc.ErrExhausted) {
+		return fmt.Errorf("%w: %w: %w", link.ErrUnavailable, link.ErrExhausted, err)
+	}
+	return fmt.Errorf("%w: %w", link.ErrUnavailable, err)
 }
 
 func (x allocIDs) Done(id uint64, committed bool) { x.a.Done(id, committed) }

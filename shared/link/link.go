@@ -100,4 +100,9 @@ var (
 	// ErrIdempotencyConflict: an idempotency key was sent again with a
 	// different request.
 	ErrIdempotencyConflict = errors.New("idempotency key reused with a different request")
+	// ErrExhausted: the namespace has handed out its last ID, so no link
+	// can be created in it until an operator extends it. Retrying does
+	// not help. The create path wraps it together with ErrUnavailable
+	// (nothing can be created now), so a transport checks it first.
+	ErrExhausted = errors.New("link id space exhausted")
 )
