@@ -34,7 +34,11 @@ var (
 )
 
 // Main runs the package's tests and then stops the shared server.
-func Main(m *testing.M) {
+func Main(m *testing.M) { os.Exit(Run(m)) }
+
+// Run is Main that returns the tests' exit code instead of exiting, for a
+// TestMain with more to clean up.
+func Run(m *testing.M) int {
 	mainCalled.Store(true)
 	code := m.Run()
 	if server != nil {
@@ -43,14 +47,14 @@ func Main(m *testing.M) {
 	if serverDir != "" {
 		_ = os.RemoveAll(serverDir)
 	}
-	os.Exit(code)
+	return code
 }
 
 // Server returns the process's PostgreSQL server, starting it on first use.
 func Server(t testing.TB) *pgserver.Server {
 	t.Helper()
 	if !mainCalled.Load() {
-		t.Fatal("pgtest: call pgtest.Main(m) from this package's TestMain so the server is stopped after the tests")
+		t.Fatal("pgtest: call pgtest.Main(m) (or pgtest.Run, or stack.Main) from this package's TestMain so the server is stopped after the tests")
 	}
 	once.Do(func() {
 		serverDir, startErr = os.MkdirTemp("", "edgelink-pgtest-")

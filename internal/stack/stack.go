@@ -1,0 +1,103 @@
+// Package stack runs edgelink's pieces for tests, benchmarks and the local
+// all-in-one mode: PostgreSQL (a server of its own, a fresh database on the
+// test process's shared server, streaming replicas), NATS JetStream (one
+// embedded server, an in-process cluster, or an external URL), controls and
+// edges in this process or as child processes, and a small creator and
+// visitor client.
+//
+// Every piece has two forms. StartX takes a context, returns an error and
+// a handle whose Close (or Stop) the caller owes; NewX takes a testing.TB,
+// fails the test when the piece cannot start, and registers the stop with
+// t.Cleanup, so whatever a test starts is stopped when it ends, failed or
+// not. Pieces are stopped in the reverse order of their cleanups: start
+// PostgreSQL and NATS before the controls and edges that use them.
+//
+// Waits are bounded polls (Poll, Eventually), never fixed sleeps.
+package stack
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// pollEvery is how often a bounded wait asks again: often enough that a
+// test does not wait long past its condition, rarely enough to cost a busy
+// machine nothing.
+const pollEvery = 20 * time.Millisecond
+
+// Poll asks cond until it holds, ctx ends or within passes, whichever is
+// first; it returns nil once cond held and an error naming what otherwise.
+func Poll(ctx context.Context, what string, within time.Duration, cond func() bool) error {
+	ctx, cancel := context.WithTimeout(ctx, within)
+	defer cancel()
+	tick := time.NewTicker(pollEvery)
+	defer tick.Stop()
+	for !cond() {
+		select {
+		case <-ctx.Done():
+			if cond() {
+				return nil
+			}
+			return fmt.Errorf("%s: not within %v", what, within)
+		case <-tick.C:
+		}
+	}
+	return nil
+}
+
+// Eventually is Poll that fails the test when cond does not hold within
+// the bound.
+func Eventually(t testing.TB, what string, within time.Duration, cond func() bool) {
+	t.Helper()
+	if err := Poll(context.Background(), what, within, cond); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// LogBuffer collects a component's output for parsing and for failure
+// reports. It is safe for concurrent use; the zero value is ready.
+type LogBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *LogBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+// String is everything written so far.
+func (l *LogBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// Lines is everything written so far, one line an element.
+func (l *LogBuffer) Lines() []string {
+	return strings.Split(strings.TrimRight(l.String(), "\n"), "\n")
+}
+
+// Tail is the last n bytes written, marked when cut.
+func (l *LogBuffer) Tail(n int) string {
+	out := l.String()
+	if len(out) > n {
+		out = "…" + out[len(out)-n:]
+	}
+	return out
+}
+
+// cleanup registers stop with t, reporting its error.
+func cleanup(t testing.TB, what string, stop func() error) {
+	t.Cleanup(func() {
+		if err := stop(); err != nil {
+			t.Errorf("stop %s: %v", what, err)
+		}
+	})
+}
