@@ -94,12 +94,28 @@ func (s *Server) Detach(ctx context.Context) error {
 	return s.poll(ctx, "WAL receiver stopped", "SELECT count(*) FROM pg_stat_wal_receiver", "0")
 }
 
-// WaitReplayed waits until the standby s has applied every WAL record the
-// primary had written when it was called.
+// WaitReplayed waits until the standby s has applied everything committed
+// on primary before the call, so that those rows are visible on s. It
+// holds for commits made with synchronous_commit=off (as Fast runs) too.
+// It writes a small record to primary's WAL (a logical message, which no
+// table sees) and needs primary to accept writes.
 func (s *Server) WaitReplayed(ctx context.Context, primary *Server) error {
-	lsn, err := primary.Query(ctx, "SELECT pg_current_wal_lsn()")
+	// pg_current_wal_lsn is the primary's write position, which trails an
+	// asynchronous commit until the WAL writer's next round: a standby
+	// that reached it could still lack a row that was committed. A record
+	// inserted now lies after every earlier commit record, and WAL is
+	// replayed in order, so its end LSN covers them all. Committing it
+	// with synchronous_commit=local flushes it, and so everything before
+	// it, to the walsender without waiting for any synchronous standby;
+	// the setting is local to this transaction.
+	out, err := primary.Query(ctx, "SELECT set_config('synchronous_commit', 'local', true), "+
+		"pg_logical_emit_message(true, 'pgserver', 'WaitReplayed')")
 	if err != nil {
 		return err
+	}
+	_, lsn, ok := strings.Cut(out, "|")
+	if !ok || lsn == "" {
+		return fmt.Errorf("pgserver: replay mark on port %d: unexpected answer %q", primary.Port(), out)
 	}
 	return s.poll(ctx, "replayed up to "+lsn, "SELECT pg_last_wal_replay_lsn() >= '"+lsn+"'::pg_lsn", "t")
 }

@@ -3,9 +3,28 @@ package pgserver
 import (
 	"context"
 	"os"
+	"strconv"
 	"testing"
 	"time"
 )
+
+// startServer runs f on a fresh folder the postgres user can enter
+// (t.TempDir's parent is private to the test's user) and stops the server
+// and removes the folder when the test ends.
+func startServer(t testing.TB, what string, f func(dir string) (*Server, error)) *Server {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "pgserver-"+what+"-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := f(dir)
+	if err != nil {
+		os.RemoveAll(dir)
+		t.Fatalf("%s: %v", what, err)
+	}
+	t.Cleanup(func() { _ = s.Stop(); _ = os.RemoveAll(dir) })
+	return s
+}
 
 // A streaming standby sees the primary's writes, stops seeing them while its
 // replay is paused, and, detached and then promoted, lacks exactly what the
@@ -16,17 +35,7 @@ func TestReplicaPauseDetachPromote(t *testing.T) {
 	defer cancel()
 	start := func(what string, f func(dir string) (*Server, error)) *Server {
 		t.Helper()
-		dir, err := os.MkdirTemp("", "pgserver-"+what+"-")
-		if err != nil {
-			t.Fatal(err)
-		}
-		s, err := f(dir)
-		if err != nil {
-			os.RemoveAll(dir)
-			t.Fatalf("%s: %v", what, err)
-		}
-		t.Cleanup(func() { _ = s.Stop(); _ = os.RemoveAll(dir) })
-		return s
+		return startServer(t, what, f)
 	}
 	primary := start("primary", func(dir string) (*Server, error) { return Start(ctx, Config{Dir: dir, Fast: true}) })
 	query := func(s *Server, sql string) string {
@@ -73,5 +82,35 @@ func TestReplicaPauseDetachPromote(t *testing.T) {
 	query(replica, "INSERT INTO t VALUES (4)")
 	if got := query(replica, "SELECT string_agg(v::text, ',' ORDER BY v) FROM t"); got != "1,2,4" {
 		t.Fatalf("promoted replica has %q, want 1,2,4 (3 was written after the detach)", got)
+	}
+}
+
+// WaitReplayed covers commits the primary has not written yet: Fast runs
+// with synchronous_commit=off, so a commit's record can sit in the WAL
+// buffers after the client is told it committed, behind the primary's
+// write position (pg_current_wal_lsn). A standby that only reached that
+// position lacks the row, and a Detach right then loses it for good.
+func TestWaitReplayedSeesAsynchronousCommits(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	primary := startServer(t, "primary", func(dir string) (*Server, error) { return Start(ctx, Config{Dir: dir, Fast: true}) })
+	if _, err := primary.Query(ctx, "CREATE TABLE t (v int)"); err != nil {
+		t.Fatal(err)
+	}
+	replica := startServer(t, "replica", func(dir string) (*Server, error) { return primary.StartReplica(ctx, Config{Dir: dir, Fast: true}) })
+	for i := 1; i <= 20; i++ {
+		if _, err := primary.Query(ctx, "INSERT INTO t VALUES ("+strconv.Itoa(i)+")"); err != nil {
+			t.Fatal(err)
+		}
+		if err := replica.WaitReplayed(ctx, primary); err != nil {
+			t.Fatal(err)
+		}
+		got, err := replica.Query(ctx, "SELECT coalesce(max(v), 0) FROM t")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got != strconv.Itoa(i) {
+			t.Fatalf("after committing %d and WaitReplayed the replica's newest row is %s", i, got)
+		}
 	}
 }
