@@ -19,7 +19,9 @@ const flushTimeout = 10 * time.Second
 // own answer: its own code or error, its own idempotency key. The writers are
 // the callers' own goroutines; there is nothing to start or stop.
 type coalescer struct {
-	s     *Service
+	// write writes the leaders of a batch, answers each and releases
+	// their IDs.
+	write func(ctx context.Context, leaders []*item)
 	slots chan struct{}
 	max   int
 
@@ -29,8 +31,10 @@ type coalescer struct {
 	txs, items atomic.Uint64
 }
 
-func newCoalescer(s *Service, writers, max int) *coalescer {
-	return &coalescer{s: s, slots: make(chan struct{}, writers), max: max}
+// newCoalescer returns a coalescer that runs up to writers shared writes at
+// once, each of up to max creates, through write.
+func newCoalescer(write func(ctx context.Context, leaders []*item), writers, max int) *coalescer {
+	return &coalescer{write: write, slots: make(chan struct{}, writers), max: max}
 }
 
 type keyID struct {
@@ -147,10 +151,8 @@ func (c *coalescer) take(own *item) []*item {
 	return batch
 }
 
-// flush writes batch in one transaction and answers every item in it. If
-// that transaction fails as a whole (a deadlock with another instance, a
-// lost connection), each create is retried in a transaction of its own, so
-// one create's trouble cannot fail the others.
+// flush writes batch in one shared write and answers every item in it:
+// followers get their leader's answer as a replay.
 func (c *coalescer) flush(ctx context.Context, batch []*item) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), flushTimeout)
 	defer cancel()
@@ -162,27 +164,15 @@ func (c *coalescer) flush(ctx context.Context, batch []*item) {
 	}
 	c.txs.Add(1)
 	c.items.Add(uint64(len(batch)))
-	err := c.s.write(ctx, leaders)
-	if err != nil && len(leaders) > 1 {
-		c.s.cfg.Log.Warn("shared create transaction failed; retrying its creates one by one", "creates", len(leaders), "err", err)
-		for _, it := range leaders {
-			one := []*item{it} // write gives it a new ID
-			if err := c.s.write(ctx, one); err != nil {
-				it.res, it.err = Created{}, err
-			}
-		}
-	} else if err != nil {
-		leaders[0].res, leaders[0].err = Created{}, err
-	}
+	// Every write of this flush ends, and its IDs are released, before
+	// anyone is answered.
+	c.write(ctx, leaders)
 	for _, it := range batch {
 		if l := it.leader; l != nil {
 			it.res, it.err = l.res, l.err
 			it.res.Replayed = l.err == nil
 		}
 	}
-	// Every write of this flush has ended: its IDs can be released before
-	// anyone is answered.
-	c.s.releaseIDs(leaders)
 	for _, it := range batch {
 		close(it.done)
 	}

@@ -10,7 +10,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/edgelink/edgelink/control/postgres"
 	"github.com/edgelink/edgelink/shared/base62"
 	"github.com/edgelink/edgelink/shared/link"
 )
@@ -24,15 +23,6 @@ import (
 type IDSource interface {
 	NextID(ctx context.Context) (uint64, error)
 	Done(id uint64, committed bool)
-}
-
-// Store is the authority the service writes to.
-type Store interface {
-	WriteTx(ctx context.Context, fn func(*postgres.Tx) error) error
-	Autocommit() *postgres.Tx
-	GetLink(ctx context.Context, tenantID int64, code string) (*link.Link, error)
-	ListLinks(ctx context.Context, tenantID int64, q postgres.ListQuery) ([]*link.Link, error)
-	UpdateLink(ctx context.Context, tenantID int64, code string, c postgres.Change) (*link.Link, error)
 }
 
 // Config tunes the service; zero values take the defaults.
@@ -81,7 +71,7 @@ func New(store Store, ids IDSource, cfg Config) *Service {
 		cfg.MaxCoalesce = 500
 	}
 	s := &Service{store: store, ids: ids, cfg: cfg, reserved: Reserved(cfg.Reserved)}
-	s.co = newCoalescer(s, cfg.Writers, cfg.MaxCoalesce)
+	s.co = newCoalescer(s.writeCreates, cfg.Writers, cfg.MaxCoalesce)
 	return s
 }
 
@@ -152,9 +142,6 @@ func (s *Service) Get(ctx context.Context, tenantID int64, code string) (*link.L
 	return s.store.GetLink(ctx, tenantID, code)
 }
 
-// ListRequest selects a page of links; see postgres.ListQuery.
-type ListRequest = postgres.ListQuery
-
 // MaxPage bounds a list page.
 const MaxPage = 200
 
@@ -196,7 +183,7 @@ func (s *Service) Update(ctx context.Context, tenantID int64, code string, u Upd
 	if !link.ValidCodeSyntax(code) {
 		return nil, link.ErrNotFound
 	}
-	var c postgres.Change
+	var c Change
 	if u.URL == nil && u.RedirectType == nil && u.ExpiresAt == nil && u.Status == nil {
 		return nil, fmt.Errorf("%w: nothing to change; send url, redirect_type, expires_at or status", link.ErrInvalidInput)
 	}
@@ -235,7 +222,7 @@ func (s *Service) Delete(ctx context.Context, tenantID int64, code string) (*lin
 	if !link.ValidCodeSyntax(code) {
 		return nil, link.ErrNotFound
 	}
-	return s.store.UpdateLink(ctx, tenantID, code, postgres.Change{SetStatus: true, Status: link.Deleted})
+	return s.store.UpdateLink(ctx, tenantID, code, Change{SetStatus: true, Status: link.Deleted})
 }
 
 func (s *Service) validate(req CreateRequest) (*link.Link, error) {

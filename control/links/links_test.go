@@ -1,4 +1,4 @@
-package links
+package links_test
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/edgelink/edgelink/control/links"
 	"github.com/edgelink/edgelink/control/postgres"
 	"github.com/edgelink/edgelink/internal/pgtest"
 	"github.com/edgelink/edgelink/shared/link"
@@ -79,7 +80,7 @@ func checkDone(t *testing.T, ids *counterIDs, pool *pgxpool.Pool) {
 	}
 }
 
-func setup(t *testing.T, ids IDSource, cfg Config) (*Service, *postgres.Store, *pgxpool.Pool, int64) {
+func setup(t *testing.T, ids links.IDSource, cfg links.Config) (*links.Service, *postgres.Store, *pgxpool.Pool, int64) {
 	t.Helper()
 	pool := pgtest.Pool(t)
 	st := postgres.New(pool)
@@ -87,7 +88,7 @@ func setup(t *testing.T, ids IDSource, cfg Config) (*Service, *postgres.Store, *
 	if err != nil {
 		t.Fatal(err)
 	}
-	return New(st, ids, cfg), st, pool, tenant
+	return links.New(st, ids, cfg), st, pool, tenant
 }
 
 func count(t *testing.T, pool *pgxpool.Pool, table string) int {
@@ -97,12 +98,6 @@ func count(t *testing.T, pool *pgxpool.Pool, table string) int {
 		t.Fatal(err)
 	}
 	return n
-}
-
-func (c *coalescer) queued() int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return len(c.pending)
 }
 
 func waitFor(t *testing.T, what string, cond func() bool) {
@@ -122,30 +117,30 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 // share few transactions, and each caller gets exactly its own answer.
 func TestCoalescedCreatesKeepTheirOwnAnswers(t *testing.T) {
 	ids := &counterIDs{gate: make(chan struct{})}
-	svc, _, pool, tenant := setup(t, ids, Config{Writers: 1, MaxCoalesce: 500})
+	svc, _, pool, tenant := setup(t, ids, links.Config{Writers: 1, MaxCoalesce: 500})
 	ctx := context.Background()
 
 	type call struct {
-		req CreateRequest
-		got Created
+		req links.CreateRequest
+		got links.Created
 		err error
 	}
 	var calls []*call
-	add := func(req CreateRequest) { calls = append(calls, &call{req: req}) }
+	add := func(req links.CreateRequest) { calls = append(calls, &call{req: req}) }
 	for i := range 100 {
-		add(CreateRequest{URL: fmt.Sprintf("https://example.com/gen/%d", i)})
+		add(links.CreateRequest{URL: fmt.Sprintf("https://example.com/gen/%d", i)})
 	}
 	for i := range 50 {
-		add(CreateRequest{URL: fmt.Sprintf("https://example.com/key/%d", i), IdempotencyKey: fmt.Sprintf("k%d", i)})
+		add(links.CreateRequest{URL: fmt.Sprintf("https://example.com/key/%d", i), IdempotencyKey: fmt.Sprintf("k%d", i)})
 	}
 	for i := range 10 { // ten keys, each sent five times with one request
 		for range 5 {
-			add(CreateRequest{URL: fmt.Sprintf("https://example.com/rep/%d", i), IdempotencyKey: fmt.Sprintf("rep%d", i)})
+			add(links.CreateRequest{URL: fmt.Sprintf("https://example.com/rep/%d", i), IdempotencyKey: fmt.Sprintf("rep%d", i)})
 		}
 	}
 	for i := range 20 { // twenty custom codes, each asked for twice
-		add(CreateRequest{URL: "https://example.com/c1", Code: fmt.Sprintf("code-%d", i)})
-		add(CreateRequest{URL: "https://example.com/c2", Code: fmt.Sprintf("code-%d", i)})
+		add(links.CreateRequest{URL: "https://example.com/c1", Code: fmt.Sprintf("code-%d", i)})
+		add(links.CreateRequest{URL: "https://example.com/c2", Code: fmt.Sprintf("code-%d", i)})
 	}
 
 	// The first create to reach a writer slot holds it (its ID source is
@@ -154,17 +149,17 @@ func TestCoalescedCreatesKeepTheirOwnAnswers(t *testing.T) {
 	for _, c := range calls {
 		wg.Go(func() { c.got, c.err = svc.Create(ctx, tenant, c.req) })
 	}
-	waitFor(t, "all creates to queue", func() bool { return int(svc.co.items.Load())+svc.co.queued() == len(calls) })
+	waitFor(t, "all creates to queue", func() bool { return int(svc.Stats().Coalesced)+links.Queued(svc) == len(calls) })
 	gone, cancel := context.WithCancel(ctx)
 	cancel()
-	if _, err := svc.Create(gone, tenant, CreateRequest{URL: "https://example.com/gone"}); !errors.Is(err, context.Canceled) {
+	if _, err := svc.Create(gone, tenant, links.CreateRequest{URL: "https://example.com/gone"}); !errors.Is(err, context.Canceled) {
 		t.Fatalf("create with a cancelled context: %v", err)
 	}
 	close(ids.gate)
 	wg.Wait()
 
 	codes := map[string]int{}
-	byKey := map[string][]Created{}
+	byKey := map[string][]links.Created{}
 	taken := map[string]int{}
 	for i, c := range calls {
 		switch {
@@ -229,7 +224,7 @@ func TestCoalescedCreatesKeepTheirOwnAnswers(t *testing.T) {
 // answered twice.
 func TestGeneratedCodeHeldByCustomLinkIsSkipped(t *testing.T) {
 	ids := &counterIDs{}
-	svc, st, pool, tenant := setup(t, ids, Config{})
+	svc, st, pool, tenant := setup(t, ids, links.Config{})
 	ctx := context.Background()
 	imported := &link.Link{ID: 1_000_000, Code: "000002", TenantID: tenant, Namespace: "default",
 		URL: "https://imported.example/", URLOriginal: "https://imported.example/", RedirectType: 302}
@@ -238,7 +233,7 @@ func TestGeneratedCodeHeldByCustomLinkIsSkipped(t *testing.T) {
 	}
 	var got []string
 	for range 3 {
-		c, err := svc.Create(ctx, tenant, CreateRequest{URL: "https://example.com/"})
+		c, err := svc.Create(ctx, tenant, links.CreateRequest{URL: "https://example.com/"})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -253,37 +248,17 @@ func TestGeneratedCodeHeldByCustomLinkIsSkipped(t *testing.T) {
 	checkDone(t, ids, pool)
 }
 
-func TestReserved(t *testing.T) {
-	r := Reserved([]string{"api", "/livez", "readyz/"}, "Acme")
-	for _, code := range []string{"api", "livez", "readyz", "metrics", "robots.txt", "favicon.ico", "login", "well-known", "acme"} {
-		if !r[code] {
-			t.Errorf("%q is not reserved", code)
-		}
-	}
-	for _, code := range []string{"", "#", "about:", "spring-sale"} {
-		if r[code] {
-			t.Errorf("%q is reserved", code)
-		}
-	}
-	svc := New(nil, nil, Config{Reserved: []string{"api"}})
-	for _, code := range []string{"API", "Admin", "LIVEZ"} {
-		if err := svc.validateCustomCode(code); !errors.Is(err, link.ErrInvalidInput) {
-			t.Errorf("custom code %q: %v; want reserved", code, err)
-		}
-	}
-}
-
 // TestBatchReleasesEveryID: a batch with an idempotency key, a custom code
 // another link holds and an invalid item, then its replay: every ID taken is
 // released once, as committed exactly when its link exists.
 func TestBatchReleasesEveryID(t *testing.T) {
 	ids := &counterIDs{}
-	svc, _, pool, tenant := setup(t, ids, Config{})
+	svc, _, pool, tenant := setup(t, ids, links.Config{})
 	ctx := context.Background()
-	if _, err := svc.Create(ctx, tenant, CreateRequest{URL: "https://example.com/held", Code: "held-code"}); err != nil {
+	if _, err := svc.Create(ctx, tenant, links.CreateRequest{URL: "https://example.com/held", Code: "held-code"}); err != nil {
 		t.Fatal(err)
 	}
-	reqs := []CreateRequest{
+	reqs := []links.CreateRequest{
 		{URL: "https://example.com/1"},
 		{URL: "https://example.com/2", Code: "held-code"},
 		{URL: "javascript:alert(1)"},

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"strconv"
 
-	"github.com/edgelink/edgelink/control/postgres"
 	"github.com/edgelink/edgelink/shared/base62"
 	"github.com/edgelink/edgelink/shared/link"
 )
@@ -51,10 +50,12 @@ func writeHashed(h interface{ Write([]byte) (int, error) }, kind string, l *link
 	fmt.Fprintf(h, "%s\x00%s\x00%s\x00%d\x00%s\x00%s\x00", kind, l.URL, expires, l.RedirectType, code, l.Namespace)
 }
 
-// write writes its, in one transaction when an idempotency key must commit
-// with its links; without keys every statement is atomic on its own, so
-// they run without BEGIN and COMMIT.
-func (s *Service) write(ctx context.Context, its []*item) error {
+// write writes its and answers each: in one transaction when an
+// idempotency key must commit with its links; without keys every statement
+// is atomic on its own, so they run without BEGIN and COMMIT. A failed
+// write is answered by retryAlone. Each item gets a fresh ID: a retry never
+// reuses one that a failed statement may have committed.
+func (s *Service) write(ctx context.Context, its []*item) {
 	// IDs are taken before any connection is held: an ID source that must
 	// itself reach the database (a segment load) never waits for a
 	// connection that a transaction waiting on it holds.
@@ -62,40 +63,65 @@ func (s *Service) write(ctx context.Context, its []*item) error {
 		it.link.ID = 0
 		_ = s.assignID(ctx, it) // a failure is retried, and answered, by insertAll
 	}
-	for _, it := range its {
-		if it.key != "" {
-			return s.store.WriteTx(ctx, func(tx *postgres.Tx) error { return s.writeItems(ctx, tx, its) })
-		}
-	}
-	err := s.writeItems(ctx, s.store.Autocommit(), its)
-	if err == nil {
-		return nil
-	}
-	// What ran before err committed, and those links stand; the others get
-	// one try each on their own, so one create cannot fail the rest.
-	for _, it := range its {
-		switch {
-		case it.res.Link != nil:
-		case len(its) == 1:
-			it.err = err
-		default:
-			it.link.ID = 0 // the failed statement may have committed it
-			if e := s.writeItems(ctx, s.store.Autocommit(), []*item{it}); e != nil {
-				it.res, it.err = Created{}, e
+	var err error
+	if keyed(its) {
+		if err = s.store.WriteTx(ctx, func(tx Tx) error { return s.writeItems(ctx, tx, its) }); err != nil {
+			for _, it := range its {
+				it.res = Created{} // rolled back: none of it stands
 			}
 		}
+	} else {
+		// What runs before an error commits, and those links stand.
+		err = s.writeItems(ctx, s.store.Autocommit(), its)
 	}
-	return nil
+	if err != nil {
+		s.retryAlone(ctx, its, err)
+	}
+}
+
+func keyed(its []*item) bool {
+	for _, it := range its {
+		if it.key != "" {
+			return true
+		}
+	}
+	return false
+}
+
+// retryAlone answers a shared write that failed with err (a deadlock with
+// another instance, a lost connection): each create it did not commit is
+// written again on its own, with a new ID, so one create's trouble cannot
+// fail the others. A create that was written alone is answered err.
+func (s *Service) retryAlone(ctx context.Context, its []*item, err error) {
+	if len(its) > 1 {
+		s.cfg.Log.Warn("shared create transaction failed; retrying its creates one by one", "creates", len(its), "err", err)
+	}
+	for _, it := range its {
+		switch {
+		case it.res.Link != nil: // committed before the failure
+		case len(its) == 1:
+			it.res, it.err = Created{}, err
+		default:
+			s.write(ctx, []*item{it})
+		}
+	}
+}
+
+// writeCreates writes creates the coalescer took together and answers
+// each; their IDs are released once the last write has ended.
+func (s *Service) writeCreates(ctx context.Context, its []*item) {
+	s.write(ctx, its)
+	s.releaseIDs(its)
 }
 
 // writeItems writes its in tx: it claims their idempotency keys, answers
 // those whose key a committed request holds, inserts the rest and records
 // the answers under their keys. Keys in its must be distinct, and so must
 // custom codes. It fails only when the transaction must roll back.
-func (s *Service) writeItems(ctx context.Context, tx *postgres.Tx, its []*item) error {
+func (s *Service) writeItems(ctx context.Context, tx Tx, its []*item) error {
 	var (
 		keyed []*item
-		keys  []postgres.IdemKey
+		keys  []IdemKey
 		write = make([]*item, 0, len(its))
 	)
 	for _, it := range its {
@@ -105,7 +131,7 @@ func (s *Service) writeItems(ctx context.Context, tx *postgres.Tx, its []*item) 
 			continue
 		}
 		keyed = append(keyed, it)
-		keys = append(keys, postgres.IdemKey{TenantID: it.link.TenantID, Key: it.key, Hash: it.hash})
+		keys = append(keys, IdemKey{TenantID: it.link.TenantID, Key: it.key, Hash: it.hash})
 	}
 	claimed, err := tx.ClaimKeys(ctx, keys)
 	if err != nil {
@@ -113,12 +139,12 @@ func (s *Service) writeItems(ctx context.Context, tx *postgres.Tx, its []*item) 
 	}
 	var (
 		owned   []*item
-		ownedID []postgres.IdemKeyID
-		lookups []postgres.IdemKeyID
+		ownedID []IdemKeyID
+		lookups []IdemKeyID
 		waiting []*item
 	)
 	for i, it := range keyed {
-		id := postgres.IdemKeyID{TenantID: it.link.TenantID, Key: it.key}
+		id := IdemKeyID{TenantID: it.link.TenantID, Key: it.key}
 		if claimed[i] {
 			owned, ownedID = append(owned, it), append(ownedID, id)
 			write = append(write, it)
@@ -156,7 +182,7 @@ type storedCreate struct {
 	Link *link.Link `json:"link"`
 }
 
-func replay(sr postgres.StoredResponse, hash []byte) (Created, error) {
+func replay(sr StoredResponse, hash []byte) (Created, error) {
 	if sr.Hash == nil {
 		// The key's holder gave it up after this transaction's claim
 		// lost: a retry will claim it.
@@ -200,10 +226,10 @@ func (s *Service) releaseIDs(its []*item) {
 // a custom link already holds is skipped (its ID is wasted, counted, never
 // reused) and the link takes the next ID. Per-link failures land in the
 // item; an error means the transaction must roll back.
-func (s *Service) insertAll(ctx context.Context, tx *postgres.Tx, its []*item) error {
+func (s *Service) insertAll(ctx context.Context, tx Tx, its []*item) error {
 	todo := its
 	for round := 0; len(todo) > 0; round++ {
-		batch := make([]postgres.NewLink, 0, len(todo))
+		batch := make([]NewLink, 0, len(todo))
 		owners := make([]*item, 0, len(todo))
 		for _, it := range todo {
 			if round == maxGeneratedTries {
@@ -224,7 +250,7 @@ func (s *Service) insertAll(ctx context.Context, tx *postgres.Tx, its []*item) e
 					continue
 				}
 			}
-			batch = append(batch, postgres.NewLink{Link: it.link, Custom: it.custom})
+			batch = append(batch, NewLink{Link: it.link, Custom: it.custom})
 			owners = append(owners, it)
 		}
 		inserted, err := tx.InsertLinks(ctx, batch)
@@ -313,8 +339,8 @@ func (s *Service) CreateBatch(ctx context.Context, tenantID int64, key string, r
 		// answer it before taking any, since IDs taken are never given
 		// back. A batch racing its own retry still takes IDs, and the
 		// claim below still decides which one writes.
-		id := postgres.IdemKeyID{TenantID: tenantID, Key: key}
-		if stored, err := s.store.Autocommit().StoredResponses(ctx, []postgres.IdemKeyID{id}); err == nil {
+		id := IdemKeyID{TenantID: tenantID, Key: key}
+		if stored, err := s.store.Autocommit().StoredResponses(ctx, []IdemKeyID{id}); err == nil {
 			if sr, ok := stored[id]; ok && sr.Hash != nil {
 				return replayBatch(sr, hash)
 			}
@@ -330,18 +356,18 @@ func (s *Service) CreateBatch(ctx context.Context, tenantID int64, key string, r
 	if key == "" {
 		// Without a key nothing must commit with the links, and each
 		// InsertLinks statement is atomic on its own.
-		inTx = func(ctx context.Context, fn func(*postgres.Tx) error) error { return fn(s.store.Autocommit()) }
+		inTx = func(ctx context.Context, fn func(Tx) error) error { return fn(s.store.Autocommit()) }
 	}
-	err := inTx(ctx, func(tx *postgres.Tx) error {
+	err := inTx(ctx, func(tx Tx) error {
 		out = BatchResult{}
-		id := postgres.IdemKeyID{TenantID: tenantID, Key: key}
+		id := IdemKeyID{TenantID: tenantID, Key: key}
 		if key != "" {
-			claimed, err := tx.ClaimKeys(ctx, []postgres.IdemKey{{TenantID: tenantID, Key: key, Hash: hash}})
+			claimed, err := tx.ClaimKeys(ctx, []IdemKey{{TenantID: tenantID, Key: key, Hash: hash}})
 			if err != nil {
 				return err
 			}
 			if !claimed[0] {
-				stored, err := tx.StoredResponses(ctx, []postgres.IdemKeyID{id})
+				stored, err := tx.StoredResponses(ctx, []IdemKeyID{id})
 				if err != nil {
 					return err
 				}
@@ -383,7 +409,7 @@ func (s *Service) CreateBatch(ctx context.Context, tenantID int64, key string, r
 		if err != nil {
 			return err
 		}
-		return tx.FinishKeys(ctx, []postgres.IdemKeyID{id}, [][]byte{b})
+		return tx.FinishKeys(ctx, []IdemKeyID{id}, [][]byte{b})
 	})
 	if err != nil {
 		return BatchResult{}, err
@@ -422,7 +448,7 @@ func encodeBatch(items []ItemResult) []storedItem {
 	return out
 }
 
-func replayBatch(sr postgres.StoredResponse, hash []byte) (BatchResult, error) {
+func replayBatch(sr StoredResponse, hash []byte) (BatchResult, error) {
 	if sr.Hash == nil {
 		return BatchResult{}, fmt.Errorf("%w: idempotency key in use, retry", link.ErrUnavailable)
 	}

@@ -49,8 +49,7 @@ func (s *Store) CreateLink(ctx context.Context, l *link.Link, custom bool) error
 	return nil
 }
 
-// GetLink reads one of a tenant's links. Another tenant's code answers
-// ErrNotFound, exactly as an unknown code does.
+// GetLink implements links.Store.
 func (s *Store) GetLink(ctx context.Context, tenantID int64, code string) (*link.Link, error) {
 	row := s.pool.QueryRow(ctx, `
 		SELECT id, code, tenant_id, namespace, url, url_original, redirect_type, status,

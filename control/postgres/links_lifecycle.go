@@ -3,26 +3,13 @@ package postgres
 import (
 	"context"
 	"errors"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
 
+	"github.com/edgelink/edgelink/control/links"
 	"github.com/edgelink/edgelink/shared/link"
 )
-
-// Change is what an update sets; fields whose Set flag is false are kept.
-type Change struct {
-	SetURL       bool
-	URL          string // normalized
-	URLOriginal  string
-	SetRedirect  bool
-	RedirectType link.RedirectType
-	SetExpiry    bool
-	ExpiresAt    time.Time // zero clears the expiry
-	SetStatus    bool
-	Status       link.Status
-}
 
 // updateLink changes one link and writes its outbox row in one statement.
 // The order is the contract the relay depends on: cur locks the row first,
@@ -56,11 +43,8 @@ SELECT u.id, u.code, u.tenant_id, u.namespace, u.url, u.url_original, u.redirect
        u.expires_at, u.version, u.created_at, u.updated_at
 FROM cur LEFT JOIN u ON true`
 
-// UpdateLink applies c to one of the tenant's links, with a new version and
-// change event, and returns the new state. An unknown code, or another
-// tenant's, answers link.ErrNotFound; a deleted link link.ErrDeleted, and
-// nothing is written in either case.
-func (s *Store) UpdateLink(ctx context.Context, tenantID int64, code string, c Change) (*link.Link, error) {
+// UpdateLink implements links.Store in one statement (updateLink).
+func (s *Store) UpdateLink(ctx context.Context, tenantID int64, code string, c links.Change) (*link.Link, error) {
 	row := s.pool.QueryRow(ctx, updateLink, code, tenantID,
 		c.SetURL, c.URL, c.URLOriginal,
 		c.SetRedirect, int16(c.RedirectType),
@@ -93,21 +77,8 @@ func (s *Store) UpdateLink(ctx context.Context, tenantID int64, code string, c C
 	return &l, nil
 }
 
-// ListQuery selects a page of a tenant's links, newest ID first.
-type ListQuery struct {
-	// Before is the cursor: only links with a smaller ID; 0 for the first page.
-	Before uint64
-	// Status filters by status; empty means active and disabled (not deleted).
-	Status        link.Status
-	Namespace     string    // empty: any
-	CreatedAfter  time.Time // zero: unbounded
-	CreatedBefore time.Time // zero: unbounded
-	Limit         int
-}
-
-// ListLinks returns up to q.Limit of the tenant's links matching q, in
-// descending ID order.
-func (s *Store) ListLinks(ctx context.Context, tenantID int64, q ListQuery) ([]*link.Link, error) {
+// ListLinks implements links.Store.
+func (s *Store) ListLinks(ctx context.Context, tenantID int64, q links.ListRequest) ([]*link.Link, error) {
 	if q.Limit <= 0 {
 		return nil, errors.New("list links: limit must be positive")
 	}

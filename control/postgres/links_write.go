@@ -9,14 +9,12 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgtype"
 
+	"github.com/edgelink/edgelink/control/links"
 	"github.com/edgelink/edgelink/shared/link"
 )
 
-// Tx is one write transaction of the create path: the coalescer runs many
-// creators' links through one, the batch endpoint a whole batch. Its methods
-// never fail on a single item (a taken code or key is an answer, not an
-// error), so one item cannot roll back the others. It is not safe for
-// concurrent use.
+// Tx implements links.Tx on a transaction, or on the pool for
+// Autocommit. It is not safe for concurrent use.
 type Tx struct {
 	tx querier
 }
@@ -26,43 +24,29 @@ type querier interface {
 	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
 }
 
-// WriteTx runs fn in a transaction on the primary and commits if fn returns
-// nil. Nothing fn wrote survives an error.
-func (s *Store) WriteTx(ctx context.Context, fn func(*Tx) error) error {
+// WriteTx implements links.Store: fn runs in a transaction on the primary,
+// committed if fn returns nil.
+func (s *Store) WriteTx(ctx context.Context, fn func(links.Tx) error) error {
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error { return fn(&Tx{tx: tx}) })
 	return translate(err)
 }
 
-// Autocommit is a Tx whose every call is a transaction of its own. Each
-// call is still atomic (one statement), so it suits writes that need no
-// other statement to commit with them, such as InsertLinks without
-// idempotency keys, at a third of the round trips.
-func (s *Store) Autocommit() *Tx { return &Tx{tx: s.pool} }
+// Autocommit implements links.Store: every call of the Tx it returns runs
+// on the pool, a transaction of its own.
+func (s *Store) Autocommit() links.Tx { return &Tx{tx: s.pool} }
 
-// IdemKey is a tenant's idempotency key and the hash of the request it came
-// with.
-type IdemKey struct {
-	TenantID int64
-	Key      string
-	Hash     []byte
-}
-
-// ClaimKeys records keys that no committed transaction holds yet and reports,
-// per key, whether this transaction now holds it. A key that a concurrent
-// transaction is inserting makes this wait until that one ends: then the key
-// is claimed here if it rolled back and not if it committed. Keys are claimed
-// in a fixed order so two transactions claiming overlapping sets queue
-// instead of deadlocking. Keys must be distinct.
-func (t *Tx) ClaimKeys(ctx context.Context, keys []IdemKey) ([]bool, error) {
+// ClaimKeys implements links.Tx. Keys are claimed in a fixed order so two
+// transactions claiming overlapping sets queue instead of deadlocking.
+func (t *Tx) ClaimKeys(ctx context.Context, keys []links.IdemKey) ([]bool, error) {
 	claimed := make([]bool, len(keys))
 	if len(keys) == 0 {
 		return claimed, nil
 	}
 	tenants, names, hashes := make([]int64, len(keys)), make([]string, len(keys)), make([][]byte, len(keys))
-	index := make(map[IdemKeyID]int, len(keys))
+	index := make(map[links.IdemKeyID]int, len(keys))
 	for i, k := range keys {
 		tenants[i], names[i], hashes[i] = k.TenantID, k.Key, k.Hash
-		index[IdemKeyID{k.TenantID, k.Key}] = i
+		index[links.IdemKeyID{TenantID: k.TenantID, Key: k.Key}] = i
 	}
 	rows, err := t.tx.Query(ctx, `
 		INSERT INTO idempotency_keys (tenant_id, idem_key, request_hash)
@@ -72,7 +56,7 @@ func (t *Tx) ClaimKeys(ctx context.Context, keys []IdemKey) ([]bool, error) {
 	if err != nil {
 		return nil, translate(err)
 	}
-	var id IdemKeyID
+	var id links.IdemKeyID
 	_, err = pgx.ForEachRow(rows, []any{&id.TenantID, &id.Key}, func() error {
 		claimed[index[id]] = true
 		return nil
@@ -83,22 +67,9 @@ func (t *Tx) ClaimKeys(ctx context.Context, keys []IdemKey) ([]bool, error) {
 	return claimed, nil
 }
 
-// IdemKeyID names an idempotency key.
-type IdemKeyID struct {
-	TenantID int64
-	Key      string
-}
-
-// StoredResponse is what a committed idempotency key holds.
-type StoredResponse struct {
-	Hash     []byte
-	Response []byte
-}
-
-// StoredResponses reads committed keys, typically those ClaimKeys did not
-// claim. A key that was not found is missing from the map.
-func (t *Tx) StoredResponses(ctx context.Context, keys []IdemKeyID) (map[IdemKeyID]StoredResponse, error) {
-	out := make(map[IdemKeyID]StoredResponse, len(keys))
+// StoredResponses implements links.Tx.
+func (t *Tx) StoredResponses(ctx context.Context, keys []links.IdemKeyID) (map[links.IdemKeyID]links.StoredResponse, error) {
+	out := make(map[links.IdemKeyID]links.StoredResponse, len(keys))
 	if len(keys) == 0 {
 		return out, nil
 	}
@@ -114,20 +85,18 @@ func (t *Tx) StoredResponses(ctx context.Context, keys []IdemKeyID) (map[IdemKey
 		return nil, translate(err)
 	}
 	var (
-		id IdemKeyID
-		sr StoredResponse
+		id links.IdemKeyID
+		sr links.StoredResponse
 	)
 	_, err = pgx.ForEachRow(rows, []any{&id.TenantID, &id.Key, &sr.Hash, &sr.Response}, func() error {
-		out[id] = StoredResponse{Hash: append([]byte(nil), sr.Hash...), Response: append([]byte(nil), sr.Response...)}
+		out[id] = links.StoredResponse{Hash: append([]byte(nil), sr.Hash...), Response: append([]byte(nil), sr.Response...)}
 		return nil
 	})
 	return out, translate(err)
 }
 
-// FinishKeys stores each claimed key's response, or gives the key up when
-// its response is nil (the request failed and wrote nothing, so a retry with
-// the key must run again).
-func (t *Tx) FinishKeys(ctx context.Context, keys []IdemKeyID, responses [][]byte) error {
+// FinishKeys implements links.Tx.
+func (t *Tx) FinishKeys(ctx context.Context, keys []links.IdemKeyID, responses [][]byte) error {
 	if len(keys) == 0 {
 		return nil
 	}
@@ -175,18 +144,9 @@ o AS (
 )
 SELECT i.code, l.version, l.created_at, l.updated_at FROM l JOIN i ON i.version = l.version`
 
-// NewLink is a link to insert. Link's ID, Code, TenantID, Namespace, URL,
-// URLOriginal, RedirectType and ExpiresAt are inputs.
-type NewLink struct {
-	Link   *link.Link
-	Custom bool
-}
-
-// InsertLinks inserts links with their change events and reports, per link,
-// whether it was inserted; an inserted link has its Version, Status and
-// timestamps filled in. A link not inserted had its code (or ID) taken,
-// possibly by another link of the same call.
-func (t *Tx) InsertLinks(ctx context.Context, ls []NewLink) ([]bool, error) {
+// InsertLinks implements links.Tx; duplicate codes in one call are
+// refused as link.ErrInvalidInput.
+func (t *Tx) InsertLinks(ctx context.Context, ls []links.NewLink) ([]bool, error) {
 	n := len(ls)
 	inserted := make([]bool, n)
 	if n == 0 {

@@ -1,0 +1,110 @@
+package links
+
+import (
+	"context"
+	"time"
+
+	"github.com/edgelink/edgelink/shared/link"
+)
+
+// Store is the authority the service writes to and reads from.
+type Store interface {
+	// WriteTx runs fn in a transaction on the primary and commits if fn
+	// returns nil. Nothing fn wrote survives an error.
+	WriteTx(ctx context.Context, fn func(Tx) error) error
+	// Autocommit is a Tx whose every call is a transaction of its own.
+	// Each call is still atomic (one statement), so it suits writes that
+	// need no other statement to commit with them, such as InsertLinks
+	// without idempotency keys, at a third of the round trips.
+	Autocommit() Tx
+	// GetLink reads one of a tenant's links. Another tenant's code
+	// answers link.ErrNotFound, exactly as an unknown code does.
+	GetLink(ctx context.Context, tenantID int64, code string) (*link.Link, error)
+	// ListLinks returns up to q.Limit of the tenant's links matching q, in
+	// descending ID order.
+	ListLinks(ctx context.Context, tenantID int64, q ListRequest) ([]*link.Link, error)
+	// UpdateLink applies c to one of the tenant's links, with a new
+	// version and change event, and returns the new state. An unknown
+	// code, or another tenant's, answers link.ErrNotFound; a deleted link
+	// link.ErrDeleted, and nothing is written in either case.
+	UpdateLink(ctx context.Context, tenantID int64, code string, c Change) (*link.Link, error)
+}
+
+// Tx is one write transaction of the create path: the coalescer runs many
+// creators' links through one, the batch endpoint a whole batch. Its methods
+// never fail on a single item (a taken code or key is an answer, not an
+// error), so one item cannot roll back the others. It is not safe for
+// concurrent use.
+type Tx interface {
+	// ClaimKeys records keys that no committed transaction holds yet and
+	// reports, per key, whether this transaction now holds it. A key that
+	// a concurrent transaction is inserting makes this wait until that one
+	// ends: then the key is claimed here if it rolled back and not if it
+	// committed. Keys must be distinct.
+	ClaimKeys(ctx context.Context, keys []IdemKey) ([]bool, error)
+	// StoredResponses reads committed keys, typically those ClaimKeys did
+	// not claim. A key that was not found is missing from the map.
+	StoredResponses(ctx context.Context, keys []IdemKeyID) (map[IdemKeyID]StoredResponse, error)
+	// FinishKeys stores each claimed key's response, or gives the key up
+	// when its response is nil (the request failed and wrote nothing, so a
+	// retry with the key must run again).
+	FinishKeys(ctx context.Context, keys []IdemKeyID, responses [][]byte) error
+	// InsertLinks inserts links with their change events and reports, per
+	// link, whether it was inserted; an inserted link has its Version,
+	// Status and timestamps filled in. A link not inserted had its code
+	// (or ID) taken, possibly by another link of the same call. Codes must
+	// be distinct.
+	InsertLinks(ctx context.Context, ls []NewLink) ([]bool, error)
+}
+
+// IdemKey is a tenant's idempotency key and the hash of the request it came
+// with.
+type IdemKey struct {
+	TenantID int64
+	Key      string
+	Hash     []byte
+}
+
+// IdemKeyID names an idempotency key.
+type IdemKeyID struct {
+	TenantID int64
+	Key      string
+}
+
+// StoredResponse is what a committed idempotency key holds.
+type StoredResponse struct {
+	Hash     []byte
+	Response []byte
+}
+
+// NewLink is a link to insert. Link's ID, Code, TenantID, Namespace, URL,
+// URLOriginal, RedirectType and ExpiresAt are inputs.
+type NewLink struct {
+	Link   *link.Link
+	Custom bool
+}
+
+// ListRequest selects a page of a tenant's links, newest ID first.
+type ListRequest struct {
+	// Before is the cursor: only links with a smaller ID; 0 for the first page.
+	Before uint64
+	// Status filters by status; empty means active and disabled (not deleted).
+	Status        link.Status
+	Namespace     string    // empty: any
+	CreatedAfter  time.Time // zero: unbounded
+	CreatedBefore time.Time // zero: unbounded
+	Limit         int
+}
+
+// Change is what an update sets; fields whose Set flag is false are kept.
+type Change struct {
+	SetURL       bool
+	URL          string // normalized
+	URLOriginal  string
+	SetRedirect  bool
+	RedirectType link.RedirectType
+	SetExpiry    bool
+	ExpiresAt    time.Time // zero clears the expiry
+	SetStatus    bool
+	Status       link.Status
+}
