@@ -1,10 +1,11 @@
-package outbox
+package outbox_test
 
 import (
 	"context"
 	"testing"
 	"time"
 
+	"github.com/edgelink/edgelink/control/outbox"
 	"github.com/edgelink/edgelink/control/postgres"
 	"github.com/edgelink/edgelink/internal/natstest"
 	"github.com/edgelink/edgelink/internal/pgtest"
@@ -25,7 +26,7 @@ func BenchmarkRelayThroughput(b *testing.B) {
 			FROM generate_series(1, $1) g`, rows); err != nil {
 			b.Fatal(err)
 		}
-		r := New(postgres.New(pool), js, Config{PollInterval: 10 * time.Millisecond})
+		r := outbox.New(postgres.New(pool), js, outbox.Config{PollInterval: 10 * time.Millisecond})
 		rctx, cancel := context.WithCancel(ctx)
 		done := make(chan struct{})
 		b.StartTimer()

@@ -5,7 +5,7 @@
 // rolled-back transactions leave holes. A missing version is never skipped on
 // a guess: the relay waits until every transaction that could hold it has
 // ended (every transaction with an xid below one taken after the hole was
-// seen: see postgres.Store.XactCeiling), then reads again; a version still
+// seen: see Store.XactCeiling), then reads again; a version still
 // missing then was never committed.
 //
 // Each publish expects the stream's previous sequence, so the stream holds
@@ -27,7 +27,6 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/edgelink/edgelink/control/postgres"
 	"github.com/edgelink/edgelink/shared/linkevent"
 )
 
@@ -40,13 +39,49 @@ const (
 
 // Store is what the relay needs from the authority.
 type Store interface {
-	ReadOutbox(ctx context.Context, from uint64, limit int) (postgres.OutboxPage, error)
+	// ReadOutbox returns up to limit outbox rows with version >= from. A
+	// hole in them is settled by XactCeiling and XactsEndedBelow, not by
+	// the snapshot this read ran in.
+	ReadOutbox(ctx context.Context, from uint64, limit int) (Page, error)
+	// XactCeiling takes a transaction id in a transaction of its own and
+	// returns it: every transaction that got its id before the call has a
+	// smaller one. Once XactsEndedBelow(ceiling), a version missing from a
+	// page read before the call either shows up in the next read or was
+	// never committed (writers take their xid before their version).
 	XactCeiling(ctx context.Context) (uint64, error)
+	// XactsEndedBelow reports whether every transaction with an id below
+	// ceiling has ended.
 	XactsEndedBelow(ctx context.Context, ceiling uint64) (bool, error)
+	// MinOutboxVersion is the smallest version not yet marked published,
+	// if any: where a relay starts when the stream holds no event to
+	// resume from.
 	MinOutboxVersion(ctx context.Context) (uint64, bool, error)
+	// MarkPublished records that every version below next is on the
+	// stream.
 	MarkPublished(ctx context.Context, next uint64) error
-	AcquireRelay(ctx context.Context) (*postgres.RelaySession, error)
+	// AcquireRelay takes the relay lock, which one relay holds at a time,
+	// and starts listening for outbox notifications. It answers ErrBusy
+	// while another relay holds the lock.
+	AcquireRelay(ctx context.Context) (Session, error)
 }
+
+// Page is a run of outbox rows in version order.
+type Page struct {
+	Events []linkevent.Event
+}
+
+// Session is a relay's term: it holds the relay lock until Close.
+type Session interface {
+	// Wait blocks until an outbox notification arrives or ctx is done. A
+	// returned error other than ctx's means the session (and so the lock)
+	// is gone: the relay must stop publishing.
+	Wait(ctx context.Context) error
+	// Close releases the lock.
+	Close()
+}
+
+// ErrBusy means another relay holds the outbox lock.
+var ErrBusy = errors.New("another relay holds the outbox lock")
 
 // Config tunes the relay; zero values take the defaults.
 type Config struct {
@@ -149,7 +184,7 @@ func (r *Relay) Run(ctx context.Context) error {
 		if ctx.Err() != nil {
 			break
 		}
-		if errors.Is(err, postgres.ErrRelayBusy) {
+		if errors.Is(err, ErrBusy) {
 			r.cfg.Log.Debug("outbox relay standing by: another relay is active")
 		} else {
 			r.cfg.Log.Warn("outbox relay interrupted", "err", err, "retry_in", backoff)
@@ -159,7 +194,7 @@ func (r *Relay) Run(ctx context.Context) error {
 		case <-time.After(backoff):
 		}
 		backoff = min(backoff*2, 5*time.Second)
-		if errors.Is(err, postgres.ErrRelayBusy) {
+		if errors.Is(err, ErrBusy) {
 			backoff = time.Second
 		}
 	}

@@ -1,4 +1,4 @@
-package outbox
+package outbox_test
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/edgelink/edgelink/control/outbox"
 	"github.com/edgelink/edgelink/control/postgres"
 	"github.com/edgelink/edgelink/internal/natstest"
 	"github.com/edgelink/edgelink/internal/pgtest"
@@ -51,9 +52,9 @@ func (e *env) create(t *testing.T) uint64 {
 }
 
 // runRelay runs a relay until the returned stop is called (or the test ends).
-func (e *env) runRelay(t *testing.T) (*Relay, func()) {
+func (e *env) runRelay(t *testing.T) (*outbox.Relay, func()) {
 	t.Helper()
-	r := New(e.store, e.js, Config{PollInterval: 50 * time.Millisecond})
+	r := outbox.New(e.store, e.js, outbox.Config{PollInterval: 50 * time.Millisecond})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); _ = r.Run(ctx) }()

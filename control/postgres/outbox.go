@@ -2,7 +2,6 @@ package postgres
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strconv"
 
@@ -10,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/edgelink/edgelink/control/outbox"
 	"github.com/edgelink/edgelink/shared/link"
 	"github.com/edgelink/edgelink/shared/linkevent"
 )
@@ -17,16 +17,9 @@ import (
 // relayLockKey is the advisory lock that makes one relay the publisher.
 const relayLockKey int64 = 0x65646765_6c6e6b31 // "edgelnk1"
 
-// OutboxPage is a run of outbox rows in version order.
-type OutboxPage struct {
-	Events []linkevent.Event
-}
-
-// ReadOutbox returns up to limit outbox rows with version >= from. A hole
-// in them is settled by XactCeiling and XactsEndedBelow, not by the
-// snapshot this read ran in.
-func (s *Store) ReadOutbox(ctx context.Context, from uint64, limit int) (OutboxPage, error) {
-	var page OutboxPage
+// ReadOutbox implements outbox.Store.
+func (s *Store) ReadOutbox(ctx context.Context, from uint64, limit int) (outbox.Page, error) {
+	var page outbox.Page
 	rows, err := s.pool.Query(ctx, `
 		SELECT version, kind, code, url, redirect_type, status, expires_at,
 		       namespace, seg_start, seg_end, seg_state
@@ -62,11 +55,7 @@ func scanOutbox(row pgx.CollectableRow) (linkevent.Event, error) {
 	return e, nil
 }
 
-// XactCeiling takes a transaction id in a transaction of its own and
-// returns it: every transaction that got its id before the call has a
-// smaller one. Once XactsEndedBelow(ceiling), a version missing from a page
-// read before the call either shows up in the next read or was never
-// committed (writers take their xid before their version).
+// XactCeiling implements outbox.Store.
 func (s *Store) XactCeiling(ctx context.Context) (uint64, error) {
 	var x string
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
@@ -78,8 +67,7 @@ func (s *Store) XactCeiling(ctx context.Context) (uint64, error) {
 	return strconv.ParseUint(x, 10, 64)
 }
 
-// XactsEndedBelow reports whether every transaction with an id below
-// ceiling has ended. A snapshot lists the running transactions below its
+// XactsEndedBelow implements outbox.Store. A snapshot lists the running transactions below its
 // xmax, and xmax passes ceiling once the ceiling's own transaction has
 // ended, so a fresh snapshot answers for all of them.
 func (s *Store) XactsEndedBelow(ctx context.Context, ceiling uint64) (bool, error) {
@@ -92,8 +80,7 @@ func (s *Store) XactsEndedBelow(ctx context.Context, ceiling uint64) (bool, erro
 	return ended, translate(err)
 }
 
-// MinOutboxVersion is the smallest version not yet marked published, if any:
-// where a relay starts when the stream holds no event to resume from.
+// MinOutboxVersion implements outbox.Store.
 func (s *Store) MinOutboxVersion(ctx context.Context) (uint64, bool, error) {
 	var v pgtype.Int8
 	if err := s.pool.QueryRow(ctx, `SELECT min(version) FROM outbox WHERE published_at IS NULL`).Scan(&v); err != nil {
@@ -102,24 +89,20 @@ func (s *Store) MinOutboxVersion(ctx context.Context) (uint64, bool, error) {
 	return uint64(v.Int64), v.Valid, nil
 }
 
-// MarkPublished records that every version below next is on the stream.
+// MarkPublished implements outbox.Store.
 func (s *Store) MarkPublished(ctx context.Context, next uint64) error {
 	_, err := s.pool.Exec(ctx, `UPDATE outbox SET published_at = now() WHERE version < $1 AND published_at IS NULL`, int64(next))
 	return translate(err)
 }
 
-// RelaySession is a dedicated connection holding the relay's advisory lock
-// and listening for outbox notifications. Only one relay holds it at a time.
-type RelaySession struct {
+// relaySession is a dedicated connection holding the relay's advisory lock
+// and listening for outbox notifications.
+type relaySession struct {
 	conn *pgxpool.Conn
 }
 
-// ErrRelayBusy means another relay holds the lock.
-var ErrRelayBusy = errors.New("another relay holds the outbox lock")
-
-// AcquireRelay takes the relay lock on a dedicated connection and starts
-// listening for outbox notifications.
-func (s *Store) AcquireRelay(ctx context.Context) (*RelaySession, error) {
+// AcquireRelay implements outbox.Store on a dedicated connection.
+func (s *Store) AcquireRelay(ctx context.Context) (outbox.Session, error) {
 	conn, err := s.pool.Acquire(ctx)
 	if err != nil {
 		return nil, translate(err)
@@ -131,19 +114,17 @@ func (s *Store) AcquireRelay(ctx context.Context) (*RelaySession, error) {
 	}
 	if !ok {
 		conn.Release()
-		return nil, ErrRelayBusy
+		return nil, outbox.ErrBusy
 	}
 	if _, err := conn.Exec(ctx, `LISTEN outbox`); err != nil {
 		conn.Hijack().Close(ctx) // drops the lock with the connection
 		return nil, translate(err)
 	}
-	return &RelaySession{conn: conn}, nil
+	return &relaySession{conn: conn}, nil
 }
 
-// Wait blocks until an outbox notification arrives or ctx is done. A
-// returned error other than ctx's means the session's connection (and so the
-// lock) is gone: the relay must stop publishing.
-func (r *RelaySession) Wait(ctx context.Context) error {
+// Wait implements outbox.Session.
+func (r *relaySession) Wait(ctx context.Context) error {
 	_, err := r.conn.Conn().WaitForNotification(ctx)
 	if err != nil && ctx.Err() == nil {
 		return fmt.Errorf("relay session lost: %w", err)
@@ -151,17 +132,9 @@ func (r *RelaySession) Wait(ctx context.Context) error {
 	return nil
 }
 
-// Alive checks the session's connection, and with it the lock.
-func (r *RelaySession) Alive(ctx context.Context) error {
-	if _, err := r.conn.Exec(ctx, `SELECT 1`); err != nil {
-		return fmt.Errorf("relay session lost: %w", err)
-	}
-	return nil
-}
-
 // Close releases the lock by closing the connection: a connection that
 // LISTENed or held a lock must not go back to the pool.
-func (r *RelaySession) Close() {
+func (r *relaySession) Close() {
 	conn := r.conn.Hijack()
 	ctx, cancel := context.WithTimeout(context.Background(), 5e9)
 	defer cancel()

@@ -1,5 +1,0 @@
-//go:build race
-
-package outage
-
-const raceEnabled = true
