@@ -8,7 +8,7 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/edgelink/edgelink/control/postgres"
+	"github.com/edgelink/edgelink/control/clickstats"
 	"github.com/edgelink/edgelink/shared/clicks"
 	"github.com/edgelink/edgelink/shared/link"
 )
@@ -16,10 +16,10 @@ import (
 // StatsReader is what the stats endpoints read: the click rollups, the
 // live-link counter and the merged latency histograms.
 type StatsReader interface {
-	LinkClicks(ctx context.Context, code string, from, to time.Time, perDimension int) ([]postgres.DayClicks, []postgres.BreakdownClicks, error)
-	TenantClicks(ctx context.Context, tenantID int64, from, to time.Time) ([]postgres.DayClicks, int64, error)
+	LinkClicks(ctx context.Context, code string, from, to time.Time, perDimension int) ([]clickstats.Day, []clickstats.Breakdown, error)
+	TenantClicks(ctx context.Context, tenantID int64, from, to time.Time) ([]clickstats.Day, int64, error)
 	RedirectLatency(ctx context.Context, from, to time.Time) (map[time.Time]*clicks.Histogram, error)
-	ClickPipelineStats(ctx context.Context) (postgres.ClickPipeline, error)
+	ClickPipelineStats(ctx context.Context) (clickstats.Pipeline, error)
 }
 
 // Stats ranges: whole UTC days, 30 ending today by default, at most 366.
@@ -114,8 +114,8 @@ func (s *Server) statsRange(r *http.Request) (from, to time.Time, err error) {
 
 // daily lists every day of the range, zeros included, so a chart needs
 // no gap filling.
-func daily(from, to time.Time, rows []postgres.DayClicks) ([]dayCounts, counts) {
-	by := make(map[string]postgres.DayClicks, len(rows))
+func daily(from, to time.Time, rows []clickstats.Day) ([]dayCounts, counts) {
+	by := make(map[string]clickstats.Day, len(rows))
 	for _, r := range rows {
 		by[r.Day.UTC().Format(dateOnly)] = r
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/getkin/kin-openapi/routers/legacy"
 
+	"github.com/edgelink/edgelink/control/clickroll"
 	"github.com/edgelink/edgelink/control/links"
 	"github.com/edgelink/edgelink/control/postgres"
 	"github.com/edgelink/edgelink/internal/pgtest"
@@ -55,17 +56,17 @@ func TestStats(t *testing.T) {
 	for v := 1; v <= 100; v++ {
 		h[clicks.Bucket(uint64(v*1000))]++ // 1µs … 100µs
 	}
-	var lat []postgres.LatencyBucket
+	var lat []clickroll.LatencyBucket
 	for i, c := range h {
 		if c != 0 {
-			lat = append(lat, postgres.LatencyBucket{Day: d9, Bucket: i, Count: int64(c)})
+			lat = append(lat, clickroll.LatencyBucket{Day: d9, Bucket: i, Count: int64(c)})
 		}
 	}
 	// What the click roller would have applied.
-	err := e.store.ApplyClicks(context.Background(), &postgres.ClickRollup{Stream: clicks.Stream, Last: 3,
-		Links: []postgres.LinkDay{{Code: codes[0], Day: d8, Clicks: 5, BotClicks: 1}, {Code: codes[0], Day: d9, Clicks: 7, BotClicks: 2},
+	err := e.store.ApplyClicks(context.Background(), &clickroll.Rollup{Stream: clicks.Stream, Last: 3,
+		Links: []clickroll.LinkDay{{Code: codes[0], Day: d8, Clicks: 5, BotClicks: 1}, {Code: codes[0], Day: d9, Clicks: 7, BotClicks: 2},
 			{Code: codes[1], Day: d9, Clicks: 1}},
-		Breakdown: []postgres.BreakdownDay{
+		Breakdown: []clickroll.BreakdownDay{
 			{Code: codes[0], Day: d8, Dimension: "referrer", Value: "t.co", Clicks: 4},
 			{Code: codes[0], Day: d9, Dimension: "referrer", Value: "t.co", Clicks: 3, BotClicks: 1},
 			{Code: codes[0], Day: d9, Dimension: "referrer", Value: "", Clicks: 5, BotClicks: 2},

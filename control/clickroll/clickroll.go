@@ -26,15 +26,88 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/edgelink/edgelink/control/postgres"
 	"github.com/edgelink/edgelink/shared/clicks"
 )
 
 // Store is the part of the authority the roller uses.
 type Store interface {
-	AcquireClickRoller(ctx context.Context) (*postgres.ClickRollerSession, error)
+	// AcquireClickRoller takes the roller lock, which one roller holds at
+	// a time, or answers ErrBusy.
+	AcquireClickRoller(ctx context.Context) (Session, error)
+	// ClickPosition returns the last stream sequence applied from stream
+	// (0 if none).
 	ClickPosition(ctx context.Context, stream string) (uint64, error)
-	ApplyClicks(ctx context.Context, r *postgres.ClickRollup) error
+	// ApplyClicks applies r and moves the position from r.Prev to r.Last
+	// in one transaction: a rollup is applied entirely or not at all,
+	// exactly once. If the stored position is not r.Prev it applies
+	// nothing and returns an error wrapping ErrPositionMoved. Clicks on
+	// codes the authority has no link for count as unknown clicks only.
+	ApplyClicks(ctx context.Context, r *Rollup) error
+}
+
+// Session is a roller's term: it holds the roller lock until Close. The
+// position check in ApplyClicks keeps even a roller that lost it (its
+// connection dropped while it worked) from applying anything twice.
+type Session interface {
+	// Alive checks that the lock is still held.
+	Alive(ctx context.Context) error
+	// Close releases the lock.
+	Close()
+}
+
+// Errors of a Store.
+var (
+	// ErrPositionMoved means the stored stream position is not the one
+	// the roller built its rollup on: another roller applied in between.
+	// The rollup was not applied; the roller must re-read the position.
+	ErrPositionMoved = errors.New("click stream position moved under the roller")
+	// ErrBusy means another roller holds the lock.
+	ErrBusy = errors.New("another click roller is active")
+)
+
+// Rollup is what the roller applies in one transaction: the messages of
+// the stream after Prev up to Last, aggregated. Keys must be unique within
+// each slice.
+type Rollup struct {
+	Stream     string
+	Prev, Last uint64 // stream sequences: the stored position before and after
+	// Lost counts stream messages between Prev and Last that the stream
+	// had already discarded (its limits) when the roller got there.
+	Lost      uint64
+	Links     []LinkDay
+	Breakdown []BreakdownDay
+	Sources   []SourceReport
+	Latency   []LatencyBucket
+}
+
+// LinkDay is one link's clicks on one day.
+type LinkDay struct {
+	Code              string
+	Day               time.Time // UTC midnight
+	Clicks, BotClicks int64
+}
+
+// BreakdownDay is one link's clicks on one day with one value of a
+// dimension: "referrer", "device", "status" or "edge".
+type BreakdownDay struct {
+	Code, Dimension, Value string
+	Day                    time.Time
+	Clicks, BotClicks      int64
+}
+
+// SourceReport is what one edge process reported, and how many of its
+// clicks this rollup applies.
+type SourceReport struct {
+	Edge, Boot       string
+	Offered, Dropped uint64 // the highest the messages said
+	Applied          int64
+}
+
+// LatencyBucket is a count of one histogram bucket on one day.
+type LatencyBucket struct {
+	Day    time.Time
+	Bucket int
+	Count  int64
 }
 
 // Config tunes the roller. Zero values take the defaults noted.
@@ -112,10 +185,10 @@ func (r *Roller) Run(ctx context.Context) error {
 			break
 		}
 		switch {
-		case errors.Is(err, postgres.ErrClickRollerBusy):
+		case errors.Is(err, ErrBusy):
 			r.cfg.Log.Debug("click roller standing by: another is active")
 			backoff = time.Second
-		case errors.Is(err, errReposition), errors.Is(err, postgres.ErrClickPositionMoved):
+		case errors.Is(err, errReposition), errors.Is(err, ErrPositionMoved):
 			r.cfg.Log.Info("click roller repositioning", "reason", err)
 			backoff = 0
 		default:
@@ -206,7 +279,7 @@ func (r *Roller) session(ctx context.Context) error {
 // apply rolls msgs (in delivery order) up into one transaction after pos,
 // then acknowledges them, and returns the new position.
 func (r *Roller) apply(ctx context.Context, pos uint64, msgs []jetstream.Msg) (uint64, error) {
-	agg := newRollup(pos)
+	agg := newAggregator(pos)
 	var last jetstream.Msg
 	for _, m := range msgs {
 		meta, err := m.Metadata()
@@ -274,13 +347,13 @@ func (r *Roller) firstSeq(ctx context.Context) (uint64, error) {
 	return info.State.FirstSeq, nil
 }
 
-// rollup aggregates decoded messages into the rows of one transaction.
-type rollup struct {
-	postgres.ClickRollup
+// aggregator aggregates decoded messages into the rows of one transaction.
+type aggregator struct {
+	Rollup
 	clicks   int
 	links    map[linkKey]*counts
 	dims     map[dimKey]*counts
-	sources  map[[2]string]*postgres.SourceReport
+	sources  map[[2]string]*SourceReport
 	latency  map[latKey]int64
 	statuses map[uint16]string
 }
@@ -309,16 +382,16 @@ func (c *counts) add(bot bool) {
 	}
 }
 
-func newRollup(pos uint64) *rollup {
-	return &rollup{
-		ClickRollup: postgres.ClickRollup{Stream: clicks.Stream, Prev: pos, Last: pos},
-		links:       make(map[linkKey]*counts), dims: make(map[dimKey]*counts),
-		sources: make(map[[2]string]*postgres.SourceReport), latency: make(map[latKey]int64),
+func newAggregator(pos uint64) *aggregator {
+	return &aggregator{
+		Rollup: Rollup{Stream: clicks.Stream, Prev: pos, Last: pos},
+		links:  make(map[linkKey]*counts), dims: make(map[dimKey]*counts),
+		sources: make(map[[2]string]*SourceReport), latency: make(map[latKey]int64),
 		statuses: make(map[uint16]string),
 	}
 }
 
-func (a *rollup) count(m map[dimKey]*counts, k dimKey, bot bool) {
+func (a *aggregator) count(m map[dimKey]*counts, k dimKey, bot bool) {
 	c := m[k]
 	if c == nil {
 		c = new(counts)
@@ -327,10 +400,10 @@ func (a *rollup) count(m map[dimKey]*counts, k dimKey, bot bool) {
 	c.add(bot)
 }
 
-func (a *rollup) add(b clicks.Batch) {
+func (a *aggregator) add(b clicks.Batch) {
 	src := a.sources[[2]string{b.Edge, b.Boot}]
 	if src == nil {
-		src = &postgres.SourceReport{Edge: b.Edge, Boot: b.Boot}
+		src = &SourceReport{Edge: b.Edge, Boot: b.Boot}
 		a.sources[[2]string{b.Edge, b.Boot}] = src
 	}
 	src.Offered, src.Dropped = max(src.Offered, b.Offered), max(src.Dropped, b.Dropped)
@@ -365,20 +438,20 @@ func (a *rollup) add(b clicks.Batch) {
 	}
 }
 
-func (a *rollup) rollup() *postgres.ClickRollup {
-	r := a.ClickRollup
+func (a *aggregator) rollup() *Rollup {
+	r := a.Rollup
 	for k, c := range a.links {
-		r.Links = append(r.Links, postgres.LinkDay{Code: k.code, Day: k.day, Clicks: c.clicks, BotClicks: c.bots})
+		r.Links = append(r.Links, LinkDay{Code: k.code, Day: k.day, Clicks: c.clicks, BotClicks: c.bots})
 	}
 	for k, c := range a.dims {
-		r.Breakdown = append(r.Breakdown, postgres.BreakdownDay{Code: k.code, Day: k.day, Dimension: k.dim, Value: k.value,
+		r.Breakdown = append(r.Breakdown, BreakdownDay{Code: k.code, Day: k.day, Dimension: k.dim, Value: k.value,
 			Clicks: c.clicks, BotClicks: c.bots})
 	}
 	for _, s := range a.sources {
 		r.Sources = append(r.Sources, *s)
 	}
 	for k, n := range a.latency {
-		r.Latency = append(r.Latency, postgres.LatencyBucket{Day: k.day, Bucket: k.bucket, Count: n})
+		r.Latency = append(r.Latency, LatencyBucket{Day: k.day, Bucket: k.bucket, Count: n})
 	}
 	return &r
 }

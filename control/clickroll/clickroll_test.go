@@ -1,4 +1,4 @@
-package clickroll
+package clickroll_test
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/edgelink/edgelink/control/clickroll"
 	"github.com/edgelink/edgelink/control/postgres"
 	"github.com/edgelink/edgelink/internal/natstest"
 	"github.com/edgelink/edgelink/internal/pgtest"
@@ -93,7 +94,7 @@ func (e *env) lastSeq(t *testing.T) uint64 {
 }
 
 // run starts r and stops it when the test ends.
-func run(t *testing.T, r *Roller) (stop func()) {
+func run(t *testing.T, r *clickroll.Roller) (stop func()) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); _ = r.Run(ctx) }()
@@ -127,8 +128,8 @@ func (e *env) waitPosition(t *testing.T, seq uint64) {
 // active; the standby takes over when the active one stops, mid-stream.
 func TestTwoRollersApplyEachClickOnce(t *testing.T) {
 	e := newEnv(t, 10)
-	a := New(e.store, e.js, Config{Batch: 8, FetchWait: 100 * time.Millisecond})
-	b := New(e.store, e.js, Config{Batch: 8, FetchWait: 100 * time.Millisecond})
+	a := clickroll.New(e.store, e.js, clickroll.Config{Batch: 8, FetchWait: 100 * time.Millisecond})
+	b := clickroll.New(e.store, e.js, clickroll.Config{Batch: 8, FetchWait: 100 * time.Millisecond})
 	stopA := run(t, a)
 	run(t, b)
 	sent := e.publish(t, "e1", 100, 30)
@@ -150,7 +151,7 @@ func TestTwoRollersApplyEachClickOnce(t *testing.T) {
 // change nothing.
 func TestRedeliveryIsSkipped(t *testing.T) {
 	e := newEnv(t, 10)
-	r := New(e.store, e.js, Config{FetchWait: 100 * time.Millisecond})
+	r := clickroll.New(e.store, e.js, clickroll.Config{FetchWait: 100 * time.Millisecond})
 	stop := run(t, r)
 	sent := e.publish(t, "e1", 5, 10)
 	e.waitPosition(t, 5)
@@ -169,7 +170,7 @@ func TestRedeliveryIsSkipped(t *testing.T) {
 	for m := range batch.Messages() {
 		msgs = append(msgs, m)
 	}
-	pos, err := r.apply(ctx, 5, msgs)
+	pos, err := clickroll.Apply(ctx, r, 5, msgs)
 	if err != nil || pos != 5 || r.Stats().Skipped != 5 {
 		t.Fatalf("apply of redeliveries: position %d, %v, skipped %d; want 5, nil, 5", pos, err, r.Stats().Skipped)
 	}
@@ -190,7 +191,7 @@ func TestDiscardedMessagesAreCounted(t *testing.T) {
 	if err := s.Purge(context.Background(), jetstream.WithPurgeSequence(7)); err != nil { // keeps 7..10
 		t.Fatal(err)
 	}
-	r := New(e.store, e.js, Config{FetchWait: 100 * time.Millisecond})
+	r := clickroll.New(e.store, e.js, clickroll.Config{FetchWait: 100 * time.Millisecond})
 	run(t, r)
 	e.waitPosition(t, 10)
 	p, err := e.store.ClickPipelineStats(context.Background())
@@ -214,7 +215,7 @@ func TestLatencyMerged(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	run(t, New(e.store, e.js, Config{FetchWait: 100 * time.Millisecond}))
+	run(t, clickroll.New(e.store, e.js, clickroll.Config{FetchWait: 100 * time.Millisecond}))
 	e.waitPosition(t, 2)
 	hists, err := e.store.RedirectLatency(context.Background(), day, day)
 	if err != nil {

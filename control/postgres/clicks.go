@@ -9,6 +9,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/edgelink/edgelink/control/clickroll"
+	"github.com/edgelink/edgelink/control/clickstats"
 	"github.com/edgelink/edgelink/shared/clicks"
 )
 
@@ -20,61 +22,7 @@ const (
 	reconcileLockKey   int64 = 0x65646765_6c6e6b36 // "edgelnk6"
 )
 
-// ErrClickPositionMoved means the stored stream position is not the one
-// the roller built its rollup on: another roller applied in between. The
-// rollup was not applied; the roller must re-read the position.
-var ErrClickPositionMoved = errors.New("click stream position moved under the roller")
-
-// ErrClickRollerBusy means another roller holds the lock.
-var ErrClickRollerBusy = errors.New("another click roller is active")
-
-// LinkDay is one link's clicks on one day.
-type LinkDay struct {
-	Code              string
-	Day               time.Time // UTC midnight
-	Clicks, BotClicks int64
-}
-
-// BreakdownDay is one link's clicks on one day with one value of a
-// dimension: "referrer", "device", "status" or "edge".
-type BreakdownDay struct {
-	Code, Dimension, Value string
-	Day                    time.Time
-	Clicks, BotClicks      int64
-}
-
-// SourceReport is what one edge process reported, and how many of its
-// clicks this rollup applies.
-type SourceReport struct {
-	Edge, Boot       string
-	Offered, Dropped uint64 // the highest the messages said
-	Applied          int64
-}
-
-// LatencyBucket is a count of one histogram bucket on one day.
-type LatencyBucket struct {
-	Day    time.Time
-	Bucket int
-	Count  int64
-}
-
-// ClickRollup is what the click roller applies in one transaction: the
-// messages of the stream after Prev up to Last, aggregated. Keys must be
-// unique within each slice.
-type ClickRollup struct {
-	Stream     string
-	Prev, Last uint64 // stream sequences: the stored position before and after
-	// Lost counts stream messages between Prev and Last that the stream
-	// had already discarded (its limits) when the roller got there.
-	Lost      uint64
-	Links     []LinkDay
-	Breakdown []BreakdownDay
-	Sources   []SourceReport
-	Latency   []LatencyBucket
-}
-
-// ClickPosition returns the last stream sequence applied from stream (0 if
-// none).
+// ClickPosition implements clickroll.Store.
 func (s *Store) ClickPosition(ctx context.Context, stream string) (uint64, error) {
 	var seq int64
 	err := s.pool.QueryRow(ctx, `SELECT last_seq FROM click_positions WHERE stream = $1`, stream).Scan(&seq)
@@ -84,12 +32,9 @@ func (s *Store) ClickPosition(ctx context.Context, stream string) (uint64, error
 	return uint64(seq), translate(err)
 }
 
-// ApplyClicks applies r and moves the position from r.Prev to r.Last in
-// one transaction: a rollup is applied entirely or not at all, exactly
-// once. If the stored position is not r.Prev it applies nothing and
-// returns ErrClickPositionMoved. Clicks on codes the links table does not
-// have are counted in clicks_daily.unknown_clicks only.
-func (s *Store) ApplyClicks(ctx context.Context, r *ClickRollup) error {
+// ApplyClicks implements clickroll.Store. Clicks on codes the links table
+// does not have are counted in clicks_daily.unknown_clicks only.
+func (s *Store) ApplyClicks(ctx context.Context, r *clickroll.Rollup) error {
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, `INSERT INTO click_positions (stream, last_seq) VALUES ($1, 0) ON CONFLICT DO NOTHING`, r.Stream); err != nil {
 			return err
@@ -101,7 +46,7 @@ func (s *Store) ApplyClicks(ctx context.Context, r *ClickRollup) error {
 			return err
 		}
 		if uint64(cur) != r.Prev {
-			return fmt.Errorf("%w: stored %d, rollup after %d", ErrClickPositionMoved, cur, r.Prev)
+			return fmt.Errorf("%w: stored %d, rollup after %d", clickroll.ErrPositionMoved, cur, r.Prev)
 		}
 		if err := applyLinks(ctx, tx, r.Links); err != nil {
 			return err
@@ -119,13 +64,13 @@ func (s *Store) ApplyClicks(ctx context.Context, r *ClickRollup) error {
 			r.Stream, int64(r.Last), int64(r.Lost))
 		return err
 	})
-	if errors.Is(err, ErrClickPositionMoved) {
+	if errors.Is(err, clickroll.ErrPositionMoved) {
 		return err
 	}
 	return translate(err)
 }
 
-func applyLinks(ctx context.Context, tx pgx.Tx, rows []LinkDay) error {
+func applyLinks(ctx context.Context, tx pgx.Tx, rows []clickroll.LinkDay) error {
 	if len(rows) == 0 {
 		return nil
 	}
@@ -158,7 +103,7 @@ UPDATE counters SET value = value + (SELECT coalesce(sum(clicks), 0) FROM u) WHE
 	return err
 }
 
-func applyBreakdown(ctx context.Context, tx pgx.Tx, rows []BreakdownDay) error {
+func applyBreakdown(ctx context.Context, tx pgx.Tx, rows []clickroll.BreakdownDay) error {
 	if len(rows) == 0 {
 		return nil
 	}
@@ -177,7 +122,7 @@ ON CONFLICT (code, day, dimension, value) DO UPDATE SET clicks = t.clicks + excl
 	return err
 }
 
-func applySources(ctx context.Context, tx pgx.Tx, rows []SourceReport) error {
+func applySources(ctx context.Context, tx pgx.Tx, rows []clickroll.SourceReport) error {
 	if len(rows) == 0 {
 		return nil
 	}
@@ -195,7 +140,7 @@ ON CONFLICT (edge, boot) DO UPDATE SET offered = greatest(t.offered, excluded.of
 	return err
 }
 
-func applyLatency(ctx context.Context, tx pgx.Tx, rows []LatencyBucket) error {
+func applyLatency(ctx context.Context, tx pgx.Tx, rows []clickroll.LatencyBucket) error {
 	if len(rows) == 0 {
 		return nil
 	}
@@ -211,16 +156,14 @@ ON CONFLICT (day, bucket) DO UPDATE SET count = t.count + excluded.count`,
 	return err
 }
 
-// ClickRollerSession is a dedicated connection holding the click roller's
-// advisory lock. Only one roller holds it at a time; the position check in
-// ApplyClicks keeps even a roller that lost it (its connection dropped
-// while it worked) from applying anything twice.
-type ClickRollerSession struct {
+// clickRollerSession is a dedicated connection holding the click roller's
+// advisory lock.
+type clickRollerSession struct {
 	conn *pgxpool.Conn
 }
 
-// AcquireClickRoller takes the roller lock, or returns ErrClickRollerBusy.
-func (s *Store) AcquireClickRoller(ctx context.Context) (*ClickRollerSession, error) {
+// AcquireClickRoller implements clickroll.Store on a dedicated connection.
+func (s *Store) AcquireClickRoller(ctx context.Context) (clickroll.Session, error) {
 	conn, err := s.pool.Acquire(ctx)
 	if err != nil {
 		return nil, translate(err)
@@ -232,13 +175,14 @@ func (s *Store) AcquireClickRoller(ctx context.Context) (*ClickRollerSession, er
 	}
 	if !ok {
 		conn.Release()
-		return nil, ErrClickRollerBusy
+		return nil, clickroll.ErrBusy
 	}
-	return &ClickRollerSession{conn: conn}, nil
+	return &clickRollerSession{conn: conn}, nil
 }
 
-// Alive checks the session's connection, and with it the lock.
-func (c *ClickRollerSession) Alive(ctx context.Context) error {
+// Alive implements clickroll.Session: it checks the session's connection,
+// and with it the lock.
+func (c *clickRollerSession) Alive(ctx context.Context) error {
 	if _, err := c.conn.Exec(ctx, `SELECT 1`); err != nil {
 		return fmt.Errorf("click roller session lost: %w", err)
 	}
@@ -247,7 +191,7 @@ func (c *ClickRollerSession) Alive(ctx context.Context) error {
 
 // Close releases the lock by closing the connection (a connection holding
 // a session lock must not go back to the pool).
-func (c *ClickRollerSession) Close() {
+func (c *clickRollerSession) Close() {
 	conn := c.conn.Hijack()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
@@ -311,23 +255,11 @@ ON CONFLICT (tenant_id, stripe) DO UPDATE SET n = c.n + excluded.n`, d.TenantID,
 	return drifts, nil
 }
 
-// DayClicks is a day's clicks, bots included in Clicks.
-type DayClicks struct {
-	Day               time.Time
-	Clicks, BotClicks int64
-}
-
-// BreakdownClicks is the clicks of one value of one dimension over a range.
-type BreakdownClicks struct {
-	Dimension, Value  string
-	Clicks, BotClicks int64
-}
-
 // LinkClicks returns code's clicks per day from from to to (inclusive UTC
 // days; days without clicks are absent) and per dimension value, largest
 // first, at most perDimension values per dimension. The caller checks
 // that the code is the tenant's.
-func (s *Store) LinkClicks(ctx context.Context, code string, from, to time.Time, perDimension int) ([]DayClicks, []BreakdownClicks, error) {
+func (s *Store) LinkClicks(ctx context.Context, code string, from, to time.Time, perDimension int) ([]clickstats.Day, []clickstats.Breakdown, error) {
 	rows, err := s.pool.Query(ctx, `SELECT day, clicks, bot_clicks FROM link_clicks_daily
 		WHERE code = $1 AND day BETWEEN $2 AND $3 ORDER BY day`, code, from, to)
 	if err != nil {
@@ -347,21 +279,21 @@ SELECT dimension, value, clicks, bot_clicks FROM (
 	if err != nil {
 		return nil, nil, translate(err)
 	}
-	br, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (BreakdownClicks, error) {
-		var b BreakdownClicks
+	br, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (clickstats.Breakdown, error) {
+		var b clickstats.Breakdown
 		return b, r.Scan(&b.Dimension, &b.Value, &b.Clicks, &b.BotClicks)
 	})
 	return days, br, translate(err)
 }
 
-func scanDay(r pgx.CollectableRow) (DayClicks, error) {
-	var d DayClicks
+func scanDay(r pgx.CollectableRow) (clickstats.Day, error) {
+	var d clickstats.Day
 	return d, r.Scan(&d.Day, &d.Clicks, &d.BotClicks)
 }
 
 // TenantClicks returns the tenant's clicks per day from from to to
 // (inclusive; days without clicks are absent) and its live links now.
-func (s *Store) TenantClicks(ctx context.Context, tenantID int64, from, to time.Time) ([]DayClicks, int64, error) {
+func (s *Store) TenantClicks(ctx context.Context, tenantID int64, from, to time.Time) ([]clickstats.Day, int64, error) {
 	rows, err := s.pool.Query(ctx, `SELECT day, clicks, bot_clicks FROM tenant_clicks_daily
 		WHERE tenant_id = $1 AND day BETWEEN $2 AND $3 ORDER BY day`, tenantID, from, to)
 	if err != nil {
@@ -407,21 +339,9 @@ func (s *Store) RedirectLatency(ctx context.Context, from, to time.Time) (map[ti
 	return out, translate(rows.Err())
 }
 
-// ClickPipeline is how complete the click counts are, service-wide.
-type ClickPipeline struct {
-	RedirectsTotal int64 // history: every click ever applied
-	EdgeDropped    int64 // clicks edges dropped and counted (buffer full, publish failed)
-	// Unaccounted are clicks edges accepted but that never arrived and
-	// that they did not count as dropped: the buffers of killed edges, or
-	// clicks still in flight from live ones.
-	Unaccounted int64
-	LostMsgs    int64 // stream messages discarded by the stream's limits before being read
-	Position    int64 // last stream sequence applied
-}
-
 // ClickPipelineStats returns the pipeline's completeness numbers.
-func (s *Store) ClickPipelineStats(ctx context.Context) (ClickPipeline, error) {
-	var p ClickPipeline
+func (s *Store) ClickPipelineStats(ctx context.Context) (clickstats.Pipeline, error) {
+	var p clickstats.Pipeline
 	err := s.pool.QueryRow(ctx, `
 SELECT (SELECT value FROM counters WHERE name = 'redirects_total'),
 	coalesce((SELECT sum(dropped) FROM click_sources), 0)::bigint,

@@ -8,6 +8,8 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/edgelink/edgelink/control/clickroll"
+	"github.com/edgelink/edgelink/control/clickstats"
 	"github.com/edgelink/edgelink/internal/pgtest"
 	"github.com/edgelink/edgelink/shared/clicks"
 )
@@ -136,19 +138,19 @@ func TestApplyClicksOnceAtAPosition(t *testing.T) {
 	var h clicks.Histogram
 	h[clicks.Bucket(1000)] = 9
 	h[clicks.Bucket(50000)] = 1
-	r := &ClickRollup{
+	r := &clickroll.Rollup{
 		Stream: clicks.Stream, Prev: 0, Last: 7, Lost: 2,
-		Links:     []LinkDay{{Code: "c-1", Day: day, Clicks: 10, BotClicks: 3}, {Code: "nope", Day: day, Clicks: 4}},
-		Breakdown: []BreakdownDay{{Code: "c-1", Day: day, Dimension: "referrer", Value: "t.co", Clicks: 10, BotClicks: 3}},
-		Sources:   []SourceReport{{Edge: "e1", Boot: "b1", Offered: 20, Dropped: 2, Applied: 14}},
-		Latency:   []LatencyBucket{{Day: day, Bucket: clicks.Bucket(1000), Count: 9}, {Day: day, Bucket: clicks.Bucket(50000), Count: 1}},
+		Links:     []clickroll.LinkDay{{Code: "c-1", Day: day, Clicks: 10, BotClicks: 3}, {Code: "nope", Day: day, Clicks: 4}},
+		Breakdown: []clickroll.BreakdownDay{{Code: "c-1", Day: day, Dimension: "referrer", Value: "t.co", Clicks: 10, BotClicks: 3}},
+		Sources:   []clickroll.SourceReport{{Edge: "e1", Boot: "b1", Offered: 20, Dropped: 2, Applied: 14}},
+		Latency:   []clickroll.LatencyBucket{{Day: day, Bucket: clicks.Bucket(1000), Count: 9}, {Day: day, Bucket: clicks.Bucket(50000), Count: 1}},
 	}
 	if err := st.ApplyClicks(ctx, r); err != nil {
 		t.Fatal(err)
 	}
 	// A redelivered rollup built on the old position applies nothing.
-	if err := st.ApplyClicks(ctx, r); !errors.Is(err, ErrClickPositionMoved) {
-		t.Fatalf("second apply at the same position: %v; want ErrClickPositionMoved", err)
+	if err := st.ApplyClicks(ctx, r); !errors.Is(err, clickroll.ErrPositionMoved) {
+		t.Fatalf("second apply at the same position: %v; want clickroll.ErrPositionMoved", err)
 	}
 	if pos, err := st.ClickPosition(ctx, clicks.Stream); err != nil || pos != 7 {
 		t.Fatalf("position %d, %v; want 7", pos, err)
@@ -171,7 +173,7 @@ func TestApplyClicksOnceAtAPosition(t *testing.T) {
 	}
 	// Offered 20 = 14 applied + 2 dropped + 4 unaccounted; the counter is
 	// every click applied, unknown codes included.
-	if want := (ClickPipeline{RedirectsTotal: 14, EdgeDropped: 2, Unaccounted: 4, LostMsgs: 2, Position: 7}); p != want {
+	if want := (clickstats.Pipeline{RedirectsTotal: 14, EdgeDropped: 2, Unaccounted: 4, LostMsgs: 2, Position: 7}); p != want {
 		t.Fatalf("pipeline %+v; want %+v", p, want)
 	}
 	var unknown int64
