@@ -1,71 +1,101 @@
 // Command report prints seed 000's launch-gate statements, each with pass
 // or fail and the evidence the gate tests recorded for it (see
-// gate/evidence). A statement passes only when at least one test checked
-// it and every test that checked it passed; the command exits non-zero
-// otherwise, so `go tool task gate` fails with it.
+// gate/evidence), then every gate test that failed, by package and name.
+//
+// A statement passes only when at least one test checked it and every
+// test that checked it passed. The gate passes only when every statement
+// does and, given the `go test -json` output (-tests), no test failed or
+// stopped unfinished and no package failed outside its tests; a test that
+// failed before recording anything leaves its statements looking fine, so
+// the statements alone never pass the gate when the tests are known. The
+// command exits 1 when the gate fails and 2 when it cannot read its input,
+// so `go tool task gate` fails with it.
+//
+// With -stream FILE it instead copies `go test -json` from standard input
+// to FILE and prints what plain `go test` would have, so the terminal
+// stays readable while the JSON is kept for the report.
 package main
 
 import (
 	"flag"
 	"fmt"
+	"io"
 	"os"
-	"sort"
+	"runtime/debug"
 
 	"github.com/edgelink/edgelink/gate/evidence"
 )
 
 func main() {
-	dir := flag.String("dir", os.Getenv(evidence.EnvDir), "directory of evidence records")
-	flag.Parse()
+	os.Exit(run(os.Args[1:], os.Getenv, os.Stdin, os.Stdout, os.Stderr))
+}
+
+// run is the whole command; it returns the exit status.
+func run(args []string, getenv func(string) string, stdin io.Reader, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("report", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	dir := fs.String("dir", getenv(evidence.EnvDir), "directory of evidence records")
+	tests := fs.String("tests", "", "`file` of go test -json output for the gate's tests")
+	status := fs.Int("go-test-status", 0, "exit status of the go test run that wrote -tests")
+	streamTo := fs.String("stream", "", "copy go test -json from standard input to `file`, printing plain go test output")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if *streamTo != "" {
+		return streamFile(*streamTo, stdin, stdout, stderr)
+	}
 	if *dir == "" {
-		fmt.Fprintln(os.Stderr, "report: no evidence directory (-dir or $"+evidence.EnvDir+")")
-		os.Exit(2)
+		fmt.Fprintln(stderr, "report: no evidence directory (-dir or $"+evidence.EnvDir+")")
+		return 2
 	}
-	recs, err := evidence.Load(*dir)
+	g := gateRun{GoTestStatus: *status, Module: module()}
+	var err error
+	if g.Records, err = evidence.Load(*dir); err != nil {
+		fmt.Fprintln(stderr, "report:", err)
+		return 2
+	}
+	if *tests != "" {
+		f, err := os.Open(*tests)
+		if err != nil {
+			fmt.Fprintln(stderr, "report:", err)
+			return 2
+		}
+		res, err := readResults(f)
+		f.Close()
+		if err != nil {
+			fmt.Fprintf(stderr, "report: %s: %v\n", *tests, err)
+			return 2
+		}
+		g.Tests = &res
+	}
+	if !g.write(stdout) {
+		return 1
+	}
+	return 0
+}
+
+func streamFile(name string, stdin io.Reader, stdout, stderr io.Writer) int {
+	f, err := os.Create(name)
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "report:", err)
-		os.Exit(2)
+		fmt.Fprintln(stderr, "report:", err)
+		return 2
 	}
-	by := map[evidence.Statement][]evidence.Entry{}
-	for _, r := range recs {
-		by[r.Statement] = append(by[r.Statement], r)
+	err = stream(stdin, f, stdout)
+	if cerr := f.Close(); err == nil {
+		err = cerr
 	}
-	failed := 0
-	fmt.Println("Launch gate (seed 000)")
-	for _, s := range evidence.Statements {
-		rs := by[s]
-		sort.Slice(rs, func(i, j int) bool {
-			if rs[i].Package != rs[j].Package {
-				return rs[i].Package < rs[j].Package
-			}
-			return rs[i].Test < rs[j].Test
-		})
-		verdict := "PASS"
-		if len(rs) == 0 {
-			verdict = "FAIL"
-		}
-		for _, r := range rs {
-			if !r.Passed {
-				verdict = "FAIL"
-			}
-		}
-		if verdict == "FAIL" {
-			failed++
-		}
-		fmt.Printf("\n%s  %d. %s\n", verdict, int(s), s)
-		if len(rs) == 0 {
-			fmt.Println("      no test recorded evidence for this statement")
-		}
-		for _, r := range rs {
-			mark := "ok  "
-			if !r.Passed {
-				mark = "FAIL"
-			}
-			fmt.Printf("      %s %s/%s: %s\n", mark, r.Package, r.Test, r.Evidence)
-		}
+	if err != nil {
+		fmt.Fprintln(stderr, "report:", err)
+		return 2
 	}
-	fmt.Printf("\n%d of %d statements pass\n", len(evidence.Statements)-failed, len(evidence.Statements))
-	if failed > 0 {
-		os.Exit(1)
+	return 0
+}
+
+// module is the main module's path, trimmed from package paths; empty
+// when the binary carries no build information.
+func module() string {
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		return bi.Main.Path
 	}
+	return ""
 }
