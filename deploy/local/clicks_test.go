@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -10,10 +9,10 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"regexp"
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -25,6 +24,8 @@ import (
 	"github.com/edgelink/edgelink/control/controlserver"
 	"github.com/edgelink/edgelink/control/postgres"
 	"github.com/edgelink/edgelink/edge/edgeserver"
+	"github.com/edgelink/edgelink/internal/stack"
+	"github.com/edgelink/edgelink/internal/stack/allinone"
 	"github.com/edgelink/edgelink/shared/clicks"
 )
 
@@ -66,51 +67,30 @@ func TestClicksChild(t *testing.T) {
 	t.Fatalf("child %s stopped: %v", parts[0], err)
 }
 
-// child is a re-executed test binary in its own process group.
-type child struct {
-	cmd  *exec.Cmd
-	addr string // the edge's address
-}
+// listening is what an edge child prints once it listens.
+var listening = regexp.MustCompile(`listening (\S+)`)
 
-func startChild(t *testing.T, spec string) *child {
+// startChild re-executes the test binary to run spec's component in a
+// process of its own (stack.Process: its own group, killed with us); for an
+// edge it returns once it listens, with its address. It is SIGKILLed when
+// the test ends.
+func startChild(t *testing.T, spec string) (*stack.Process, string) {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^TestClicksChild$")
 	cmd.Env = append(os.Environ(), childEnv+"="+spec)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	cmd.Stderr = os.Stderr
-	out, err := cmd.StdoutPipe()
+	p, err := stack.StartProcess(cmd)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
+	p.CleanupWith(t, strings.SplitN(spec, "|", 2)[0])
+	if !strings.HasPrefix(spec, "edge|") {
+		return p, ""
 	}
-	c := &child{cmd: cmd}
-	t.Cleanup(c.kill)
-	if strings.HasPrefix(spec, "edge|") {
-		lines := bufio.NewScanner(out)
-		for lines.Scan() {
-			if a, ok := strings.CutPrefix(lines.Text(), "listening "); ok {
-				c.addr = a
-				break
-			}
-		}
-		if c.addr == "" {
-			t.Fatal("edge child did not listen")
-		}
+	m, err := p.WaitFor(context.Background(), listening, 2*time.Minute)
+	if err != nil {
+		t.Fatalf("edge child: %v", err)
 	}
-	go func() { _, _ = io.Copy(io.Discard, out) }()
-	return c
-}
-
-// kill is SIGKILL to the child's process group: no deferred function, no
-// flush, no ack, connections cut mid-transaction.
-func (c *child) kill() {
-	if c.cmd.Process == nil || c.cmd.ProcessState != nil {
-		return
-	}
-	_ = syscall.Kill(-c.cmd.Process.Pid, syscall.SIGKILL)
-	_ = c.cmd.Wait()
+	return p, m[1]
 }
 
 // request kinds the load cycles through: a Referer and a User-Agent each,
@@ -223,8 +203,8 @@ func (d *clickDB) query(t *testing.T, sql string, args ...any) map[string]int64 
 func (d *clickDB) caughtUp(t *testing.T) {
 	t.Helper()
 	ctx := context.Background()
-	deadline := time.Now().Add(60 * time.Second)
-	for {
+	var pos, last uint64
+	if err := stack.Poll(ctx, "click roller caught up", 60*time.Second, func() bool {
 		s, err := d.js.Stream(ctx, clicks.Stream)
 		if err != nil {
 			t.Fatal(err)
@@ -233,29 +213,19 @@ func (d *clickDB) caughtUp(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		pos, err := d.st.ClickPosition(ctx, clicks.Stream)
-		if err != nil {
+		if pos, err = d.st.ClickPosition(ctx, clicks.Stream); err != nil {
 			t.Fatal(err)
 		}
-		if pos >= info.State.LastSeq {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("roller at %d, stream at %d after 60s", pos, info.State.LastSeq)
-		}
-		time.Sleep(50 * time.Millisecond)
+		last = info.State.LastSeq
+		return pos >= last
+	}); err != nil {
+		t.Fatalf("roller at %d, stream at %d: %v", pos, last, err)
 	}
 }
 
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within 60s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	stack.Eventually(t, what, 60*time.Second, cond)
 }
 
 // TestClicksExactlyOnceThroughKills is issue 9's proof on real PostgreSQL
@@ -270,33 +240,19 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 // nothing of it gets to run a deferred cleanup, which no in-process stop
 // can imitate.
 func TestClicksExactlyOnceThroughKills(t *testing.T) {
-	dir, err := os.MkdirTemp("", "edgelink-clicks-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
 	var edge *edgeserver.Edge
-	r := startStackWith(t, dir, Options{
+	r := allinone.New(t, allinone.Options{
 		Control: func(c *controlserver.Config) { c.NoClickRollup = true },
 		Edge:    func(c *edgeserver.Config) { c.RatePerIP = -1; c.OnStart = func(e *edgeserver.Edge) { edge = e } },
-	})
+	}).Ready
 	ctx := context.Background()
-	pool, err := pgxpool.New(ctx, r.DatabaseURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
-	nc, err := nats.Connect(r.NATSURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	js, _ := jetstream.New(nc)
+	pool := dbPool(t, r)
+	_, js := stack.External(r.NATSURL).Client(t)
 	db := &clickDB{pool: pool, st: postgres.New(pool), js: js}
 
 	var codes []string
 	for i := range 20 {
-		status, body := createLink(t, r, fmt.Sprintf(`{"url": "https://example.com/%d"}`, i))
+		status, body := create(t, r, fmt.Sprintf(`{"url": "https://example.com/%d"}`, i))
 		if status != http.StatusCreated {
 			t.Fatalf("create: %d %v", status, body)
 		}
@@ -309,7 +265,7 @@ func TestClicksExactlyOnceThroughKills(t *testing.T) {
 	}
 
 	rollerSpec := "roller|" + r.DatabaseURL + "|" + r.NATSURL
-	roller := startChild(t, rollerSpec)
+	roller, _ := startChild(t, rollerSpec)
 	// The redirects above were clicks too: start from what they left.
 	waitFor(t, "edge buffer drained", func() bool { return edge.Clicks.Buffered() == 0 })
 	db.caughtUp(t)
@@ -333,10 +289,10 @@ func TestClicksExactlyOnceThroughKills(t *testing.T) {
 	for _, at := range []int64{30_000, 65_000} {
 		waitFor(t, "load progress", func() bool { return tl.sent.Load() >= at })
 		before, _ := db.st.ClickPosition(ctx, clicks.Stream)
-		roller.kill()
+		roller.Kill()
 		after, _ := db.st.ClickPosition(ctx, clicks.Stream)
 		t.Logf("roller SIGKILLed after %d redirects at stream position %d (then %d); restarting", tl.sent.Load(), before, after)
-		roller = startChild(t, rollerSpec)
+		roller, _ = startChild(t, rollerSpec)
 	}
 	<-loaded
 	if t.Failed() {
@@ -379,15 +335,11 @@ func TestClicksExactlyOnceThroughKills(t *testing.T) {
 	}
 
 	// An edge killed with clicks in its buffer.
-	edgeChild := startChild(t, "edge|"+r.NATSURL+"|"+t.TempDir())
-	killedURL := "http://" + edgeChild.addr
+	edgeChild, edgeAddr := startChild(t, "edge|"+r.NATSURL+"|"+t.TempDir())
+	killedURL := "http://" + edgeAddr
 	waitFor(t, "killed-to-be edge serving", func() bool {
-		res, err := noFollow.Get(killedURL + "/" + codes[0])
-		if err != nil {
-			return false
-		}
-		res.Body.Close()
-		return res.StatusCode == http.StatusFound
+		status, _, err := stack.Follow(killedURL, codes[0])
+		return err == nil && status == http.StatusFound
 	})
 	sources := func() map[string]int64 {
 		return db.query(t, `SELECT k, v FROM click_sources, LATERAL (VALUES ('offered', offered), ('dropped', dropped), ('applied', applied)) x (k, v) WHERE edge = 'edge-killed'`)
@@ -406,7 +358,7 @@ func TestClicksExactlyOnceThroughKills(t *testing.T) {
 	if s := sources(); s["applied"] < 4096 || s["applied"] >= sentToKilled {
 		t.Fatalf("before the kill: %v; want at least 4096 applied and some clicks still buffered", s)
 	}
-	edgeChild.kill()
+	edgeChild.Kill()
 	db.caughtUp(t)
 	s := sources()
 	lost := sentToKilled - s["applied"]
@@ -415,22 +367,16 @@ func TestClicksExactlyOnceThroughKills(t *testing.T) {
 		t.Errorf("lost %d clicks; want some (they were buffered), at most the buffer, 4096", lost)
 	}
 	// The loss is visible in control: offered − dropped − applied.
-	req, err := http.NewRequest("GET", r.ControlURL+"/api/v1/stats", nil)
-	if err != nil {
-		t.Fatal(err)
+	a := client(r).Do(ctx, "GET", "/api/v1/stats", "")
+	if a.Err != nil {
+		t.Fatal(a.Err)
 	}
-	req.Header.Set("Authorization", "Bearer "+r.APIKey)
-	resp, err := noFollow.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
 	var stats struct {
 		Totals  map[string]int64 `json:"totals"`
 		Service map[string]any   `json:"service"`
 	}
-	if err := json.NewDecoder(resp.Body).Decode(&stats); err != nil {
-		t.Fatal(err)
+	if err := json.Unmarshal(a.Body, &stats); err != nil {
+		t.Fatalf("stats: %v: %s", err, a)
 	}
 	if u := stats.Service["unaccounted_clicks"].(float64); int64(u) != lost {
 		t.Errorf("stats API: unaccounted_clicks %v; want the %d the killed edge lost", u, lost)
@@ -447,33 +393,4 @@ func TestClicksExactlyOnceThroughKills(t *testing.T) {
 	} else {
 		t.Logf("redirect service time on the edges: %v", lat)
 	}
-}
-
-// startStackWith is startStack with options; the stack stops when the
-// test ends.
-func startStackWith(t *testing.T, dir string, o Options) Ready {
-	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	readyCh := make(chan Ready, 1)
-	done := make(chan error, 1)
-	o.DataDir, o.ControlAddr, o.EdgeAddr, o.NATSPort = dir, "127.0.0.1:0", "127.0.0.1:0", -1
-	o.OnReady = func(r Ready) { readyCh <- r }
-	go func() { done <- Run(ctx, o) }()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case <-done:
-		case <-time.After(60 * time.Second):
-			t.Error("stack did not stop within 60s")
-		}
-	})
-	select {
-	case r := <-readyCh:
-		return r
-	case err := <-done:
-		t.Fatalf("stack failed to start: %v", err)
-	case <-time.After(3 * time.Minute):
-		t.Fatal("stack not ready within 3 minutes")
-	}
-	return Ready{}
 }

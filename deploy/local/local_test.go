@@ -2,93 +2,86 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"net/http"
 	"os"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/edgelink/edgelink/edge/edgeserver"
+	"github.com/edgelink/edgelink/internal/stack"
+	"github.com/edgelink/edgelink/internal/stack/allinone"
 )
 
-// startStack runs the whole local stack on free ports with data in dir and
-// returns what it printed as ready; it is stopped when the test ends.
-func startStack(t *testing.T, dir string) (Ready, func()) {
+// startEdgeStack runs the local stack (on natsURL, or its embedded NATS
+// when empty) with the edge adjusted by edge (which may be nil) and
+// returns the running edge's parts too.
+func startEdgeStack(t *testing.T, natsURL string, edge func(*edgeserver.Config)) (allinone.Ready, *edgeserver.Edge) {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	readyCh := make(chan Ready, 1)
-	done := make(chan struct{})
-	var runErr error
-	go func() {
-		defer close(done)
-		runErr = Run(ctx, Options{DataDir: dir, ControlAddr: "127.0.0.1:0", EdgeAddr: "127.0.0.1:0", NATSPort: -1,
-			OnReady: func(r Ready) { readyCh <- r }})
-	}()
-	stopped := false
-	stop := func() {
-		if stopped {
-			return
+	var parts *edgeserver.Edge
+	s := allinone.New(t, allinone.Options{NATSURL: natsURL, Edge: func(c *edgeserver.Config) {
+		c.RatePerIP = -1 // one test client asks for thousands of fresh codes
+		if edge != nil {
+			edge(c)
 		}
-		stopped = true
-		cancel()
-		select {
-		case <-done:
-			if runErr != nil {
-				t.Errorf("stack stopped with: %v", runErr)
-			}
-		case <-time.After(60 * time.Second):
-			t.Error("stack did not stop within 60s")
-		}
-	}
-	t.Cleanup(stop)
-	select {
-	case r := <-readyCh:
-		return r, stop
-	case <-done:
-		stopped = true
-		t.Fatalf("stack failed to start: %v", runErr)
-	case <-time.After(3 * time.Minute):
-		t.Fatal("stack not ready within 3 minutes")
-	}
-	return Ready{}, stop
+		c.OnStart = func(e *edgeserver.Edge) { parts = e }
+	}})
+	return s.Ready, parts
 }
 
-var noFollow = &http.Client{
-	Timeout:       10 * time.Second,
-	CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+func client(r allinone.Ready) stack.Client {
+	return stack.Client{ControlURL: r.ControlURL, EdgeURL: r.EdgeURL, Key: r.APIKey}
 }
 
-func createLink(t *testing.T, r Ready, body string) (int, map[string]any) {
+// create posts body as a create, waiting out the API's per-tenant rate
+// limit (429) within a bound, and returns the status and answer.
+func create(t *testing.T, r allinone.Ready, body string) (int, map[string]any) {
 	t.Helper()
-	req, _ := http.NewRequest("POST", r.ControlURL+"/api/v1/links", strings.NewReader(body))
-	req.Header.Set("Authorization", "Bearer "+r.APIKey)
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := noFollow.Do(req)
+	c := client(r).CreateJSONPatiently(context.Background(), body)
+	if c.Err != nil {
+		t.Fatal(c.Err)
+	}
+	return c.Status, c.Body
+}
+
+func follow(t *testing.T, r allinone.Ready, code string) (int, string) {
+	t.Helper()
+	status, loc, err := client(r).Follow(code)
+	if err != nil {
+		t.Fatalf("GET /%s: %v", code, err)
+	}
+	return status, loc
+}
+
+// pollStatus follows code until the edge answers want, within a bound.
+func pollStatus(t *testing.T, r allinone.Ready, code string, want int) {
+	t.Helper()
+	if got, _, err := stack.FollowUntil(r.EdgeURL, code, 30*time.Second, func(s int, _ string) bool { return s == want }); got != want {
+		t.Fatalf("GET /%s still answers %d (%v) after 30s; want %d", code, got, err, want)
+	}
+}
+
+// waitRedirect follows code on the edge until it answers other than 404,
+// within a bound, and returns the status and Location.
+func waitRedirect(t *testing.T, r allinone.Ready, code string) (int, string) {
+	t.Helper()
+	status, loc, err := stack.FollowUntil(r.EdgeURL, code, 30*time.Second, func(s int, _ string) bool { return s != http.StatusNotFound })
+	if err != nil {
+		t.Fatalf("GET %s/%s: %v", r.EdgeURL, code, err)
+	}
+	return status, loc
+}
+
+func dbPool(t *testing.T, r allinone.Ready) *pgxpool.Pool {
+	t.Helper()
+	pool, err := pgxpool.New(context.Background(), r.DatabaseURL)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer resp.Body.Close()
-	var out map[string]any
-	_ = json.NewDecoder(resp.Body).Decode(&out)
-	return resp.StatusCode, out
-}
-
-// waitRedirect follows code on the edge until it answers a redirect, within
-// a bound, and returns the status and Location.
-func waitRedirect(t *testing.T, r Ready, code string) (int, string) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		resp, err := noFollow.Get(r.EdgeURL + "/" + code)
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode != http.StatusNotFound || time.Now().After(deadline) {
-				return resp.StatusCode, resp.Header.Get("Location")
-			}
-		} else if time.Now().After(deadline) {
-			t.Fatalf("GET %s/%s: %v", r.EdgeURL, code, err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	t.Cleanup(pool.Close)
+	return pool
 }
 
 // TestCreateThenFollowAcrossRestart is the first slice end to end: a real
@@ -102,9 +95,10 @@ func TestCreateThenFollowAcrossRestart(t *testing.T) {
 	}
 	t.Cleanup(func() { os.RemoveAll(dir) })
 
-	r, stop := startStack(t, dir)
+	s := allinone.New(t, allinone.Options{DataDir: dir})
+	r := s.Ready
 	target := "https://Example.COM/landing?utm_source=test&utm_campaign=e2e"
-	status, body := createLink(t, r, `{"url": "`+target+`"}`)
+	status, body := create(t, r, `{"url": "`+target+`"}`)
 	if status != http.StatusCreated {
 		t.Fatalf("create: status %d, body %v", status, body)
 	}
@@ -117,9 +111,11 @@ func TestCreateThenFollowAcrossRestart(t *testing.T) {
 		t.Fatalf("edge answered %d Location %q; want 302 %q", got, loc, want)
 	}
 	key := r.APIKey
-	stop()
+	if err := s.Stop(); err != nil {
+		t.Errorf("stack stopped with: %v", err)
+	}
 
-	r2, _ := startStack(t, dir)
+	r2 := allinone.New(t, allinone.Options{DataDir: dir}).Ready
 	if r2.APIKey != key {
 		t.Errorf("restart printed a new dev key")
 	}
@@ -127,28 +123,44 @@ func TestCreateThenFollowAcrossRestart(t *testing.T) {
 		t.Fatalf("after restart the edge answered %d Location %q; want 302 %q", got, loc, want)
 	}
 	// A second link after the restart gets a new code: IDs are not reused.
-	status, body2 := createLink(t, r2, `{"url": "https://example.org/"}`)
+	status, body2 := create(t, r2, `{"url": "https://example.org/"}`)
 	if status != http.StatusCreated || body2["code"] == code {
 		t.Fatalf("second create: %d %v", status, body2)
 	}
 }
 
 func TestMalformedCreateWritesNothing(t *testing.T) {
-	dir, err := os.MkdirTemp("", "edgelink-local-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	r, _ := startStack(t, dir)
+	r := allinone.New(t, allinone.Options{}).Ready
 	for _, body := range []string{`{`, `{}`, `{"url": "ftp://example.com/"}`, `{"url": 5}`, `{"url": "https://example.com/` + strings.Repeat("a", 70<<10) + `"}`} {
-		status, out := createLink(t, r, body)
+		status, out := create(t, r, body)
 		if status < 400 || status >= 500 || out["status"] == nil || out["title"] == nil {
 			t.Errorf("create %.40q: status %d body %v; want a 4xx problem", body, status, out)
 		}
 	}
 	// Nothing was written: the next good create takes the very first ID.
-	status, out := createLink(t, r, `{"url": "https://example.com/"}`)
+	status, out := create(t, r, `{"url": "https://example.com/"}`)
 	if status != http.StatusCreated || out["code"] != "000001" {
 		t.Fatalf("first good create: %d %v; want 201 code 000001", status, out)
 	}
+}
+
+// waitCaughtUp waits until the edge's feed is caught up with nothing
+// pending and cond holds, within a bound.
+func waitCaughtUp(t *testing.T, e *edgeserver.Edge, what string, cond func() bool) {
+	t.Helper()
+	if err := stack.Poll(context.Background(), "edge catches up ("+what+")", 60*time.Second, func() bool {
+		p := e.Feed.Position()
+		return p.CaughtUp && p.Pending == 0 && cond()
+	}); err != nil {
+		t.Fatalf("%v: %+v", err, e.Feed.Position())
+	}
+}
+
+// readyz asks an edge's readiness probe.
+func readyz(edgeURL string) (int, string) {
+	status, body, err := stack.Get(edgeURL + "/readyz")
+	if err != nil {
+		return -1, err.Error()
+	}
+	return status, body
 }

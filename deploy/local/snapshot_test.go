@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"net"
 	"net/http"
 	"strings"
 	"sync"
@@ -22,7 +21,7 @@ import (
 	"github.com/edgelink/edgelink/control/snapshots"
 	"github.com/edgelink/edgelink/edge/edgeserver"
 	"github.com/edgelink/edgelink/gate/evidence"
-	"github.com/edgelink/edgelink/internal/natstest"
+	"github.com/edgelink/edgelink/internal/stack"
 	"github.com/edgelink/edgelink/shared/base62"
 	"github.com/edgelink/edgelink/shared/linkevent"
 	"github.com/edgelink/edgelink/shared/snapshot"
@@ -142,19 +141,14 @@ func updateLinks(t *testing.T, pool *pgxpool.Pool, codes []string, set string) {
 // stream.
 func waitPublished(t *testing.T, pool *pgxpool.Pool) {
 	t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		var n int
+	var n int
+	if err := stack.Poll(context.Background(), "every outbox row published", 60*time.Second, func() bool {
 		if err := pool.QueryRow(context.Background(), `SELECT count(*) FROM outbox WHERE published_at IS NULL`).Scan(&n); err != nil {
 			t.Fatal(err)
 		}
-		if n == 0 {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d outbox rows unpublished after 60s", n)
-		}
-		time.Sleep(20 * time.Millisecond)
+		return n == 0
+	}); err != nil {
+		t.Fatalf("%v: %d outbox rows unpublished", err, n)
 	}
 }
 
@@ -241,12 +235,10 @@ func askAll(t *testing.T, edgeURL string, codes []string) map[string]answer {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			c := &http.Client{Timeout: 10 * time.Second, CheckRedirect: noFollow.CheckRedirect}
 			for code := range work {
 				a := answer{status: -1}
-				if resp, err := c.Get(edgeURL + "/" + code); err == nil {
-					resp.Body.Close()
-					a = answer{resp.StatusCode, resp.Header.Get("Location")}
+				if status, loc, err := stack.Follow(edgeURL, code); err == nil {
+					a = answer{status, loc}
 				}
 				mu.Lock()
 				out[code] = a
@@ -286,66 +278,31 @@ func compare(t *testing.T, what string, truth, got map[string]answer, codes []st
 // runEdge runs one more edge against natsURL, stopped when the test ends.
 func runEdge(t *testing.T, natsURL, dir string, adjust func(*edgeserver.Config)) (string, *edgeserver.Edge, func()) {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	addr, edge := make(chan net.Addr, 1), make(chan *edgeserver.Edge, 1)
-	done := make(chan error, 1)
-	cfg := edgeserver.Config{HTTPAddr: "127.0.0.1:0", NATSURL: natsURL, Name: "snap-" + fmt.Sprint(rand.Uint32()), SnapshotDir: dir,
+	cfg := edgeserver.Config{NATSURL: natsURL, Name: "snap-" + fmt.Sprint(rand.Uint32()), SnapshotDir: dir,
 		// Unknown codes go to the authority: a generous timeout keeps a
 		// busy test machine from turning a 404 into a 503.
-		RatePerIP: -1, AuthorityTimeout: 10 * time.Second, OnListen: func(a net.Addr) { addr <- a }, OnStart: func(e *edgeserver.Edge) { edge <- e }}
+		RatePerIP: -1, AuthorityTimeout: 10 * time.Second}
 	if adjust != nil {
 		adjust(&cfg)
 	}
-	go func() { done <- edgeserver.Run(ctx, cfg) }()
-	var once sync.Once
+	e := stack.NewEdge(t, cfg)
 	stop := func() {
-		once.Do(func() {
-			cancel()
-			select {
-			case err := <-done:
-				if err != nil {
-					t.Errorf("edge stopped with: %v", err)
-				}
-			case <-time.After(30 * time.Second):
-				t.Error("edge did not stop within 30s")
-			}
-		})
+		if err := e.Stop(); err != nil {
+			t.Errorf("edge stopped with: %v", err)
+		}
 	}
-	t.Cleanup(stop)
-	select {
-	case a := <-addr:
-		return "http://" + a.String(), <-edge, stop
-	case err := <-done:
-		t.Fatalf("edge failed to start: %v", err)
-	case <-time.After(30 * time.Second):
-		t.Fatal("edge not listening within 30s")
-	}
-	return "", nil, stop
-}
-
-func readyz(edgeURL string) (int, string) {
-	resp, err := noFollow.Get(edgeURL + "/readyz")
-	if err != nil {
-		return -1, err.Error()
-	}
-	defer resp.Body.Close()
-	var b bytes.Buffer
-	_, _ = b.ReadFrom(resp.Body)
-	return resp.StatusCode, b.String()
+	return e.URL, e.Parts(), stop
 }
 
 func waitReady(t *testing.T, edgeURL string) {
 	t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		status, body := readyz(edgeURL)
-		if status == http.StatusOK {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("edge not ready after 60s: %d %s", status, body)
-		}
-		time.Sleep(20 * time.Millisecond)
+	var status int
+	var body string
+	if err := stack.Poll(context.Background(), "edge ready", 60*time.Second, func() bool {
+		status, body = readyz(edgeURL)
+		return status == http.StatusOK
+	}); err != nil {
+		t.Fatalf("%v: %d %s", err, status, body)
 	}
 }
 
@@ -362,10 +319,10 @@ func codesOf(rows []linkRow) []string {
 // authority; it is not ready before the replay; and booted again from its
 // local copy with NATS down, it serves the links it knows.
 func TestEdgeBootsFromSnapshotLikeAuthority(t *testing.T) {
-	ns := natstest.Start(t)
-	r, _ := startEdgeStack(t, ns.ClientURL(), nil)
+	ns := stack.NewNATS(t, stack.NATSConfig{})
+	r, _ := startEdgeStack(t, ns.URL(), nil)
 	pool := dbPool(t, r)
-	_, js := ns.Connect(t)
+	_, js := ns.Client(t)
 	rng := rand.New(rand.NewPCG(6, 6))
 
 	phase1 := genLinks(rng, 9000, 20_000_000_000, "promo")
@@ -395,17 +352,10 @@ func TestEdgeBootsFromSnapshotLikeAuthority(t *testing.T) {
 	waitPublished(t, pool)
 
 	dir := t.TempDir()
-	edgeURL, e, stop := runEdge(t, ns.ClientURL(), dir, func(c *edgeserver.Config) {
-		prev := c.OnStart
-		c.OnStart = func(e *edgeserver.Edge) { e.Feed.Pause(); prev(e) }
+	edgeURL, e, stop := runEdge(t, ns.URL(), dir, func(c *edgeserver.Config) {
+		c.OnStart = func(e *edgeserver.Edge) { e.Feed.Pause() }
 	})
-	deadline := time.Now().Add(60 * time.Second)
-	for !e.Syncer.Booted() {
-		if time.Now().After(deadline) {
-			t.Fatal("edge did not boot from the snapshot within 60s")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	stack.Eventually(t, "edge boots from the snapshot", 60*time.Second, e.Syncer.Booted)
 	if cur := e.Snapshots.Current(); cur == nil || cur.Snap.Header.ChangeVersion != h.ChangeVersion {
 		t.Fatalf("edge booted from %+v, want the snapshot at %d", cur, h.ChangeVersion)
 	}
@@ -439,14 +389,8 @@ func TestEdgeBootsFromSnapshotLikeAuthority(t *testing.T) {
 			stable = append(stable, l.code)
 		}
 	}
-	offURL, off, _ := runEdge(t, ns.ClientURL(), dir, nil)
-	deadline = time.Now().Add(30 * time.Second)
-	for !off.Syncer.Booted() {
-		if time.Now().After(deadline) {
-			t.Fatal("edge did not boot from its local copy with NATS down within 30s")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	offURL, off, _ := runEdge(t, ns.URL(), dir, nil)
+	stack.Eventually(t, "edge boots from its local copy with NATS down", 30*time.Second, off.Syncer.Booted)
 	compare(t, "edge booted from disk with NATS down", truth, askAll(t, offURL, stable), stable)
 	// In service, degraded: every edge restarted during a NATS outage
 	// would otherwise stay out of the load balancer with a snapshot on
@@ -463,10 +407,10 @@ func TestEdgeBootsFromSnapshotLikeAuthority(t *testing.T) {
 // zero failed or wrong answers; a corrupt and a truncated snapshot are
 // refused and the edge keeps serving the one it had.
 func TestHotSwapUnderLoad(t *testing.T) {
-	ns := natstest.Start(t)
-	r, e := startEdgeStack(t, ns.ClientURL(), nil)
+	ns := stack.NewNATS(t, stack.NATSConfig{})
+	r, e := startEdgeStack(t, ns.URL(), nil)
 	pool := dbPool(t, r)
-	_, js := ns.Connect(t)
+	_, js := ns.Client(t)
 	rng := rand.New(rand.NewPCG(7, 7))
 	rows := genLinks(rng, 5000, 21_000_000_000, "load")
 	insertLinks(t, pool, rows)
@@ -476,13 +420,10 @@ func TestHotSwapUnderLoad(t *testing.T) {
 
 	waitSwap := func(v uint64) {
 		t.Helper()
-		deadline := time.Now().Add(60 * time.Second)
-		for cur := e.Snapshots.Current(); cur == nil || cur.Snap.Header.ChangeVersion != v; cur = e.Snapshots.Current() {
-			if time.Now().After(deadline) {
-				t.Fatalf("snapshot %d not in service after 60s", v)
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
+		stack.Eventually(t, fmt.Sprintf("snapshot %d in service", v), 60*time.Second, func() bool {
+			cur := e.Snapshots.Current()
+			return cur != nil && cur.Snap.Header.ChangeVersion == v
+		})
 	}
 	waitSwap(buildAndPublish(t, pool, js).ChangeVersion)
 
@@ -496,18 +437,16 @@ func TestHotSwapUnderLoad(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			c := &http.Client{Timeout: 10 * time.Second, CheckRedirect: noFollow.CheckRedirect}
 			lr := rand.New(rand.NewPCG(uint64(w), 1))
 			for ctx.Err() == nil {
 				code := codes[lr.IntN(len(codes))]
-				resp, err := c.Get(r.EdgeURL + "/" + code)
+				status, loc, err := stack.Follow(r.EdgeURL, code)
 				asked.Add(1)
 				if err != nil {
 					failed.Add(1)
 					continue
 				}
-				resp.Body.Close()
-				if got := (answer{resp.StatusCode, resp.Header.Get("Location")}); got != truth[code] {
+				if got := (answer{status, loc}); got != truth[code] {
 					failed.Add(1)
 					msg := fmt.Sprintf("/%s answered %+v, want %+v", code, got, truth[code])
 					firstWrong.CompareAndSwap(nil, &msg)
@@ -547,13 +486,7 @@ func TestHotSwapUnderLoad(t *testing.T) {
 		if _, err := obs.PutBytes(context.Background(), snapshot.ObjectName(h.ChangeVersion+1), data); err != nil {
 			t.Fatal(err)
 		}
-		deadline := time.Now().Add(60 * time.Second)
-		for e.Syncer.Rejected.Load() == rejected {
-			if time.Now().After(deadline) {
-				t.Fatal("damaged snapshot not refused within 60s")
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
+		stack.Eventually(t, "damaged snapshot refused", 60*time.Second, func() bool { return e.Syncer.Rejected.Load() != rejected })
 		if err := e.Syncer.LastRejection(); !errors.Is(err, snapshot.ErrCorrupt) {
 			t.Fatalf("refusal: %v, want ErrCorrupt", err)
 		}
@@ -582,10 +515,10 @@ func TestHotSwapUnderLoad(t *testing.T) {
 // waits for a snapshot that meets the stream, re-syncs from it by itself and
 // then answers like the authority.
 func TestEdgeResyncsAfterRetention(t *testing.T) {
-	ns := natstest.Start(t)
-	r, _ := startEdgeStack(t, ns.ClientURL(), nil)
+	ns := stack.NewNATS(t, stack.NATSConfig{})
+	r, _ := startEdgeStack(t, ns.URL(), nil)
 	pool := dbPool(t, r)
-	_, js := ns.Connect(t)
+	_, js := ns.Client(t)
 	ctx := context.Background()
 	rng := rand.New(rand.NewPCG(8, 8))
 	first := genLinks(rng, 2000, 23_000_000_000, "old")
@@ -595,7 +528,7 @@ func TestEdgeResyncsAfterRetention(t *testing.T) {
 
 	// The edge boots from the first snapshot, catches up, and goes away.
 	dir := t.TempDir()
-	edgeURL, _, stop := runEdge(t, ns.ClientURL(), dir, nil)
+	edgeURL, _, stop := runEdge(t, ns.URL(), dir, nil)
 	waitReady(t, edgeURL)
 	stop()
 
@@ -620,14 +553,8 @@ func TestEdgeResyncsAfterRetention(t *testing.T) {
 		t.Fatalf("the purge left the edge's position (%d) on the stream (last %d)", h1.StreamSeq, info.State.LastSeq)
 	}
 
-	edgeURL, e, _ := runEdge(t, ns.ClientURL(), dir, nil)
-	deadline := time.Now().Add(60 * time.Second)
-	for e.Feed.Complete() {
-		if time.Now().After(deadline) {
-			t.Fatal("the edge did not notice that the stream lost its events within 60s")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	edgeURL, e, _ := runEdge(t, ns.URL(), dir, nil)
+	stack.Eventually(t, "the edge notices that the stream lost its events", 60*time.Second, func() bool { return !e.Feed.Complete() })
 	if status, body := readyz(edgeURL); status == http.StatusOK {
 		t.Fatalf("edge behind the stream's retention reports ready: %s", body)
 	}

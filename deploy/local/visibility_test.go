@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/http"
-	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -16,106 +15,9 @@ import (
 
 	"github.com/edgelink/edgelink/edge/edgeserver"
 	"github.com/edgelink/edgelink/gate/evidence"
-	"github.com/edgelink/edgelink/internal/natstest"
+	"github.com/edgelink/edgelink/internal/stack"
 	"github.com/edgelink/edgelink/shared/base62"
 )
-
-// startEdgeStack runs the local stack with the edge adjusted by edge (which
-// may be nil) and returns the running edge's parts too.
-func startEdgeStack(t *testing.T, natsURL string, edge func(*edgeserver.Config)) (Ready, *edgeserver.Edge) {
-	t.Helper()
-	dir, err := os.MkdirTemp("", "edgelink-visibility-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	edgeCh := make(chan *edgeserver.Edge, 1)
-	ctx, cancel := context.WithCancel(context.Background())
-	readyCh := make(chan Ready, 1)
-	done := make(chan error, 1)
-	go func() {
-		done <- Run(ctx, Options{DataDir: dir, ControlAddr: "127.0.0.1:0", EdgeAddr: "127.0.0.1:0", NATSPort: -1, NATSURL: natsURL,
-			OnReady: func(r Ready) { readyCh <- r },
-			Edge: func(c *edgeserver.Config) {
-				c.RatePerIP = -1 // one test client asks for thousands of fresh codes
-				if edge != nil {
-					edge(c)
-				}
-				c.OnStart = func(e *edgeserver.Edge) { edgeCh <- e }
-			}})
-	}()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("stack stopped with: %v", err)
-			}
-		case <-time.After(60 * time.Second):
-			t.Error("stack did not stop within 60s")
-		}
-	})
-	select {
-	case r := <-readyCh:
-		return r, <-edgeCh
-	case err := <-done:
-		t.Fatalf("stack failed to start: %v", err)
-	case <-time.After(3 * time.Minute):
-		t.Fatal("stack not ready within 3 minutes")
-	}
-	return Ready{}, nil
-}
-
-// create is createLink that waits out the API's per-tenant rate limit
-// (429), within a bound.
-func create(t *testing.T, r Ready, body string) (int, map[string]any) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		status, out := createLink(t, r, body)
-		if status != http.StatusTooManyRequests || time.Now().After(deadline) {
-			return status, out
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
-
-func follow(t *testing.T, r Ready, code string) (int, string) {
-	t.Helper()
-	resp, err := noFollow.Get(r.EdgeURL + "/" + code)
-	if err != nil {
-		t.Fatalf("GET /%s: %v", code, err)
-	}
-	resp.Body.Close()
-	return resp.StatusCode, resp.Header.Get("Location")
-}
-
-// pollStatus follows code until the edge answers want, within a bound.
-func pollStatus(t *testing.T, r Ready, code string, want int) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		got, _ := follow(t, r, code)
-		if got == want {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("GET /%s still answers %d after 30s; want %d", code, got, want)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
-func waitCaughtUp(t *testing.T, e *edgeserver.Edge, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
-	for !(e.Feed.Position().CaughtUp && e.Feed.Position().Pending == 0 && cond()) {
-		if time.Now().After(deadline) {
-			t.Fatalf("edge did not catch up (%s) within 60s: %+v", what, e.Feed.Position())
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
 
 // setStatus changes a link's status the way control's write path does (row
 // and outbox event in one statement, xid before version), for as long as the
@@ -133,16 +35,6 @@ func setStatus(t *testing.T, pool *pgxpool.Pool, code, status string) {
 	if err != nil || tag.RowsAffected() != 1 {
 		t.Fatalf("set %s %s: %v (%d rows)", code, status, err, tag.RowsAffected())
 	}
-}
-
-func dbPool(t *testing.T, r Ready) *pgxpool.Pool {
-	t.Helper()
-	pool, err := pgxpool.New(context.Background(), r.DatabaseURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
-	return pool
 }
 
 // TestVisibilityContract: every 201 is immediately jumpable on the edge,
@@ -350,8 +242,8 @@ func TestScanOfSealedSegmentsSparesAuthority(t *testing.T) {
 // what it knows, reports degraded, answers 503 (never 404) for a link it
 // cannot check, and catches up once NATS is back.
 func TestEdgeCatchesUpAfterNATSRestart(t *testing.T) {
-	ns := natstest.Start(t)
-	r, e := startEdgeStack(t, ns.ClientURL(), nil)
+	ns := stack.NewNATS(t, stack.NATSConfig{})
+	r, e := startEdgeStack(t, ns.URL(), nil)
 	status, body := create(t, r, `{"url": "https://example.com/before"}`)
 	if status != http.StatusCreated {
 		t.Fatalf("create: %d %v", status, body)
@@ -363,16 +255,14 @@ func TestEdgeCatchesUpAfterNATSRestart(t *testing.T) {
 	ns.Stop()
 	// Degraded, not unready: every edge shares a NATS outage, and a load
 	// balancer must keep sending them the links they know.
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		status, body := readyz(r.EdgeURL)
-		if status == http.StatusOK && strings.HasPrefix(body, "degraded:") {
-			break
-		}
-		if status != http.StatusOK || time.Now().After(deadline) {
-			t.Fatalf("edge readiness with NATS stopped: %d %q; want 200 degraded", status, body)
-		}
-		time.Sleep(10 * time.Millisecond)
+	var ready int
+	var readyBody string
+	_ = stack.Poll(context.Background(), "degraded", 30*time.Second, func() bool {
+		ready, readyBody = readyz(r.EdgeURL)
+		return ready != http.StatusOK || strings.HasPrefix(readyBody, "degraded:")
+	})
+	if ready != http.StatusOK || !strings.HasPrefix(readyBody, "degraded:") {
+		t.Fatalf("edge readiness with NATS stopped: %d %q; want 200 degraded", ready, readyBody)
 	}
 	if got, _ := follow(t, r, before); got != http.StatusFound {
 		t.Fatalf("known link with NATS down: %d; want 302", got)
@@ -402,13 +292,10 @@ func TestEdgeCatchesUpAfterNATSRestart(t *testing.T) {
 		}
 		return true
 	})
-	deadline = time.Now().Add(30 * time.Second)
-	for status, body := readyz(r.EdgeURL); status != http.StatusOK || body != "ok\n"; status, body = readyz(r.EdgeURL) {
-		if time.Now().After(deadline) {
-			t.Fatal("edge not ready 30s after NATS came back")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	stack.Eventually(t, "edge ready after NATS came back", 30*time.Second, func() bool {
+		status, body := readyz(r.EdgeURL)
+		return status == http.StatusOK && body == "ok\n"
+	})
 	evidence.Record(t, evidence.ContractUnderLag,
 		"NATS stopped: a known link kept answering 302; %d links created meanwhile answered 503 (never 404) until NATS returned, then 302 once the edge caught up; readiness 200 degraded during (in service), 200 ok after",
 		len(during))

@@ -1,0 +1,203 @@
+// Package allinone runs all of edgelink on one machine: a real PostgreSQL
+// from the machine's binaries with its data in DataDir/pg, an embedded NATS
+// JetStream server with its store in DataDir/nats (or an external one),
+// control and one edge, in one process. deploy/local's main (`go tool task
+// up`) runs it; tests run it on free ports.
+package allinone
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/edgelink/edgelink/control/controlserver"
+	"github.com/edgelink/edgelink/control/snapshots"
+	"github.com/edgelink/edgelink/edge/edgeserver"
+	"github.com/edgelink/edgelink/internal/stack"
+	"github.com/edgelink/edgelink/shared/link"
+)
+
+// Options say where the stack keeps its data and listens.
+type Options struct {
+	DataDir     string
+	ControlAddr string
+	EdgeAddr    string
+	NATSPort    int // -1 picks a free port
+	Stdout      io.Writer
+	Log         *slog.Logger
+	// OnReady, if set, is called once everything serves.
+	OnReady func(Ready)
+	// NATSURL, if set, is an external NATS JetStream server to use instead
+	// of the embedded one (tests stop and restart it).
+	NATSURL string
+	// Edge, if set, adjusts the edge's configuration before it starts.
+	Edge func(*edgeserver.Config)
+	// Control, if set, adjusts control's configuration before it starts.
+	Control func(*controlserver.Config)
+	// Snapshots, if set, is control's snapshot build schedule; nil builds
+	// none (tests that count overlay entries must not see swaps), and
+	// `go tool task up` sets the default schedule.
+	Snapshots *snapshots.Schedule
+}
+
+// Ready describes the running stack.
+type Ready struct {
+	ControlURL, EdgeURL, NATSURL, DatabaseURL, APIKey string
+}
+
+// Run starts the stack, serves until ctx is done or a component fails,
+// then stops everything in reverse order.
+func Run(ctx context.Context, o Options) (err error) {
+	if o.Log == nil {
+		o.Log = slog.New(slog.DiscardHandler)
+	}
+	if o.Stdout == nil {
+		o.Stdout = io.Discard
+	}
+	dataDir, err := filepath.Abs(o.DataDir)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(dataDir, 0o755); err != nil {
+		return err
+	}
+	// PostgreSQL runs as its own user when we are root and must be able to
+	// enter our data folder.
+	if err := os.Chmod(dataDir, 0o755); err != nil {
+		return err
+	}
+	// Each deferred stop joins its error to what Run returns.
+	stop := func(f func() error) { err = errors.Join(err, f()) }
+
+	fmt.Fprintf(o.Stdout, "starting PostgreSQL (data in %s)...\n", filepath.Join(dataDir, "pg"))
+	pg, err := stack.StartPostgres(ctx, stack.PostgresConfig{Dir: filepath.Join(dataDir, "pg"), Durable: true})
+	if err != nil {
+		return err
+	}
+	defer stop(pg.Close)
+
+	ns := stack.External(o.NATSURL)
+	if o.NATSURL == "" {
+		port := o.NATSPort
+		if port > 0 && !portFree(port) {
+			port = 0
+		}
+		if ns, err = stack.StartNATS(ctx, stack.NATSConfig{Name: "edgelink-local", Port: port, Dir: filepath.Join(dataDir, "nats")}); err != nil {
+			return err
+		}
+		defer stop(ns.Close)
+	}
+
+	ecfg := edgeserver.Config{HTTPAddr: o.EdgeAddr, NATSURL: ns.URL(), Name: "local", Log: o.Log,
+		SnapshotDir: filepath.Join(dataDir, "edge-local")}
+	if o.Edge != nil {
+		o.Edge(&ecfg)
+	}
+	edge, err := stack.StartEdge(ctx, ecfg)
+	if err != nil {
+		return err
+	}
+	defer stop(func() error { return prefix("edge", edge.Stop()) })
+
+	sched := snapshots.Schedule{Disabled: true}
+	if o.Snapshots != nil {
+		sched = *o.Snapshots
+	}
+	ccfg := controlserver.Config{HTTPAddr: o.ControlAddr, DatabaseURL: pg.DSN, NATSURL: ns.URL(),
+		PublicURL: edge.URL, Log: o.Log, Snapshots: sched}
+	if o.Control != nil {
+		o.Control(&ccfg)
+	}
+	control, err := stack.StartControl(ctx, ccfg)
+	if err != nil {
+		return err
+	}
+	defer stop(func() error { return prefix("control", control.Stop()) })
+
+	key, err := devKey(ctx, pg, filepath.Join(dataDir, "dev-api-key"))
+	if err != nil {
+		return err
+	}
+	ready := Ready{ControlURL: control.URL, EdgeURL: edge.URL, NATSURL: ns.URL(), DatabaseURL: pg.DSN, APIKey: key}
+	printWelcome(o.Stdout, ready)
+	if o.OnReady != nil {
+		o.OnReady(ready)
+	}
+	select {
+	case <-ctx.Done():
+	case <-edge.Done():
+	case <-control.Done():
+	}
+	return nil
+}
+
+func prefix(what string, err error) error {
+	if err == nil {
+		return nil
+	}
+	return fmt.Errorf("%s: %w", what, err)
+}
+
+func portFree(port int) bool {
+	l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
+	if err != nil {
+		return false
+	}
+	l.Close()
+	return true
+}
+
+// devKey returns the development tenant's API key, kept in file so a restart
+// prints the same key: keys are stored hashed and cannot be shown again.
+func devKey(ctx context.Context, pg *stack.Postgres, file string) (string, error) {
+	st := pg.Store()
+	if b, err := os.ReadFile(file); err == nil {
+		key := strings.TrimSpace(string(b))
+		if _, err := st.TenantByKey(ctx, key); err == nil {
+			return key, nil
+		}
+	}
+	id, err := st.TenantByName(ctx, "dev")
+	if errors.Is(err, link.ErrNotFound) {
+		id, err = st.CreateTenant(ctx, "dev")
+	}
+	if err != nil {
+		return "", fmt.Errorf("dev tenant: %w", err)
+	}
+	key, err := st.CreateAPIKey(ctx, id)
+	if err != nil {
+		return "", fmt.Errorf("dev key: %w", err)
+	}
+	return key, os.WriteFile(file, []byte(key+"\n"), 0o600)
+}
+
+func printWelcome(w io.Writer, r Ready) {
+	fmt.Fprintf(w, `
+edgelink is running.
+
+  control API   %s
+  edge          %s
+  NATS          %s
+  PostgreSQL    %s
+  dev API key   %s
+
+Create a link:
+
+  curl -sS -X POST %s/api/v1/links \
+    -H 'Authorization: Bearer %s' \
+    -H 'Content-Type: application/json' \
+    -d '{"url": "https://example.com/hello?utm_source=edgelink"}'
+
+Follow it (put the "code" from the answer in place of CODE):
+
+  curl -sS -i %s/CODE
+
+Press Ctrl-C to stop; data is kept for the next start.
+`, r.ControlURL, r.EdgeURL, r.NATSURL, r.DatabaseURL, r.APIKey, r.ControlURL, r.APIKey, r.EdgeURL)
+}
