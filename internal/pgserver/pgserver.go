@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
@@ -217,15 +218,30 @@ func (s *Server) initdb(ctx context.Context) error {
 	return nil
 }
 
+// start runs the postmaster on s.port, or on a port it picks when s.port is
+// 0. A picked port can be taken by another process before postgres binds
+// it; then it picks another, a few times.
 func (s *Server) start(ctx context.Context) error {
-	port := s.port
-	if port == 0 {
-		p, err := freePort()
-		if err != nil {
+	if s.port != 0 {
+		return s.startOn(ctx, s.port)
+	}
+	var err error
+	for range 5 {
+		port, perr := freePort()
+		if perr != nil {
+			return perr
+		}
+		if err = s.startOn(ctx, port); !errors.Is(err, errPortTaken) {
 			return err
 		}
-		port = p
 	}
+	return err
+}
+
+// errPortTaken is startOn's error when postgres could not bind its port.
+var errPortTaken = errors.New("pgserver: port taken")
+
+func (s *Server) startOn(ctx context.Context, port int) error {
 	args := []string{
 		"-D", s.data,
 		"-p", strconv.Itoa(port),
@@ -267,6 +283,9 @@ func (s *Server) start(ctx context.Context) error {
 		}
 		select {
 		case <-exited:
+			if log := tail.String(); strings.Contains(log, "could not create any TCP/IP sockets") {
+				return fmt.Errorf("%w: postgres could not listen on port %d:\n%s", errPortTaken, port, log)
+			}
 			return fmt.Errorf("pgserver: postgres exited during start:\n%s", tail.String())
 		case <-ctx.Done():
 			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
@@ -286,19 +305,57 @@ func (s *Server) start(ctx context.Context) error {
 }
 
 // ready asks pg_isready, which distinguishes "starting up" and "in recovery"
-// from "accepting connections" where a bare TCP dial cannot.
+// from "accepting connections" where a bare TCP dial cannot. It asks on the
+// server's own socket directory, not on the TCP port: if another process
+// holds the port, a server there must not pass for this one (postgres
+// opens its Unix socket only after it has bound its TCP port).
 func (s *Server) ready(ctx context.Context, port int) bool {
-	cmd := exec.CommandContext(ctx, filepath.Join(s.bin, "pg_isready"), "-q", "-h", "127.0.0.1", "-p", strconv.Itoa(port), "-U", "postgres", "-d", "postgres", "-t", "2")
+	cmd := exec.CommandContext(ctx, filepath.Join(s.bin, "pg_isready"), "-q", "-h", s.sock, "-p", strconv.Itoa(port), "-U", "postgres", "-d", "postgres", "-t", "2")
 	return cmd.Run() == nil
 }
 
+// freePort picks a port free on 127.0.0.1 now, below the kernel's
+// ephemeral port range when there is room: a port from that range (what
+// listening on port 0 gives) can become the source port of any outgoing
+// connection on the machine, which blocks postgres from binding it, in the
+// moment before postgres starts or while a stopped server waits for its
+// Restart. Below the range only a process that asks for that very port can
+// take it.
 func freePort() (int, error) {
+	if lo := ephemeralLow(); lo > 2048 {
+		base := max(1024, lo-10000)
+		for range 20 {
+			port := base + rand.IntN(lo-base)
+			if l, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(port)); err == nil {
+				_ = l.Close()
+				return port, nil
+			}
+		}
+	}
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return 0, fmt.Errorf("pgserver: find a free port: %w", err)
 	}
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// ephemeralLow is the first port of the kernel's ephemeral range, or 0
+// when it cannot be read.
+func ephemeralLow() int {
+	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	if err != nil {
+		return 0
+	}
+	fields := strings.Fields(string(b))
+	if len(fields) != 2 {
+		return 0
+	}
+	lo, err := strconv.Atoi(fields[0])
+	if err != nil {
+		return 0
+	}
+	return lo
 }
 
 func postgresUser() (*syscall.Credential, error) {

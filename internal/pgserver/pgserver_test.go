@@ -2,6 +2,7 @@ package pgserver
 
 import (
 	"context"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -63,5 +64,59 @@ func TestStartKillRestartKeepsData(t *testing.T) {
 	t.Cleanup(func() { _ = s2.Stop() })
 	if got := psql(t, s2, "SELECT v FROM kept"); got != "42" {
 		t.Fatalf("after a new Start: got %q, want 42", got)
+	}
+}
+
+// A server whose port another postgres holds fails to start with
+// errPortTaken, and is not taken for the server already there (which
+// answers on that port); given no port it picks a free one.
+func TestStartOnATakenPort(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	first := startServer(t, "first", func(dir string) (*Server, error) { return Start(ctx, Config{Dir: dir, Fast: true}) })
+
+	dir, err := os.MkdirTemp("", "pgserver-second-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	second, _, err := prepare(Config{Dir: dir, Fast: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := second.initdb(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = second.Stop() })
+	if err := second.startOn(ctx, first.Port()); !errors.Is(err, errPortTaken) {
+		t.Fatalf("start on port %d, which the first server holds: %v; want errPortTaken", first.Port(), err)
+	}
+	if err := second.start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if second.Port() == first.Port() {
+		t.Fatalf("both servers on port %d", first.Port())
+	}
+	psql(t, second, "CREATE TABLE only_here (v int)")
+	if got := psql(t, first, "SELECT count(*) FROM pg_tables WHERE tablename = 'only_here'"); got != "0" {
+		t.Fatalf("the table made on the second server is on the first: %s", got)
+	}
+}
+
+// Picked ports lie below the ephemeral range, where no outgoing
+// connection's source port can take them.
+func TestFreePortBelowEphemeralRange(t *testing.T) {
+	lo := ephemeralLow()
+	if lo <= 2048 {
+		t.Skipf("ephemeral range starts at %d: no room below it, freePort uses port 0", lo)
+	}
+	for range 10 {
+		port, err := freePort()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if port < 1024 || port >= lo {
+			t.Fatalf("freePort = %d, want it in [1024, %d)", port, lo)
+		}
 	}
 }
