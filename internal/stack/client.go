@@ -205,3 +205,14 @@ func Get(url string) (int, string, error) {
 func Metrics(baseURL string) (map[string]*dto.MetricFamily, error) {
 	return scrape.Scrape(baseURL + "/metrics")
 }
+
+// FollowUntil asks the edge at edgeURL for code until done holds for its
+// answer or within passes, and returns the last answer: the caller checks
+// it, so a timeout fails with what the edge last said.
+func FollowUntil(edgeURL, code string, within time.Duration, done func(status int, location string) bool) (status int, location string, err error) {
+	_ = Poll(context.Background(), "follow", within, func() bool {
+		status, location, err = Follow(edgeURL, code)
+		return err == nil && done(status, location)
+	})
+	return status, location, err
+}

@@ -266,3 +266,9 @@ func (p *Postgres) Keys(t testing.TB, prefix string, n int) []string {
 	}
 	return keys
 }
+
+// Promote turns a replica into a primary and resets the harness's pool on
+// it, whose connections were opened read-only during recovery.
+func (p *Postgres) Promote(ctx context.Context) error {
+	return p.fault(func() error { return p.Server.Promote(ctx) })
+}

@@ -124,3 +124,22 @@ func Main(m *testing.M) {
 	binaries.Unlock()
 	os.Exit(code)
 }
+
+// RunProcess runs cmd as a Process to its end (killing it when ctx ends
+// first) and returns its output, and an error when it did not exit 0.
+func RunProcess(ctx context.Context, cmd *exec.Cmd) (string, error) {
+	p, err := StartProcess(cmd)
+	if err != nil {
+		return "", err
+	}
+	select {
+	case <-p.Done():
+	case <-ctx.Done():
+		p.Kill()
+		return p.Log.String(), ctx.Err()
+	}
+	if code := cmd.ProcessState.ExitCode(); code != 0 {
+		return p.Log.String(), fmt.Errorf("%s exited with %d", cmd.Path, code)
+	}
+	return p.Log.String(), nil
+}
