@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/edgelink/edgelink/gate/evidence"
+	"github.com/edgelink/edgelink/internal/stack"
 	"github.com/edgelink/edgelink/shared/base62"
 )
 
@@ -20,31 +21,31 @@ import (
 func TestBoundaryExhaustion(t *testing.T) {
 	const m = base62.Space
 	s := newStack(t, 1)
-	e := startEdge(t, s.nats.ClientURL(), t.TempDir())
+	e := startEdge(t, s.nats.URL(), t.TempDir())
 	c := s.startControl(t, e.URL, "--id-start", fmt.Sprint(m-3), "--id-end", fmt.Sprint(m), "--id-step", "2")
 	key := s.keys[0]
 
-	led := newLedger()
+	led := stack.NewLedger()
 	var answered []string
 	for i := range 3 {
 		target := fmt.Sprintf("https://example.com/last/%d", i)
-		r := createPatiently(t, c.URL, key, target, "")
+		r := createPatiently(c.URL, key, target, "")
 		if r.Status != http.StatusCreated {
 			t.Fatalf("create %d of the last 3 IDs: %d %v %v", i+1, r.Status, r.Problem, r.Err)
 		}
-		led.add(r.Code, r.URL, "control")
+		led.Add(r.Code, r.URL, "control")
 		answered = append(answered, r.Code)
 		// Every 201 redirects at once, including the very last code.
-		if status, loc, err := follow(e.URL, r.Code); err != nil || status != http.StatusFound || loc != r.URL {
+		if status, loc, err := stack.Follow(e.URL, r.Code); err != nil || status != http.StatusFound || loc != r.URL {
 			t.Fatalf("GET /%s right after its 201: %d %q %v; want 302 %q", r.Code, status, loc, err, r.URL)
 		}
 	}
-	led.checkUnique(t)
+	led.CheckUnique(t)
 	want := []string{"zzzzzx", "zzzzzy", "zzzzzz"}
 	if strings.Join(answered, ",") != strings.Join(want, ",") {
 		t.Fatalf("the last three IDs were answered as %v; want %v (M-3, M-2, M-1 in order)", answered, want)
 	}
-	if id := led.get("zzzzzz").ID; id != base62.MaxID {
+	if id := led.Get("zzzzzz").ID; id != base62.MaxID {
 		t.Fatalf("zzzzzz decodes to %d; want 62^6-1 = %d", id, base62.MaxID)
 	}
 
@@ -67,12 +68,12 @@ func TestBoundaryExhaustion(t *testing.T) {
 
 	// The audit holds exactly the two segments, the counter sits at M,
 	// and `control alloc verify` agrees.
-	ivs := audit(t, s.pool)
+	ivs := audit(t, s.pg.Pool())
 	if len(ivs) != 2 || ivs[0].Start != m-3 || ivs[0].End != m-1 || ivs[1].Start != m-1 || ivs[1].End != m {
 		t.Fatalf("audit after exhaustion: %v; want [M-3, M-1) and [M-1, M)", ivs)
 	}
 	var next int64
-	if err := s.pool.QueryRow(context.Background(), `SELECT next_id FROM alloc_namespaces WHERE namespace = 'default'`).Scan(&next); err != nil {
+	if err := s.pg.Pool().QueryRow(context.Background(), `SELECT next_id FROM alloc_namespaces WHERE namespace = 'default'`).Scan(&next); err != nil {
 		t.Fatal(err)
 	}
 	if uint64(next) != m {
@@ -82,7 +83,7 @@ func TestBoundaryExhaustion(t *testing.T) {
 	if err != nil || !strings.HasPrefix(out, "ok:") {
 		t.Fatalf("control alloc verify: %v\n%s", err, out)
 	}
-	led.checkInDatabase(t, s.pool)
+	led.CheckInDatabase(t, s.pg.Pool())
 
 	evidence.Record(t, evidence.UniqueIDs,
 		"namespace [62^6-3, 62^6) with step 2 through the API: 201s for IDs %d, %d, %d as %v, each once, the last = 62^6-1 = zzzzzz; audit %v, counter next_id = %d = 62^6; alloc verify: %s",

@@ -14,6 +14,7 @@ import (
 
 	"github.com/edgelink/edgelink/control/allocstore"
 	"github.com/edgelink/edgelink/gate/evidence"
+	"github.com/edgelink/edgelink/internal/stack"
 	"github.com/edgelink/edgelink/shared/linkevent"
 )
 
@@ -44,14 +45,14 @@ type killPhase struct {
 func podHardKill(t *testing.T, kills, perPhase int) {
 	const step = "20"
 	s := newStack(t, 4)
-	e := startEdge(t, s.nats.ClientURL(), t.TempDir())
+	e := startEdge(t, s.nats.URL(), t.TempDir())
 	ctx := context.Background()
 
 	var cur atomic.Pointer[control]
 	phases := []*killPhase{{c: s.startControl(t, e.URL, "--id-step", step)}}
 	cur.Store(phases[0].c)
 
-	led := newLedger()
+	led := stack.NewLedger()
 	var (
 		byPid                     sync.Map // pid -> *atomic.Int64 of 201s
 		noAnswer, notYet, refused atomic.Int64
@@ -92,12 +93,12 @@ func podHardKill(t *testing.T, kills, perPhase int) {
 				case r.Status == http.StatusTooManyRequests:
 					time.Sleep(50 * time.Millisecond)
 				case r.Status == http.StatusCreated:
-					led.add(r.Code, r.URL, fmt.Sprint(c.Pid))
+					led.Add(r.Code, r.URL, fmt.Sprint(c.Pid))
 					count(c.Pid).Add(1)
 					// Followed at once: a redirect, or a 503 while no
 					// authority answers between kill and restart; never a
 					// 404 or another target.
-					switch status, loc, err := follow(e.URL, r.Code); {
+					switch status, loc, err := stack.Follow(e.URL, r.Code); {
 					case err == nil && status == http.StatusFound && loc == r.URL:
 					case err == nil && status == http.StatusServiceUnavailable:
 						notYet.Add(1)
@@ -117,14 +118,14 @@ func podHardKill(t *testing.T, kills, perPhase int) {
 	for k := range kills {
 		p := phases[k]
 		prefix := p.c.instancePrefix()
-		eventually(t, fmt.Sprintf("pid %d answers %d creates and leases a second segment", p.c.Pid, perPhase), 3*time.Minute, func() bool {
-			return count(p.c.Pid).Load() >= int64(perPhase) && len(of(audit(t, s.pool), prefix)) >= 2
+		stack.Eventually(t, fmt.Sprintf("pid %d answers %d creates and leases a second segment", p.c.Pid, perPhase), 3*time.Minute, func() bool {
+			return count(p.c.Pid).Load() >= int64(perPhase) && len(of(audit(t, s.pg.Pool()), prefix)) >= 2
 		})
-		eventually(t, "a create in flight", time.Minute, func() bool { return inFlight.Load() > 0 })
+		stack.Eventually(t, "a create in flight", time.Minute, func() bool { return inFlight.Load() > 0 })
 		p.inFlight = inFlight.Load()
 		p.c.Kill() // the clients are mid-create: they never stop
 		p.killed = true
-		if err := s.pool.QueryRow(ctx, `SELECT count(*) FROM outbox WHERE published_at IS NULL`).Scan(&p.unpubAtEnd); err != nil {
+		if err := s.pg.Pool().QueryRow(ctx, `SELECT count(*) FROM outbox WHERE published_at IS NULL`).Scan(&p.unpubAtEnd); err != nil {
 			t.Fatal(err)
 		}
 		next := &killPhase{c: s.startControl(t, e.URL, "--id-step", step)}
@@ -132,7 +133,7 @@ func podHardKill(t *testing.T, kills, perPhase int) {
 		cur.Store(next.c)
 	}
 	last := phases[len(phases)-1]
-	eventually(t, fmt.Sprintf("the last control (pid %d) answers %d creates", last.c.Pid, perPhase), 3*time.Minute, func() bool {
+	stack.Eventually(t, fmt.Sprintf("the last control (pid %d) answers %d creates", last.c.Pid, perPhase), 3*time.Minute, func() bool {
 		return count(last.c.Pid).Load() >= int64(perPhase)
 	})
 	stopLoad()
@@ -143,15 +144,15 @@ func podHardKill(t *testing.T, kills, perPhase int) {
 	// Allocation results: every 201's code decodes to an ID never handed
 	// out before, inside an interval the audit confirmed for the process
 	// that answered it.
-	led.checkUnique(t)
-	ivs := audit(t, s.pool)
+	led.CheckUnique(t)
+	ivs := audit(t, s.pg.Pool())
 	for _, p := range phases {
 		p.intervals = of(ivs, p.c.instancePrefix())
 		p.answered = int(count(p.c.Pid).Load())
 	}
 	outside := 0
-	for _, code := range led.codes() {
-		is := led.get(code)
+	for _, code := range led.Codes() {
+		is := led.Get(code)
 		var p *killPhase
 		for _, q := range phases {
 			if fmt.Sprint(q.c.Pid) == is.By {
@@ -187,15 +188,15 @@ func podHardKill(t *testing.T, kills, perPhase int) {
 	// applies the newest committed change and holds every answered link
 	// itself (from the stream, or a snapshot control built from it), not
 	// only through the authority.
-	led.checkInDatabase(t, s.pool)
-	applied := waitApplied(t, e, s.pool, 2*time.Minute)
+	led.CheckInDatabase(t, s.pg.Pool())
+	applied := waitApplied(t, e, s.pg.Pool(), 2*time.Minute)
 	missing := 0
-	for _, code := range led.codes() {
+	for _, code := range led.Codes() {
 		if !e.knows(code) {
 			if missing++; missing <= 5 {
 				var v int64
 				var published bool
-				err := s.pool.QueryRow(ctx, `SELECT version, published_at IS NOT NULL FROM outbox WHERE code = $1`, code).Scan(&v, &published)
+				err := s.pg.Pool().QueryRow(ctx, `SELECT version, published_at IS NOT NULL FROM outbox WHERE code = $1`, code).Scan(&v, &published)
 				snapV := uint64(0)
 				if cur := e.E.Snapshots.Current(); cur != nil {
 					snapV = cur.Snap.Header.ChangeVersion
@@ -208,9 +209,9 @@ func podHardKill(t *testing.T, kills, perPhase int) {
 	if missing > 0 {
 		t.Fatalf("%d answered links never reached the edge (stream or snapshot)", missing)
 	}
-	led.checkRedirects(t, e.URL, led.codes())
+	led.CheckRedirects(t, e.URL, led.Codes())
 	var inDB, unanswered int
-	if err := s.pool.QueryRow(ctx, `SELECT count(*), count(*) FILTER (WHERE NOT (code = ANY($1))) FROM links`, led.codes()).
+	if err := s.pg.Pool().QueryRow(ctx, `SELECT count(*), count(*) FILTER (WHERE NOT (code = ANY($1))) FROM links`, led.Codes()).
 		Scan(&inDB, &unanswered); err != nil {
 		t.Fatal(err)
 	}
@@ -248,19 +249,19 @@ func podHardKill(t *testing.T, kills, perPhase int) {
 		statusLines = append(statusLines, line)
 	}
 	last.c.Stop(t)
-	store := allocstore.New(s.pool)
-	eventually(t, "the dead processes' segments are swept", time.Minute, func() bool {
+	store := allocstore.New(s.pg.Pool())
+	stack.Eventually(t, "the dead processes' segments are swept", time.Minute, func() bool {
 		if _, err := store.SealAbandoned(ctx, "sweeper:gate-test", time.Second); err != nil {
 			t.Fatal(err)
 		}
-		for _, iv := range audit(t, s.pool) {
+		for _, iv := range audit(t, s.pg.Pool()) {
 			if !iv.Sealed {
 				return false
 			}
 		}
 		return true
 	})
-	ivs = audit(t, s.pool)
+	ivs = audit(t, s.pg.Pool())
 	for i := 1; i < len(ivs); i++ {
 		if ivs[i].Start < ivs[i-1].End {
 			t.Fatalf("audited intervals overlap: %v of %s and %v of %s", ivs[i-1], ivs[i-1].Instance, ivs[i], ivs[i].Instance)
@@ -274,7 +275,7 @@ func podHardKill(t *testing.T, kills, perPhase int) {
 		var length, used uint64
 		for _, iv := range p.intervals {
 			var links uint64
-			if err := s.pool.QueryRow(ctx, `SELECT count(*) FROM links WHERE id >= $1 AND id < $2`, iv.Start, iv.End).Scan(&links); err != nil {
+			if err := s.pg.Pool().QueryRow(ctx, `SELECT count(*) FROM links WHERE id >= $1 AND id < $2`, iv.Start, iv.End).Scan(&links); err != nil {
 				t.Fatal(err)
 			}
 			if iv.Used != links {
@@ -318,7 +319,7 @@ func podHardKill(t *testing.T, kills, perPhase int) {
 	// one more control process relays them, and the edge then knows every
 	// killed process's segment as sealed.
 	relay := s.startControl(t, e.URL, "--id-step", step)
-	waitApplied(t, e, s.pool, 2*time.Minute)
+	waitApplied(t, e, s.pg.Pool(), 2*time.Minute)
 	for _, p := range phases[:len(phases)-1] {
 		for _, iv := range p.intervals {
 			if !e.E.Segments.Sealed(iv.Start) {
@@ -339,7 +340,7 @@ func podHardKill(t *testing.T, kills, perPhase int) {
 	}
 	evidence.Record(t, evidence.UniqueIDs,
 		"%d control processes (%d SIGKILLed mid-create, 4 concurrent clients, step %s): %d 201s, every code decoded to an ID handed out once and inside an interval the audit confirmed for the answering process (%s); %d create attempts got no answer (cut by the kill, or refused while no control ran) and were never counted on",
-		len(phases), kills, step, led.len(), strings.Join(perPid, "; "), noAnswer.Load())
+		len(phases), kills, step, led.Len(), strings.Join(perPid, "; "), noAnswer.Load())
 	evidence.Record(t, evidence.DisjointIntervals,
 		"the %d intervals %d control processes leased (%d of them SIGKILLed) are pairwise disjoint, read from the audit in ID order [%d, %d); alloc verify agrees",
 		len(ivs), len(phases), kills, ivs[0].Start, ivs[len(ivs)-1].End)
@@ -347,7 +348,7 @@ func podHardKill(t *testing.T, kills, perPhase int) {
 		"each restarted control leased only above every interval of the processes before it, killed ones included: %s", intervalSummary(phases))
 	evidence.Record(t, evidence.Jumpable,
 		"all %d 201s (plus %d link(s) committed by creates the kill cut off) are in the database and 302 on the edge; the edge applied version %d = the outbox's newest after the kill (%s outbox rows were unpublished at each kill); right after its 201, %d of %d answered 503 (no authority between kill and restart), none 404",
-		led.len(), unanswered, applied, strings.Join(unpub, ", "), notYet.Load(), led.len())
+		led.Len(), unanswered, applied, strings.Join(unpub, ", "), notYet.Load(), led.Len())
 	evidence.Record(t, evidence.WasteAccounted,
 		"open at the kill: %s; control alloc status listed them: %q; after the sweep: %s; the killed processes wasted %d of their %d IDs; capacity %+v; alloc verify: %s",
 		strings.Join(openAtKill, "; "), statusLines, strings.Join(wasteNotes, "; "), wasteKilled, lenKilled, capa, strings.TrimSpace(out))
@@ -384,11 +385,11 @@ func lineWith(text, s string) string {
 
 // onStream describes what the change stream holds for code and around
 // version v: a failure's diagnosis.
-func onStream(t *testing.T, s *stack, code string, v uint64) string {
+func onStream(t *testing.T, s *env, code string, v uint64) string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	_, js := s.nats.Connect(t)
+	_, js := s.nats.Client(t)
 	cons, err := js.OrderedConsumer(ctx, linkevent.Stream, jetstream.OrderedConsumerConfig{})
 	if err != nil {
 		return err.Error()

@@ -2,7 +2,6 @@ package outage
 
 import (
 	"fmt"
-	"io"
 	"math/rand/v2"
 	"net/http"
 	"os"
@@ -15,6 +14,7 @@ import (
 	"time"
 
 	"github.com/edgelink/edgelink/gate/evidence"
+	"github.com/edgelink/edgelink/internal/stack"
 	"github.com/edgelink/edgelink/shared/snapshot"
 )
 
@@ -36,24 +36,24 @@ var publishedLine = regexp.MustCompile(`published as (\S+)`)
 
 func natsOutage(t *testing.T, outages, createsPerOutage int) {
 	s := newStack(t, 2)
-	a := startEdge(t, s.nats.ClientURL(), t.TempDir())
+	a := startEdge(t, s.nats.URL(), t.TempDir())
 	bDir := t.TempDir()
-	b := startEdge(t, s.nats.ClientURL(), bDir)
+	b := startEdge(t, s.nats.URL(), bDir)
 	c := s.startControl(t, a.URL)
 
 	// Known links: created, then put in a snapshot that edge b keeps on disk.
-	led := newLedger()
+	led := stack.NewLedger()
 	const known = 100
 	for i := range known {
-		r := createPatiently(t, c.URL, s.keys[i%2], fmt.Sprintf("https://example.com/known/%d", i), "")
+		r := createPatiently(c.URL, s.keys[i%2], fmt.Sprintf("https://example.com/known/%d", i), "")
 		if r.Status != http.StatusCreated {
 			t.Fatalf("create known link %d: %d %v %v", i, r.Status, r.Problem, r.Err)
 		}
-		led.add(r.Code, r.URL, "before")
+		led.Add(r.Code, r.URL, "before")
 	}
-	knownCodes := led.codes()
-	waitApplied(t, a, s.pool, time.Minute)
-	out, err := s.runControlCommand(t, "snapshot", "build", "--publish", "--nats-url", s.nats.ClientURL())
+	knownCodes := led.Codes()
+	waitApplied(t, a, s.pg.Pool(), time.Minute)
+	out, err := s.runControlCommand(t, "snapshot", "build", "--publish", "--nats-url", s.nats.URL())
 	m := publishedLine.FindStringSubmatch(out)
 	if err != nil || m == nil {
 		t.Fatalf("control snapshot build --publish: %v\n%s", err, out)
@@ -61,7 +61,7 @@ func natsOutage(t *testing.T, outages, createsPerOutage int) {
 	snapVersion, _ := snapshot.ParseObjectName(m[1])
 	// Control's own schedule may publish a newer one meanwhile: any at or
 	// after this one holds every known link.
-	eventually(t, "edge b keeps the snapshot (or a newer one) on disk", time.Minute, func() bool {
+	stack.Eventually(t, "edge b keeps the snapshot (or a newer one) on disk", time.Minute, func() bool {
 		cur := b.E.Snapshots.Current()
 		if cur == nil || cur.Snap.Header.ChangeVersion < snapVersion {
 			return false
@@ -97,12 +97,12 @@ func natsOutage(t *testing.T, outages, createsPerOutage int) {
 				}
 				code := knownCodes[rng.IntN(len(knownCodes))]
 				down := natsDown.Load()
-				status, loc, err := follow(a.URL, code)
+				status, loc, err := stack.Follow(a.URL, code)
 				reads.Add(1)
 				if down {
 					readsDuringOutage.Add(1)
 				}
-				if want := led.get(code).URL; err != nil || status != http.StatusFound || loc != want {
+				if want := led.Get(code).URL; err != nil || status != http.StatusFound || loc != want {
 					readFailures.Add(1)
 					note(&firstReadFailure, "GET /%s (NATS down: %v): %d %q %v; want 302 %q", code, down, status, loc, err, want)
 				}
@@ -130,10 +130,10 @@ func natsOutage(t *testing.T, outages, createsPerOutage int) {
 						by = "nats down"
 						createdDuring.Add(1)
 					}
-					led.add(r.Code, r.URL, by)
+					led.Add(r.Code, r.URL, by)
 					// With NATS down the edge can neither receive the link
 					// nor ask the authority: 503, never a false 404.
-					switch status, loc, err := follow(a.URL, r.Code); {
+					switch status, loc, err := stack.Follow(a.URL, r.Code); {
 					case err == nil && status == http.StatusFound && loc == r.URL:
 					case err == nil && status == http.StatusServiceUnavailable:
 						notYet.Add(1)
@@ -155,7 +155,7 @@ func natsOutage(t *testing.T, outages, createsPerOutage int) {
 		before := createdDuring.Load()
 		s.nats.Stop()
 		natsDown.Store(true)
-		eventually(t, fmt.Sprintf("%d creates answered 201 with NATS down", createsPerOutage), 3*time.Minute, func() bool {
+		stack.Eventually(t, fmt.Sprintf("%d creates answered 201 with NATS down", createsPerOutage), 3*time.Minute, func() bool {
 			return createdDuring.Load()-before >= int64(createsPerOutage)
 		})
 		if o == 0 {
@@ -163,22 +163,24 @@ func natsOutage(t *testing.T, outages, createsPerOutage int) {
 			// copy and serves every link the snapshot holds; links it
 			// cannot know yet are 503, never 404.
 			diskVersion := b.E.Snapshots.Current().Snap.Header.ChangeVersion
-			b.stop()
-			b = startEdge(t, s.nats.ClientURL(), bDir)
-			eventually(t, "edge b boots from its disk snapshot with NATS down", time.Minute, b.E.Syncer.Booted)
+			if err := b.Stop(); err != nil {
+				t.Errorf("stop edge b: %v", err)
+			}
+			b = startEdge(t, s.nats.URL(), bDir)
+			stack.Eventually(t, "edge b boots from its disk snapshot with NATS down", time.Minute, b.E.Syncer.Booted)
 			if cur := b.E.Snapshots.Current(); cur == nil || cur.Snap.Header.ChangeVersion != diskVersion {
 				t.Fatalf("restarted edge b serves snapshot %+v; want its disk copy at version %d", cur, diskVersion)
 			}
-			led.checkRedirects(t, b.URL, knownCodes)
+			led.CheckRedirects(t, b.URL, knownCodes)
 			var newer []string
-			for _, code := range led.codes() {
+			for _, code := range led.Codes() {
 				// Created with NATS down: no snapshot can hold them.
-				if led.get(code).By == "nats down" && len(newer) < 20 {
+				if led.Get(code).By == "nats down" && len(newer) < 20 {
 					newer = append(newer, code)
 				}
 			}
 			for _, code := range newer {
-				if status, _, err := follow(b.URL, code); err != nil || status != http.StatusServiceUnavailable {
+				if status, _, err := stack.Follow(b.URL, code); err != nil || status != http.StatusServiceUnavailable {
 					t.Fatalf("restarted edge b, NATS down, link it cannot know (%s): %d %v; want 503", code, status, err)
 				}
 			}
@@ -194,8 +196,8 @@ func natsOutage(t *testing.T, outages, createsPerOutage int) {
 		s.nats.Restart(t)
 		natsDown.Store(false)
 		// Both edges catch up with everything committed meanwhile.
-		waitApplied(t, a, s.pool, 2*time.Minute)
-		waitApplied(t, b, s.pool, 2*time.Minute)
+		waitApplied(t, a, s.pg.Pool(), 2*time.Minute)
+		waitApplied(t, b, s.pg.Pool(), 2*time.Minute)
 	}
 	stopLoad()
 	if msg := firstBad.Load(); msg != nil {
@@ -204,15 +206,15 @@ func natsOutage(t *testing.T, outages, createsPerOutage int) {
 	if n := readFailures.Load(); n > 0 || readsDuringOutage.Load() == 0 {
 		t.Fatalf("%d of %d reads of known links failed (%d during outages); first: %v", n, reads.Load(), readsDuringOutage.Load(), firstReadFailure.Load())
 	}
-	led.checkUnique(t)
-	led.checkInDatabase(t, s.pool)
-	va := waitApplied(t, a, s.pool, 2*time.Minute)
-	vb := waitApplied(t, b, s.pool, 2*time.Minute)
-	all := led.codes()
-	led.checkRedirects(t, a.URL, all)
-	led.checkRedirects(t, b.URL, all)
+	led.CheckUnique(t)
+	led.CheckInDatabase(t, s.pg.Pool())
+	va := waitApplied(t, a, s.pg.Pool(), 2*time.Minute)
+	vb := waitApplied(t, b, s.pg.Pool(), 2*time.Minute)
+	all := led.Codes()
+	led.CheckRedirects(t, a.URL, all)
+	led.CheckRedirects(t, b.URL, all)
 	for _, code := range all {
-		if !a.knows(code) && led.get(code).By != "before" {
+		if !a.knows(code) && led.Get(code).By != "before" {
 			t.Fatalf("link %s created under load never reached edge a through the stream", code)
 		}
 	}
@@ -227,11 +229,9 @@ func natsOutage(t *testing.T, outages, createsPerOutage int) {
 
 // readyz asks an edge's readiness probe.
 func readyz(edgeURL string) (int, string) {
-	resp, err := noFollow.Get(edgeURL + "/readyz")
+	status, body, err := stack.Get(edgeURL + "/readyz")
 	if err != nil {
 		return 0, err.Error()
 	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(io.LimitReader(resp.Body, 4<<10))
-	return resp.StatusCode, string(b)
+	return status, body
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/edgelink/edgelink/gate/evidence"
+	"github.com/edgelink/edgelink/internal/stack"
 )
 
 // TestPostgresOutage: PostgreSQL stops while clients follow known links
@@ -30,20 +31,20 @@ func TestPostgresCrashOutage(t *testing.T) {
 
 func postgresOutage(t *testing.T, crash bool, cycles, refusedWanted int) {
 	s := newStack(t, 1)
-	e := startEdge(t, s.nats.ClientURL(), t.TempDir())
+	e := startEdge(t, s.nats.URL(), t.TempDir())
 	c := s.startControl(t, e.URL)
 	key := s.keys[0]
 
-	led := newLedger()
+	led := stack.NewLedger()
 	for i := range 100 {
-		r := createPatiently(t, c.URL, key, fmt.Sprintf("https://example.com/before/%d", i), "")
+		r := createPatiently(c.URL, key, fmt.Sprintf("https://example.com/before/%d", i), "")
 		if r.Status != http.StatusCreated {
 			t.Fatalf("create %d: %d %v %v", i, r.Status, r.Problem, r.Err)
 		}
-		led.add(r.Code, r.URL, "before")
+		led.Add(r.Code, r.URL, "before")
 	}
-	known := led.codes()
-	waitApplied(t, e, s.pool, time.Minute)
+	known := led.Codes()
+	waitApplied(t, e, s.pg.Pool(), time.Minute)
 
 	var (
 		reads, readFailures, readsDown atomic.Int64
@@ -65,12 +66,12 @@ func postgresOutage(t *testing.T, crash bool, cycles, refusedWanted int) {
 				}
 				code := known[rng.IntN(len(known))]
 				down := pgDown.Load()
-				status, loc, err := follow(e.URL, code)
+				status, loc, err := stack.Follow(e.URL, code)
 				reads.Add(1)
 				if down {
 					readsDown.Add(1)
 				}
-				if want := led.get(code).URL; err != nil || status != http.StatusFound || loc != want {
+				if want := led.Get(code).URL; err != nil || status != http.StatusFound || loc != want {
 					readFailures.Add(1)
 					msg := fmt.Sprintf("GET /%s (PostgreSQL down: %v): %d %q %v", code, down, status, loc, err)
 					firstFailure.CompareAndSwap(nil, &msg)
@@ -112,10 +113,10 @@ func postgresOutage(t *testing.T, crash bool, cycles, refusedWanted int) {
 		}
 		// Readiness follows the allocation runway, not the database (seed
 		// 000's probes): it is reported, not asserted.
-		ready, _ := get(c.URL + "/readyz")
+		ready, _, _ := stack.Get(c.URL + "/readyz")
 		readyDown = append(readyDown, ready)
 		if readsDown.Load() == 0 {
-			eventually(t, "reads of known links while PostgreSQL is down", time.Minute, func() bool { return readsDown.Load() > 0 })
+			stack.Eventually(t, "reads of known links while PostgreSQL is down", time.Minute, func() bool { return readsDown.Load() > 0 })
 		}
 
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -124,16 +125,14 @@ func postgresOutage(t *testing.T, crash bool, cycles, refusedWanted int) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		// The stop terminated every connection this test's own pool held
-		// (SQLSTATE 57P01): drop them, or the checks below would fail on
-		// the test's connection rather than on anything control did.
-		s.pool.Reset()
+		// The restart reset the harness's pool, which the stop cut
+		// (SQLSTATE 57P01): the checks below fail only on what control did.
 		pgDown.Store(false)
 
 		// Creates succeed again (the pool reconnects; the first may still
 		// meet a dead connection), and each redirects at once.
-		var first created
-		eventually(t, "a create succeeds after PostgreSQL is back", 2*time.Minute, func() bool {
+		var first stack.Created
+		stack.Eventually(t, "a create succeeds after PostgreSQL is back", 2*time.Minute, func() bool {
 			first = createLink(c.URL, key, fmt.Sprintf("https://example.com/after/%d/first", cycle), "")
 			switch {
 			case first.Err != nil:
@@ -143,16 +142,16 @@ func postgresOutage(t *testing.T, crash bool, cycles, refusedWanted int) {
 			}
 			return first.Status == http.StatusCreated
 		})
-		led.add(first.Code, first.URL, "after")
+		led.Add(first.Code, first.URL, "after")
 		after = append(after, first.Code)
 		for i := range 50 {
-			r := createPatiently(t, c.URL, key, fmt.Sprintf("https://example.com/after/%d/%d", cycle, i), "")
+			r := createPatiently(c.URL, key, fmt.Sprintf("https://example.com/after/%d/%d", cycle, i), "")
 			if r.Status != http.StatusCreated {
 				t.Fatalf("create %d after PostgreSQL came back: %d %v %v", i, r.Status, r.Problem, r.Err)
 			}
-			led.add(r.Code, r.URL, "after")
+			led.Add(r.Code, r.URL, "after")
 			after = append(after, r.Code)
-			if status, loc, err := follow(e.URL, r.Code); err != nil || status != http.StatusFound || loc != r.URL {
+			if status, loc, err := stack.Follow(e.URL, r.Code); err != nil || status != http.StatusFound || loc != r.URL {
 				t.Fatalf("GET /%s right after its 201: %d %q %v; want 302 %q", r.Code, status, loc, err, r.URL)
 			}
 		}
@@ -161,17 +160,17 @@ func postgresOutage(t *testing.T, crash bool, cycles, refusedWanted int) {
 	if n := readFailures.Load(); n > 0 {
 		t.Fatalf("%d of %d reads of known links failed (%d while PostgreSQL was down); first: %s", n, reads.Load(), readsDown.Load(), *firstFailure.Load())
 	}
-	led.checkUnique(t)
-	led.checkInDatabase(t, s.pool)
+	led.CheckUnique(t)
+	led.CheckInDatabase(t, s.pg.Pool())
 	var during int
-	if err := s.pool.QueryRow(context.Background(), `SELECT count(*) FROM links WHERE url LIKE 'https://example.com/during/%'`).Scan(&during); err != nil {
+	if err := s.pg.Pool().QueryRow(context.Background(), `SELECT count(*) FROM links WHERE url LIKE 'https://example.com/during/%'`).Scan(&during); err != nil {
 		t.Fatal(err)
 	}
 	if during != 0 {
 		t.Fatalf("%d links refused with 503 exist in the database", during)
 	}
-	applied := waitApplied(t, e, s.pool, time.Minute)
-	led.checkRedirects(t, e.URL, led.codes())
+	applied := waitApplied(t, e, s.pg.Pool(), time.Minute)
+	led.CheckRedirects(t, e.URL, led.Codes())
 
 	how := "stopped"
 	if crash {
@@ -185,14 +184,5 @@ func postgresOutage(t *testing.T, crash bool, cycles, refusedWanted int) {
 		how, cycles, reads.Load(), readsDown.Load(), readFailures.Load())
 	evidence.Record(t, evidence.Jumpable,
 		"after PostgreSQL came back each of %d new 201s 302'd on the edge right after it; the edge applied the outbox's newest version %d; all %d links redirect",
-		len(after), applied, led.len())
-}
-
-func get(url string) (int, error) {
-	resp, err := noFollow.Get(url)
-	if err != nil {
-		return 0, err
-	}
-	resp.Body.Close()
-	return resp.StatusCode, nil
+		len(after), applied, led.Len())
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/edgelink/edgelink/gate/evidence"
+	"github.com/edgelink/edgelink/internal/stack"
 	"github.com/edgelink/edgelink/shared/base62"
 )
 
@@ -20,15 +21,15 @@ import (
 func TestNegativeCachePreSeed(t *testing.T) {
 	const generated, custom = 40, 10
 	s := newStack(t, 1)
-	e := startEdge(t, s.nats.ClientURL(), t.TempDir())
+	e := startEdge(t, s.nats.URL(), t.TempDir())
 	c := s.startControl(t, e.URL)
 	key := s.keys[0]
 
-	first := createPatiently(t, c.URL, key, "https://example.com/first", "")
+	first := createPatiently(c.URL, key, "https://example.com/first", "")
 	if first.Status != http.StatusCreated {
 		t.Fatalf("first create: %d %v %v", first.Status, first.Problem, first.Err)
 	}
-	waitApplied(t, e, s.pool, time.Minute)
+	waitApplied(t, e, s.pg.Pool(), time.Minute)
 	id0, err := base62.Decode(first.Code)
 	if err != nil {
 		t.Fatal(err)
@@ -49,19 +50,19 @@ func TestNegativeCachePreSeed(t *testing.T) {
 	}
 	for round := range 2 {
 		for _, code := range future {
-			if status, _, err := follow(e.URL, code); err != nil || status != http.StatusNotFound {
+			if status, _, err := stack.Follow(e.URL, code); err != nil || status != http.StatusNotFound {
 				t.Fatalf("probe %d of future code %s: %d %v; want 404", round+1, code, status, err)
 			}
 		}
 	}
 
-	led := newLedger()
+	led := stack.NewLedger()
 	for i, code := range future {
 		customCode := ""
 		if i >= generated {
 			customCode = code
 		}
-		r := createPatiently(t, c.URL, key, fmt.Sprintf("https://example.com/preseed/%d", i), customCode)
+		r := createPatiently(c.URL, key, fmt.Sprintf("https://example.com/preseed/%d", i), customCode)
 		if r.Status != http.StatusCreated {
 			t.Fatalf("create of probed code %s: %d %v %v", code, r.Status, r.Problem, r.Err)
 		}
@@ -69,20 +70,20 @@ func TestNegativeCachePreSeed(t *testing.T) {
 			t.Fatalf("create %d answered code %s; the probed code was %s: the probe proved nothing", i, r.Code, code)
 		}
 		if customCode == "" {
-			led.add(r.Code, r.URL, "generated")
+			led.Add(r.Code, r.URL, "generated")
 		}
-		if status, loc, err := follow(e.URL, r.Code); err != nil || status != http.StatusFound || loc != r.URL {
+		if status, loc, err := stack.Follow(e.URL, r.Code); err != nil || status != http.StatusFound || loc != r.URL {
 			t.Fatalf("probed code %s right after its 201: %d %q %v; want 302 %q", r.Code, status, loc, err, r.URL)
 		}
 	}
-	led.checkUnique(t)
+	led.CheckUnique(t)
 	if n := e.E.Overlay.Len(); n != applied {
 		t.Fatalf("the paused feed applied %d links meanwhile: the answers did not have to override negative entries", n-applied)
 	}
 	e.E.Feed.Resume()
-	v := waitApplied(t, e, s.pool, time.Minute)
+	v := waitApplied(t, e, s.pg.Pool(), time.Minute)
 	for _, code := range future {
-		if status, _, err := follow(e.URL, code); err != nil || status != http.StatusFound {
+		if status, _, err := stack.Follow(e.URL, code); err != nil || status != http.StatusFound {
 			t.Fatalf("%s after the feed caught up: %d %v; want 302", code, status, err)
 		}
 	}

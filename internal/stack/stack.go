@@ -33,9 +33,13 @@ const pollEvery = 20 * time.Millisecond
 // Poll asks cond until it holds, ctx ends or within passes, whichever is
 // first; it returns nil once cond held and an error naming what otherwise.
 func Poll(ctx context.Context, what string, within time.Duration, cond func() bool) error {
+	return poll(ctx, what, within, pollEvery, cond)
+}
+
+func poll(ctx context.Context, what string, within, every time.Duration, cond func() bool) error {
 	ctx, cancel := context.WithTimeout(ctx, within)
 	defer cancel()
-	tick := time.NewTicker(pollEvery)
+	tick := time.NewTicker(every)
 	defer tick.Stop()
 	for !cond() {
 		select {
