@@ -10,11 +10,9 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"strings"
 	"sync"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"golang.org/x/sync/errgroup"
@@ -111,16 +109,9 @@ func Run(ctx context.Context, cfg Config) error {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	poolCfg, err := pgxpool.ParseConfig(cfg.DatabaseURL)
-	if err != nil {
-		return fmt.Errorf("database: %w", err)
-	}
-	if !strings.Contains(cfg.DatabaseURL, "pool_max_conns") {
-		// pgx's default (max(4, CPUs)) starves the create writers beside
-		// the relay's session, the authority responder and segment loads.
-		poolCfg.MaxConns = 24
-	}
-	pool, err := pgxpool.NewWithConfig(ctx, poolCfg)
+	// pgx's default pool (max(4, CPUs)) starves the create writers beside
+	// the relay's session, the authority responder and segment loads.
+	pool, err := postgres.Open(ctx, cfg.DatabaseURL, 24)
 	if err != nil {
 		return fmt.Errorf("database: %w", err)
 	}
@@ -255,7 +246,7 @@ func Run(ctx context.Context, cfg Config) error {
 	if cfg.ReplicaURL != "" {
 		// Connects lazily: a replica that is down only sends lookups to
 		// the primary.
-		replica, err := pgxpool.New(ctx, cfg.ReplicaURL)
+		replica, err := postgres.Open(ctx, cfg.ReplicaURL, 0)
 		if err != nil {
 			return fmt.Errorf("replica: %w", err)
 		}
@@ -277,7 +268,7 @@ func Run(ctx context.Context, cfg Config) error {
 	if sched.Replicas == 0 {
 		sched.Replicas = cfg.StreamReplicas
 	}
-	g.Go(func() error { return snapshots.New(pool, js, log).Run(ctx, sched) })
+	g.Go(func() error { return snapshots.New(store, js, log).Run(ctx, sched) })
 	g.Go(func() error { met.RunCapacity(ctx, alloc, []string{ns.Name}, 30*time.Second, log); return nil })
 	<-ctx.Done()
 	// Drain: /readyz and new creates answer 503 while the creates in

@@ -12,8 +12,35 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/edgelink/edgelink/control/clickroll"
+	"github.com/edgelink/edgelink/control/links"
+	"github.com/edgelink/edgelink/control/outbox"
 	"github.com/edgelink/edgelink/schema"
 	"github.com/edgelink/edgelink/shared/link"
+)
+
+// Open connects a pool to the database at url, a pgx connection string.
+// maxConns, when positive, bounds the pool unless url sets pool_max_conns
+// itself; zero keeps pgx's default (the larger of 4 and the CPU count).
+// The pool connects lazily: a database that is down fails the first query,
+// not Open.
+func Open(ctx context.Context, url string, maxConns int32) (*pgxpool.Pool, error) {
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		return nil, err
+	}
+	if maxConns > 0 && !strings.Contains(url, "pool_max_conns") {
+		cfg.MaxConns = maxConns
+	}
+	return pgxpool.NewWithConfig(ctx, cfg)
+}
+
+// The consumers' interfaces a Store implements; snapshots.Authority and
+// the API's are checked where control wires them.
+var (
+	_ links.Store     = (*Store)(nil)
+	_ outbox.Store    = (*Store)(nil)
+	_ clickroll.Store = (*Store)(nil)
 )
 
 // Store runs control's queries on a pool. It is safe for concurrent use.

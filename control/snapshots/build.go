@@ -13,9 +13,6 @@ import (
 	"time"
 
 	"github.com/bits-and-blooms/bloom/v3"
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgtype"
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/edgelink/edgelink/control/outbox"
@@ -28,9 +25,21 @@ import (
 // costs about 1.2 bytes per code.
 const BloomFalsePositive = 0.01
 
+// Authority is what a build reads: the links and sealed segments, in one
+// consistent view.
+type Authority interface {
+	// ReadLinks reads one consistent, read-only view of the authority,
+	// taken after the call starts: it calls begin with the number of links
+	// and every namespace's sealed segments (adjacent ones merged into one
+	// interval), then each with every link in turn, its URL included
+	// whatever its status. An error from begin or each
+	// ends the read and is returned.
+	ReadLinks(ctx context.Context, begin func(total int64, sealed []snapshot.Sealed) error, each func(snapshot.Link) error) error
+}
+
 // Builder reads the authority and writes snapshots. Safe for concurrent use.
 type Builder struct {
-	pool *pgxpool.Pool
+	auth Authority
 	js   jetstream.JetStream
 	log  *slog.Logger
 	now  func() time.Time
@@ -61,12 +70,12 @@ func (b *Builder) WithBudget(n int, hot Hotness) *Builder {
 	return &c
 }
 
-// New returns a Builder.
-func New(pool *pgxpool.Pool, js jetstream.JetStream, log *slog.Logger) *Builder {
+// New returns a Builder reading auth.
+func New(auth Authority, js jetstream.JetStream, log *slog.Logger) *Builder {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Builder{pool: pool, js: js, log: log, now: time.Now}
+	return &Builder{auth: auth, js: js, log: log, now: time.Now}
 }
 
 // Progress is told how many links have been read of the total.
@@ -75,7 +84,8 @@ type Progress func(done, total int64)
 // Build writes a snapshot of every link to w and returns its header.
 //
 // Consistency: it first reads the newest event on the change stream (version
-// V, sequence S), then reads the authority in one REPEATABLE READ snapshot.
+// V, sequence S), then reads the authority in one consistent snapshot
+// (Authority.ReadLinks: a REPEATABLE READ transaction in PostgreSQL).
 // V was committed before it was published, and every version below V was
 // either published before it or provably never committed (the relay's
 // guarantee), so every change at or below V is in that view. Links changed
@@ -105,59 +115,33 @@ func (b *Builder) Build(ctx context.Context, w io.Writer, progress Progress) (sn
 		}
 		h.Flags |= snapshot.FlagPartial
 	}
-	err = pgx.BeginTxFunc(ctx, b.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
-		var total int64
-		if err := tx.QueryRow(ctx, `SELECT count(*) FROM links`).Scan(&total); err != nil {
-			return err
-		}
+	var total, done int64
+	err = b.auth.ReadLinks(ctx, func(n int64, s []snapshot.Sealed) error {
+		total = n
 		filter = bloom.NewWithEstimates(uint(max(total, 1000)), BloomFalsePositive)
-		var err error
-		if sealed, err = readSealed(ctx, tx); err != nil {
-			return err
+		sealed = s
+		return nil
+	}, func(l snapshot.Link) error {
+		if l.Status != link.Active {
+			l.URL = "" // targets of dead links are not needed to answer 410
 		}
-		rows, err := tx.Query(ctx, `SELECT code, url, redirect_type, status, expires_at, version FROM links`)
-		if err != nil {
-			return err
-		}
-		defer rows.Close()
-		var (
-			done    int64
-			code    string
-			url     string
-			rt      int16
-			status  string
-			expires pgtype.Timestamptz
-			version int64
-		)
-		for rows.Next() {
-			if err := rows.Scan(&code, &url, &rt, &status, &expires, &version); err != nil {
+		filter.AddString(l.Code)
+		all++
+		if _, hot := keep[l.Code]; keep == nil || hot {
+			if err := wr.Add(l); err != nil {
 				return err
 			}
-			l := snapshot.Link{Code: code, RedirectType: link.RedirectType(rt), Status: link.Status(status), Version: uint64(version)}
-			if l.Status == link.Active {
-				l.URL = url // targets of dead links are not needed to answer 410
-			}
-			if expires.Valid {
-				l.ExpiresAt = expires.Time.UnixMilli()
-			}
-			filter.AddString(code)
-			all++
-			if _, hot := keep[code]; keep == nil || hot {
-				if err := wr.Add(l); err != nil {
-					return err
-				}
-			}
-			if done++; progress != nil && done%10000 == 0 {
-				progress(done, total)
-			}
 		}
-		if progress != nil {
+		if done++; progress != nil && done%10000 == 0 {
 			progress(done, total)
 		}
-		return rows.Err()
+		return nil
 	})
 	if err != nil {
 		return h, fmt.Errorf("snapshot: read authority: %w", err)
+	}
+	if progress != nil {
+		progress(done, total)
 	}
 	var bloomBytes bytes.Buffer
 	if _, err := filter.WriteTo(&bloomBytes); err != nil {
@@ -197,36 +181,4 @@ func streamPosition(ctx context.Context, js jetstream.JetStream) (version, seq u
 		return 0, 0, fmt.Errorf("snapshot: stream message %d has no version", msg.Sequence)
 	}
 	return v, msg.Sequence, nil
-}
-
-// readSealed merges each namespace's sealed audit intervals.
-func readSealed(ctx context.Context, tx pgx.Tx) ([]snapshot.Sealed, error) {
-	rows, err := tx.Query(ctx, `
-		SELECT namespace, seg_start, seg_end FROM alloc_audit
-		WHERE sealed_at IS NOT NULL ORDER BY namespace, seg_start`)
-	if err != nil {
-		return nil, err
-	}
-	type row struct {
-		NS         string
-		Start, End int64
-	}
-	all, err := pgx.CollectRows(rows, pgx.RowToStructByPos[row])
-	if err != nil {
-		return nil, err
-	}
-	var out []snapshot.Sealed
-	for _, r := range all {
-		if len(out) == 0 || out[len(out)-1].Namespace != r.NS {
-			out = append(out, snapshot.Sealed{Namespace: r.NS})
-		}
-		s := &out[len(out)-1]
-		iv := snapshot.Interval{Start: uint64(r.Start), End: uint64(r.End)}
-		if n := len(s.Intervals); n > 0 && s.Intervals[n-1].End == iv.Start {
-			s.Intervals[n-1].End = iv.End
-		} else {
-			s.Intervals = append(s.Intervals, iv)
-		}
-	}
-	return out, nil
 }

@@ -107,7 +107,7 @@ func TestBuildIsConsistentAndComplete(t *testing.T) {
 
 	var buf bytes.Buffer
 	var lastDone, lastTotal int64
-	h, err := New(pool, js, nil).Build(ctx, &buf, func(d, n int64) { lastDone, lastTotal = d, n })
+	h, err := New(postgres.New(pool), js, nil).Build(ctx, &buf, func(d, n int64) { lastDone, lastTotal = d, n })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -165,7 +165,7 @@ func TestBuildIsConsistentAndComplete(t *testing.T) {
 	// Publishing keeps the newest three, byte-identical.
 	for i := range 4 {
 		var b bytes.Buffer
-		if _, err := New(pool, js, nil).Build(ctx, &b, nil); err != nil {
+		if _, err := New(postgres.New(pool), js, nil).Build(ctx, &b, nil); err != nil {
 			t.Fatal(err)
 		}
 		data := b.Bytes()
@@ -230,7 +230,7 @@ func TestBudgetKeepsHottestAndBloomsAll(t *testing.T) {
 	}
 	hot := hotList{codes[7], "unknown-code", codes[3], codes[11], codes[0]}
 	var buf bytes.Buffer
-	h, err := New(pool, js, nil).WithBudget(3, hot).Build(ctx, &buf, nil)
+	h, err := New(postgres.New(pool), js, nil).WithBudget(3, hot).Build(ctx, &buf, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,21 +16,8 @@ import (
 	"github.com/edgelink/edgelink/control/idalloc"
 	"github.com/edgelink/edgelink/control/idalloc/kvwitness"
 	"github.com/edgelink/edgelink/gate/evidence"
-	"github.com/edgelink/edgelink/internal/natstest"
+	"github.com/edgelink/edgelink/internal/stack"
 )
-
-// issued records every ID a create was answered with, and by whom.
-type issued struct {
-	by   map[uint64]string
-	dups []string
-}
-
-func (s *issued) add(id uint64, who string) {
-	if prev, ok := s.by[id]; ok {
-		s.dups = append(s.dups, fmt.Sprintf("%d by %s and %s", id, prev, who))
-	}
-	s.by[id] = who
-}
 
 // Fault matrix row 9, database failover: promote a lagging replica and
 // isolate the old primary → unsafe allocation is refused, not just "the
@@ -50,41 +37,41 @@ func TestFailoverToLaggingReplicaRefusesUnsafeAllocation(t *testing.T) {
 	gate(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
-	c := startCluster(t, ctx)
-	nats := natstest.Start(t)
-	_, js := nats.Connect(t)
+	c := startCluster(t)
+	nats := stack.NewNATS(t, stack.NATSConfig{})
+	_, js := nats.Client(t)
 	witness := kvwitness.New(js, kvwitness.Bucket, 1)
-	vip := newProxy(t, "127.0.0.1:"+strconv.Itoa(c.primary.Port()))
+	vip := stack.NewProxy(t, "127.0.0.1:"+strconv.Itoa(c.primary.Server.Port()))
 	const step = 10
-	cfg := controlserver.Config{DatabaseURL: vip.dsn("edgelink"), NATSURL: nats.ClientURL(), PublicURL: "http://127.0.0.1:1",
+	cfg := controlserver.Config{DatabaseURL: vip.DSN("edgelink"), NATSURL: nats.URL(), PublicURL: "http://127.0.0.1:1",
 		IDStep: step, Instance: "control-a"}
 	a := startControl(t, cfg)
-	ids := &issued{by: map[uint64]string{}}
+	ids := stack.NewLedger()
 	createN := func(url, who string, n int) []uint64 {
 		t.Helper()
 		var got []uint64
 		for i := range n {
-			status, id, body := create(t, url, c.apiKey, fmt.Sprintf("https://example.com/%s/%d", strings.ReplaceAll(who, " ", "-"), i))
+			status, id, code := create(t, url, c.apiKey, fmt.Sprintf("https://example.com/%s/%d", strings.ReplaceAll(who, " ", "-"), i))
 			if status != http.StatusCreated {
-				t.Fatalf("%s create %d: %d %s", who, i, status, body)
+				t.Fatalf("%s create %d: %d %s", who, i, status, code)
 			}
-			ids.add(id, who)
+			ids.Add(code, "", who)
 			got = append(got, id)
 		}
 		return got
 	}
 
 	// Replicated: the schema, the tenant and the first links.
-	createN(a.url, "a before the partition", 25)
-	if err := c.replica.WaitReplayed(ctx, c.primary); err != nil {
+	createN(a.URL, "a before the partition", 25)
+	if err := c.replica.Server.WaitReplayed(ctx, c.primary.Server); err != nil {
 		t.Fatal(err)
 	}
-	if err := c.replica.Detach(ctx); err != nil {
+	if err := c.replica.Server.Detach(ctx); err != nil {
 		t.Fatal(err)
 	}
 	// Confirmed on the primary only.
-	createN(a.url, "a after the partition", 30)
-	primary := open(t, c.primaryDSN)
+	createN(a.URL, "a after the partition", 30)
+	primary := c.primary.Pool()
 	oldAudit, err := allocstore.New(primary).Intervals(ctx, "default")
 	if err != nil {
 		t.Fatal(err)
@@ -97,7 +84,6 @@ func TestFailoverToLaggingReplicaRefusesUnsafeAllocation(t *testing.T) {
 	if hw != oldCounter {
 		t.Fatalf("witness %d, old primary's counter %d: every confirmed lease should be witnessed", hw, oldCounter)
 	}
-	primary.Close()
 
 	// Failover: isolate the old primary, promote the replica, move the VIP.
 	if err := c.primary.Stop(); err != nil {
@@ -106,8 +92,8 @@ func TestFailoverToLaggingReplicaRefusesUnsafeAllocation(t *testing.T) {
 	if err := c.replica.Promote(ctx); err != nil {
 		t.Fatal(err)
 	}
-	vip.retarget("127.0.0.1:" + strconv.Itoa(c.replica.Port()))
-	promoted := open(t, c.replicaDSN)
+	vip.Retarget("127.0.0.1:" + strconv.Itoa(c.replica.Server.Port()))
+	promoted := c.replica.Pool()
 	pstore := allocstore.New(promoted)
 	promotedCounter := counter(t, ctx, promoted)
 	if promotedCounter >= hw {
@@ -130,7 +116,7 @@ func TestFailoverToLaggingReplicaRefusesUnsafeAllocation(t *testing.T) {
 
 	// A fresh control, with no memory, on the promoted database.
 	freshCfg := cfg
-	freshCfg.DatabaseURL, freshCfg.Instance, freshCfg.Log = c.replicaDSN, "control-b", testLog(t)
+	freshCfg.DatabaseURL, freshCfg.Instance, freshCfg.Log = c.replica.DSN, "control-b", testLog(t)
 	bctx, bcancel := context.WithTimeout(ctx, 2*time.Minute)
 	freshErr := controlserver.Run(bctx, freshCfg)
 	bcancel()
@@ -147,10 +133,10 @@ func TestFailoverToLaggingReplicaRefusesUnsafeAllocation(t *testing.T) {
 		if time.Now().After(deadline) {
 			t.Fatalf("old control still creating after 2 minutes on the promoted replica (%d IDs since the failover)", len(afterFailover))
 		}
-		status, id, body := create(t, a.url, c.apiKey, "https://example.com/after-failover")
+		status, id, body := create(t, a.URL, c.apiKey, "https://example.com/after-failover")
 		switch status {
 		case http.StatusCreated:
-			ids.add(id, "a after the failover")
+			ids.Add(body, "", "a after the failover")
 			afterFailover = append(afterFailover, id)
 			refusals = 0
 		case http.StatusServiceUnavailable:
@@ -172,8 +158,8 @@ func TestFailoverToLaggingReplicaRefusesUnsafeAllocation(t *testing.T) {
 	if len(auditWhileFenced) != len(auditAtPromotion) {
 		t.Errorf("the promoted database leased %d segments while fenced: %v", len(auditWhileFenced)-len(auditAtPromotion), auditWhileFenced)
 	}
-	if len(ids.dups) > 0 {
-		t.Fatalf("IDs handed out twice: %v", ids.dups)
+	if dups := ids.Dups(); len(dups) > 0 {
+		t.Fatalf("IDs handed out twice: %v", dups)
 	}
 
 	// The operator's recovery.
@@ -187,10 +173,10 @@ func TestFailoverToLaggingReplicaRefusesUnsafeAllocation(t *testing.T) {
 		if time.Now().After(deadline) {
 			t.Fatal("old control did not resume within 2 minutes of the recovery")
 		}
-		status, id, body := create(t, a.url, c.apiKey, "https://example.com/recovered")
+		status, id, body := create(t, a.URL, c.apiKey, "https://example.com/recovered")
 		switch status {
 		case http.StatusCreated:
-			ids.add(id, "a after recovery")
+			ids.Add(body, "", "a after recovery")
 			resumed = append(resumed, id)
 		case http.StatusServiceUnavailable:
 			time.Sleep(100 * time.Millisecond)
@@ -198,16 +184,16 @@ func TestFailoverToLaggingReplicaRefusesUnsafeAllocation(t *testing.T) {
 			t.Fatalf("old control after recovery: %d %s", status, body)
 		}
 	}
-	resumed = append(resumed, createN(a.url, "a after recovery", 20)...)
+	resumed = append(resumed, createN(a.URL, "a after recovery", 20)...)
 	b := startControl(t, freshCfg)
-	resumed = append(resumed, createN(b.url, "b after recovery", 20)...)
+	resumed = append(resumed, createN(b.URL, "b after recovery", 20)...)
 	for _, id := range resumed {
 		if id < hw {
 			t.Errorf("ID %d handed out after recovery is below the witness %d", id, hw)
 		}
 	}
-	if len(ids.dups) > 0 {
-		t.Fatalf("IDs handed out twice: %v", ids.dups)
+	if dups := ids.Dups(); len(dups) > 0 {
+		t.Fatalf("IDs handed out twice: %v", dups)
 	}
 	rep, err = pstore.Verify(ctx)
 	if err != nil || !rep.OK() {
@@ -266,14 +252,14 @@ func TestFailoverToLaggingReplicaRefusesUnsafeAllocation(t *testing.T) {
 			"0 segments leased on the promoted database while fenced; fence-recover raised %d→%d; %d IDs after recovery all ≥ %d; "+
 			"%d IDs handed out in all, 0 duplicates",
 		promotedCounter, hw, oldCounter, blind, explained, freshErr, len(afterFailover), promotedCounter, hw, len(resumed), hw,
-		len(ids.by))
+		ids.Len())
 	evidence.Record(t, evidence.DisjointIntervals,
 		"failover: %d leases confirmed by the old primary (%d of them lost by the promoted replica, all inside the recovery's skipped [%d, %d)) "+
 			"and %d leases on the promoted one after recovery: %d distinct leases, %d overlaps",
 		len(oldAudit), lostLeases, promotedCounter, hw, len(finalAudit)-len(auditAtPromotion)-len(skipped), len(all), overlaps)
 	evidence.Record(t, evidence.UniqueIDs,
 		"failover: %d IDs handed out by control before, during and after the failover (%d before, %d from confirmed runway after, %d after recovery): 0 duplicates",
-		len(ids.by), len(ids.by)-len(afterFailover)-len(resumed), len(afterFailover), len(resumed))
+		ids.Len(), ids.Len()-len(afterFailover)-len(resumed), len(afterFailover), len(resumed))
 }
 
 func inAny(id uint64, ivs []allocstore.Interval) bool {

@@ -10,7 +10,7 @@ import (
 	"github.com/edgelink/edgelink/control/controlserver"
 	"github.com/edgelink/edgelink/control/responder"
 	"github.com/edgelink/edgelink/gate/evidence"
-	"github.com/edgelink/edgelink/internal/natstest"
+	"github.com/edgelink/edgelink/internal/stack"
 	"github.com/edgelink/edgelink/shared/authority"
 )
 
@@ -25,19 +25,19 @@ func TestReplicaLagEveryCreateJumpable(t *testing.T) {
 	gate(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	c := startCluster(t, ctx)
-	nats := natstest.Start(t)
-	edgeURL, e := startEdge(t, nats.ClientURL())
+	c := startCluster(t)
+	nats := stack.NewNATS(t, stack.NATSConfig{})
+	edgeURL, e := startEdge(t, nats.URL())
 	lookups := make(chan *responder.ReplicaFirst, 1)
-	ctl := startControl(t, controlserver.Config{DatabaseURL: c.primaryDSN, ReplicaURL: c.replicaDSN,
-		NATSURL: nats.ClientURL(), PublicURL: edgeURL, IDStep: 50,
+	ctl := startControl(t, controlserver.Config{DatabaseURL: c.primary.DSN, ReplicaURL: c.replica.DSN,
+		NATSURL: nats.URL(), PublicURL: edgeURL, IDStep: 50,
 		OnReplicaLookups: func(rf *responder.ReplicaFirst) { lookups <- rf }})
 	rf := <-lookups
 
-	if err := c.replica.WaitReplayed(ctx, c.primary); err != nil {
+	if err := c.replica.Server.WaitReplayed(ctx, c.primary.Server); err != nil {
 		t.Fatal(err)
 	}
-	if err := c.replica.PauseReplay(ctx); err != nil {
+	if err := c.replica.Server.PauseReplay(ctx); err != nil {
 		t.Fatal(err)
 	}
 	e.Feed.Pause()
@@ -47,7 +47,7 @@ func TestReplicaLagEveryCreateJumpable(t *testing.T) {
 	var codes []string
 	for i := range n {
 		target := fmt.Sprintf("https://example.com/lag/%d", i)
-		status, _, code := create(t, ctl.url, c.apiKey, target)
+		status, _, code := create(t, ctl.URL, c.apiKey, target)
 		if status != http.StatusCreated {
 			t.Fatalf("create %d: %d %s", i, status, code)
 		}
@@ -88,10 +88,10 @@ func TestReplicaLagEveryCreateJumpable(t *testing.T) {
 	}
 
 	// Caught up, the replica serves lookups itself: the offload is real.
-	if err := c.replica.ResumeReplay(ctx); err != nil {
+	if err := c.replica.Server.ResumeReplay(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if err := c.replica.WaitReplayed(ctx, c.primary); err != nil {
+	if err := c.replica.Server.WaitReplayed(ctx, c.primary.Server); err != nil {
 		t.Fatal(err)
 	}
 	for _, code := range codes[:20] {

@@ -5,9 +5,8 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/jackc/pgx/v5/pgxpool"
-
 	"github.com/edgelink/edgelink/control/allocstore"
+	"github.com/edgelink/edgelink/control/postgres"
 )
 
 // runAllocVerify is `control alloc verify`: it checks the allocation audit on
@@ -17,7 +16,7 @@ import (
 // outside their namespace, or end above their namespace's counter; every
 // offending interval is named on stdout.
 func runAllocVerify(ctx context.Context, dsn string, stdout io.Writer) error {
-	pool, err := pgxpool.New(ctx, dsn)
+	pool, err := postgres.Open(ctx, dsn, 0)
 	if err != nil {
 		return fmt.Errorf("alloc verify: %w", err)
 	}

@@ -8,9 +8,8 @@ import (
 	"os"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
-
 	"github.com/edgelink/edgelink/control/allocstore"
+	"github.com/edgelink/edgelink/control/postgres"
 )
 
 type allocStatusCmd struct {
@@ -24,7 +23,7 @@ type allocRaiseFloorCmd struct {
 }
 
 func withAllocStore(ctx context.Context, dsn string, fn func(*allocstore.Store) error) error {
-	pool, err := pgxpool.New(ctx, dsn)
+	pool, err := postgres.Open(ctx, dsn, 0)
 	if err != nil {
 		return fmt.Errorf("database: %w", err)
 	}

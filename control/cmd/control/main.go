@@ -15,8 +15,6 @@ import (
 	"time"
 
 	"github.com/alecthomas/kong"
-	"github.com/jackc/pgx/v5/pgxpool"
-
 	"github.com/edgelink/edgelink/control/controlserver"
 	"github.com/edgelink/edgelink/control/postgres"
 )
@@ -205,7 +203,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, onListen 
 
 // withStore opens the database, applies migrations and runs fn.
 func withStore(ctx context.Context, dsn string, fn func(*postgres.Store) error) error {
-	pool, err := pgxpool.New(ctx, dsn)
+	pool, err := postgres.Open(ctx, dsn, 0)
 	if err != nil {
 		return fmt.Errorf("database: %w", err)
 	}

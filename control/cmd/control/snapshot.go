@@ -9,11 +9,11 @@ import (
 	"os"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"golang.org/x/term"
 
+	"github.com/edgelink/edgelink/control/postgres"
 	"github.com/edgelink/edgelink/control/snapshots"
 	"github.com/edgelink/edgelink/internal/atomicfile"
 )
@@ -22,7 +22,7 @@ func runSnapshotBuild(ctx context.Context, dsn string, c snapshotBuildCmd, stdou
 	if c.Out == "" && !c.Publish {
 		return errors.New("snapshot build: give --out FILE, --publish, or both")
 	}
-	pool, err := pgxpool.New(ctx, dsn)
+	pool, err := postgres.Open(ctx, dsn, 0)
 	if err != nil {
 		return fmt.Errorf("database: %w", err)
 	}
@@ -38,7 +38,7 @@ func runSnapshotBuild(ctx context.Context, dsn string, c snapshotBuildCmd, stdou
 	}
 	start := time.Now()
 	var buf bytes.Buffer
-	h, err := snapshots.New(pool, js, nil).Build(ctx, &buf, progressPrinter(stderr))
+	h, err := snapshots.New(postgres.New(pool), js, nil).Build(ctx, &buf, progressPrinter(stderr))
 	if err != nil {
 		return err
 	}

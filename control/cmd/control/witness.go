@@ -6,12 +6,12 @@ import (
 	"io"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/edgelink/edgelink/control/allocstore"
 	"github.com/edgelink/edgelink/control/idalloc/kvwitness"
+	"github.com/edgelink/edgelink/control/postgres"
 )
 
 type allocWitnessCmd struct {
@@ -25,7 +25,7 @@ type allocFenceRecoverCmd struct {
 
 // withWitness opens the database at dsn and the witness on natsURL.
 func withWitness(ctx context.Context, dsn, natsURL string, fn func(*allocstore.Store, *kvwitness.Witness) error) error {
-	pool, err := pgxpool.New(ctx, dsn)
+	pool, err := postgres.Open(ctx, dsn, 0)
 	if err != nil {
 		return fmt.Errorf("database: %w", err)
 	}
