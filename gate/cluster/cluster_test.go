@@ -16,13 +16,13 @@ import (
 	"github.com/edgelink/edgelink/control/snapshots"
 	"github.com/edgelink/edgelink/edge/edgeserver"
 	"github.com/edgelink/edgelink/gate/evidence"
-	"github.com/edgelink/edgelink/internal/pgtest"
+	"github.com/edgelink/edgelink/internal/stack"
 	"github.com/edgelink/edgelink/shared/clicks"
 	"github.com/edgelink/edgelink/shared/linkevent"
 	"github.com/edgelink/edgelink/shared/snapshot"
 )
 
-func TestMain(m *testing.M) { pgtest.Main(m) }
+func TestMain(m *testing.M) { stack.Main(m) }
 
 // objectStream is the stream behind a JetStream object store bucket.
 func objectStream(bucket string) string { return "OBJ_" + bucket }
@@ -39,14 +39,15 @@ func TestNATSNodeLoss(t *testing.T) {
 		t.Skip("minutes long: runs with EDGELINK_GATE=1, as `go tool task gate` does")
 	}
 	start := time.Now()
-	dsn := pgtest.DSN(t)
-	nc := startNATSCluster(t, 3)
-	js := nc.connect(t)
-	keys := tenantKeys(t, dsn, 4)
+	pg := stack.SharedPostgres(t)
+	dsn := pg.DSN
+	nc := stack.NewNATS(t, stack.NATSConfig{Nodes: 3})
+	_, js := nc.Client(t)
+	keys := pg.Keys(t, "gate", 4)
 
 	ctlCfg := func(node int) controlserver.Config {
 		return controlserver.Config{
-			DatabaseURL: dsn, NATSURL: nc.URL(node), PublicURL: "http://edge.invalid",
+			DatabaseURL: dsn, NATSURL: nc.NodeURL(node), PublicURL: "http://edge.invalid",
 			StreamReplicas: 3,
 			IDStep:         500, // several leases per instance within the test
 			// Snapshots often, so the bucket exists and edges swap them
@@ -61,18 +62,18 @@ func TestNATSNodeLoss(t *testing.T) {
 	var edges []*edge
 	for i := range 3 {
 		edges = append(edges, startEdge(t, fmt.Sprintf("edge-%d", i+1), edgeserver.Config{
-			NATSURL: nc.URL(i), SnapshotDir: t.TempDir(), SnapshotPoll: time.Second,
+			NATSURL: nc.NodeURL(i), SnapshotDir: t.TempDir(), SnapshotPoll: time.Second,
 			SnapshotBootWait: time.Second, ClickFlushEvery: 100 * time.Millisecond,
 		}))
 	}
 	edgeURLs := func() []string {
 		var us []string
 		for _, e := range edges {
-			us = append(us, e.url)
+			us = append(us, e.URL)
 		}
 		return us
 	}
-	ld := newLoad(keys, func() []string { return []string{controls[0].url, controls[1].url} }, edgeURLs)
+	ld := newLoad(keys, func() []string { return []string{controls[0].URL, controls[1].URL} }, edgeURLs)
 	ctx, stopLoad := context.WithCancel(context.Background())
 	wait := ld.run(ctx, 15, 3, 80)
 	defer func() { stopLoad(); wait() }()
@@ -80,32 +81,27 @@ func TestNATSNodeLoss(t *testing.T) {
 	t.Logf("+%s stack up, load running", time.Since(start).Round(time.Millisecond))
 	waitLinks(t, ld, 150, "before the kill")
 	before := streamInfo(t, js, linkevent.Stream)
-	victim := nc.index(before.Cluster.Leader)
+	victim := nc.Index(before.Cluster.Leader)
 	if victim < 0 {
 		t.Fatalf("LINK_CHANGES leader %q is not one of ours", before.Cluster.Leader)
 	}
 	killedAt := time.Now()
-	nc.Stop(victim)
+	nc.StopNode(victim)
 	t.Logf("+%s shut down %s, leader of %s at stream seq %d", time.Since(start).Round(time.Millisecond), before.Cluster.Leader, linkevent.Stream, before.State.LastSeq)
 
 	// Keep going until a new leader took the stream and creates made
 	// through it reached the edges.
 	var after *jetstream.StreamInfo
-	deadline := time.Now().Add(2 * time.Minute)
-	for {
+	if err := stack.Poll(context.Background(), "a new leader", 2*time.Minute, func() bool {
 		after = streamInfo(t, js, linkevent.Stream)
-		if after.Cluster.Leader != before.Cluster.Leader && after.State.LastSeq > before.State.LastSeq+100 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("stream did not move past seq %d on a new leader within 2m: leader %s, seq %d",
-				before.State.LastSeq+100, after.Cluster.Leader, after.State.LastSeq)
-		}
-		time.Sleep(100 * time.Millisecond)
+		return after.Cluster.Leader != before.Cluster.Leader && after.State.LastSeq > before.State.LastSeq+100
+	}); err != nil {
+		t.Fatalf("stream did not move past seq %d on a new leader within 2m: leader %s, seq %d",
+			before.State.LastSeq+100, after.Cluster.Leader, after.State.LastSeq)
 	}
-	nc.Start(t, victim)
+	startNode(t, nc, victim)
 	restartedAt := time.Now()
-	t.Logf("+%s new leader %s at seq %d; %s back", time.Since(start).Round(time.Millisecond), after.Cluster.Leader, after.State.LastSeq, nc.nodes[victim].name)
+	t.Logf("+%s new leader %s at seq %d; %s back", time.Since(start).Round(time.Millisecond), after.Cluster.Leader, after.State.LastSeq, nc.NodeName(victim))
 	n, _ := ld.snapshot()
 	waitLinks(t, ld, len(n)+150, "after the restart")
 	stopLoad()
@@ -157,7 +153,7 @@ func TestNATSNodeLoss(t *testing.T) {
 		}
 	}
 	if inWindow == 0 {
-		t.Errorf("no create answered 201 while %s was down", nc.nodes[victim].name)
+		t.Errorf("no create answered 201 while %s was down", nc.NodeName(victim))
 	}
 
 	t.Logf("+%s every link checked on every edge", time.Since(start).Round(time.Millisecond))
@@ -172,11 +168,11 @@ func TestNATSNodeLoss(t *testing.T) {
 		"3-node NATS cluster, 2 controls, 3 edges; %s (leader of %s) shut down under load and restarted: %d creates answered 201 (%d while the node was down, %d create failures there %v), "+
 			"every 201 followed right after on an edge (%d at once, %d after retrying 503, %d still 503 after 20s), and at the end all %d link×edge answers were 302 to the link's target; "+
 			"%d redirects checked under load, %d wrong answers",
-		nc.nodes[victim].name, linkevent.Stream, len(links), inWindow, len(windowFails), failureCounts(windowFails),
+		nc.NodeName(victim), linkevent.Stream, len(links), inWindow, len(windowFails), failureCounts(windowFails),
 		ld.jumpsAtOnce.Load(), ld.jumpsRetried.Load(), ld.jumpsGaveUp.Load(), checked, ld.redirects.Load(), ld.wrongN.Load())
 	evidence.Record(t, evidence.ContractUnderLag,
 		"change stream leader moved %s -> %s while NATS node %s was down (stream seq %d -> %d); %s; each edge (on n1, n2, n3) applied up to the database's newest change version %d with %s",
-		before.Cluster.Leader, after.Cluster.Leader, nc.nodes[victim].name, before.State.LastSeq, after.State.LastSeq,
+		before.Cluster.Leader, after.Cluster.Leader, nc.NodeName(victim), before.State.LastSeq, after.State.LastSeq,
 		strings.Join(replicated, "; "), newest, gaps)
 	evidence.Record(t, evidence.UniqueIDs, "%s (2 control instances, segments of 500)", ids)
 	evidence.Record(t, evidence.DisjointIntervals, "alloc verify after the NATS node loss: %d audited intervals in %d namespaces, %d violations",
@@ -186,40 +182,30 @@ func TestNATSNodeLoss(t *testing.T) {
 // waitLinks polls until the load has at least n 201s.
 func waitLinks(t testing.TB, ld *load, n int, what string) {
 	t.Helper()
-	deadline := time.Now().Add(3 * time.Minute)
-	for {
-		links, fails := ld.snapshot()
-		if len(links) >= n {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("only %d of %d creates answered 201 %s within 3m; failures %v, e.g. %v",
-				len(links), n, what, failureCounts(fails), sample(fails, 5))
-		}
-		time.Sleep(50 * time.Millisecond)
+	var links []created
+	var fails []failure
+	if err := stack.Poll(context.Background(), "creates answered", 3*time.Minute, func() bool {
+		links, fails = ld.snapshot()
+		return len(links) >= n
+	}); err != nil {
+		t.Fatalf("only %d of %d creates answered 201 %s within 3m; failures %v, e.g. %v",
+			len(links), n, what, failureCounts(fails), sample(fails, 5))
 	}
-}
-
-// newestVersion is the newest change version in the database.
-func newestVersion(t testing.TB, pool *pgxpool.Pool) uint64 {
-	t.Helper()
-	var v int64
-	if err := pool.QueryRow(context.Background(), `SELECT coalesce(max(version), 0) FROM outbox`).Scan(&v); err != nil {
-		t.Fatal(err)
-	}
-	return uint64(v)
 }
 
 // waitEdgesApplied polls until every edge has applied the database's newest
 // change version and returns it.
 func waitEdgesApplied(t testing.TB, pool *pgxpool.Pool, edges []*edge) uint64 {
 	t.Helper()
-	newest := newestVersion(t, pool)
-	deadline := time.Now().Add(3 * time.Minute)
-	for {
-		behind := ""
+	newest, err := stack.NewestVersion(context.Background(), pool)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var behind string
+	if err := stack.Poll(context.Background(), "edges apply the newest change", 3*time.Minute, func() bool {
+		behind = ""
 		for _, e := range edges {
-			p := e.edgeParts()
+			p := e.Parts()
 			if p == nil {
 				behind += fmt.Sprintf(" %s stopped", e.name)
 				continue
@@ -228,14 +214,11 @@ func waitEdgesApplied(t testing.TB, pool *pgxpool.Pool, edges []*edge) uint64 {
 				behind += fmt.Sprintf(" %s at %d (%+v)", e.name, pos.Version, pos)
 			}
 		}
-		if behind == "" {
-			return newest
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("edges did not apply the newest change version %d within 3m:%s", newest, behind)
-		}
-		time.Sleep(100 * time.Millisecond)
+		return behind == ""
+	}); err != nil {
+		t.Fatalf("edges did not apply the newest change version %d within 3m:%s", newest, behind)
 	}
+	return newest
 }
 
 // checkNoGaps fails the test for any gap an edge's feed saw (counted from
@@ -245,7 +228,7 @@ func checkNoGaps(t testing.TB, edges []*edge) string {
 	var out []string
 	for _, e := range edges {
 		var pos uint64
-		if p := e.edgeParts(); p != nil {
+		if p := e.Parts(); p != nil {
 			pos = p.Feed.Position().Gaps
 		}
 		if g := e.log.gaps.Load(); g > 0 || pos > 0 {

@@ -1,22 +1,19 @@
 package cluster
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"os"
 	"os/exec"
-	"strings"
-	"sync"
-	"syscall"
+	"regexp"
 	"testing"
 	"time"
 
 	"github.com/edgelink/edgelink/control/controlserver"
+	"github.com/edgelink/edgelink/internal/stack"
 )
 
 // childEnv makes the re-executed test binary run one control instance,
@@ -43,11 +40,9 @@ func TestControlChild(t *testing.T) {
 	if err := json.Unmarshal([]byte(spec), &s); err != nil {
 		t.Fatal(err)
 	}
-	ctx, stop := context.WithCancel(context.Background())
-	defer stop()
-	// The parent closes our stdin when it goes: stop then, so no control
-	// outlives a test binary that was itself killed.
-	go func() { _, _ = io.Copy(io.Discard, os.Stdin); stop() }()
+	// The parent-death signal (stack.StartProcess) kills this process with
+	// the test binary that started it; SIGKILL is the only way it ends.
+	ctx := context.Background()
 	err := controlserver.Run(ctx, controlserver.Config{
 		HTTPAddr: "127.0.0.1:0", DatabaseURL: s.DatabaseURL, NATSURL: s.NATSURL, PublicURL: "http://edge.invalid",
 		StreamReplicas: s.StreamReplicas, IDStep: s.IDStep, AbandonAfter: s.AbandonAfter, Instance: s.Instance,
@@ -60,62 +55,28 @@ func TestControlChild(t *testing.T) {
 }
 
 // childControl is a control instance in a process of its own (and its own
-// process group).
+// process group), killed with the test process.
 type childControl struct {
-	name  string
-	url   string
-	cmd   *exec.Cmd
-	stdin io.WriteCloser // held open: the child stops when it closes
-	once  sync.Once
+	*stack.Process
+	name, url string
 }
+
+// listening is what the control child prints once its API listens.
+var listening = regexp.MustCompile(`listening (\S+)`)
 
 func startChildControl(t testing.TB, s childSpec) *childControl {
 	t.Helper()
 	b, _ := json.Marshal(s)
 	cmd := exec.Command(os.Args[0], "-test.run=^TestControlChild$", "-test.v=false")
 	cmd.Env = append(os.Environ(), childEnv+"="+string(b))
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	cmd.Stderr = os.Stderr
-	stdin, err := cmd.StdinPipe()
+	p, err := stack.StartProcess(cmd)
 	if err != nil {
 		t.Fatal(err)
 	}
-	out, err := cmd.StdoutPipe()
+	p.CleanupWith(t, "control child "+s.Instance)
+	m, err := p.WaitFor(context.Background(), listening, 3*time.Minute)
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("control child %s: %v", s.Instance, err)
 	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	c := &childControl{name: s.Instance, cmd: cmd, stdin: stdin}
-	t.Cleanup(c.kill)
-	addr := make(chan string, 1)
-	go func() {
-		lines := bufio.NewScanner(out)
-		for lines.Scan() {
-			if a, ok := strings.CutPrefix(lines.Text(), "listening "); ok {
-				addr <- a
-			}
-		}
-		close(addr)
-	}()
-	select {
-	case a, ok := <-addr:
-		if !ok {
-			t.Fatalf("control child %s exited before listening", s.Instance)
-		}
-		c.url = "http://" + a
-	case <-time.After(3 * time.Minute):
-		t.Fatalf("control child %s did not listen within 3m", s.Instance)
-	}
-	return c
-}
-
-// kill is SIGKILL to the child's process group: no drain, no discarding of
-// segments, connections cut mid-transaction.
-func (c *childControl) kill() {
-	c.once.Do(func() {
-		_ = syscall.Kill(-c.cmd.Process.Pid, syscall.SIGKILL)
-		_ = c.cmd.Wait()
-	})
+	return &childControl{Process: p, name: s.Instance, url: "http://" + m[1]}
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -12,12 +11,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
-
 	"github.com/edgelink/edgelink/edge/edgeserver"
 	"github.com/edgelink/edgelink/gate/evidence"
-	"github.com/edgelink/edgelink/internal/pgserver"
+	"github.com/edgelink/edgelink/internal/stack"
 	"github.com/edgelink/edgelink/shared/linkevent"
 )
 
@@ -67,50 +63,25 @@ func TestSoak(t *testing.T) {
 	// A PostgreSQL of its own, since the soak kills it. fsync is off (a
 	// killed server loses nothing the kernel holds) but synchronous_commit
 	// stays on, so a COMMIT acknowledged before a 201 survives the kill.
-	pgDir, err := os.MkdirTemp("", "edgelink-soak-pg-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = os.RemoveAll(pgDir) })
-	// PostgreSQL runs as its own user when we are root.
-	if err := os.Chmod(pgDir, 0o755); err != nil {
-		t.Fatal(err)
-	}
+	pg := stack.NewPostgres(t, stack.PostgresConfig{Durable: true, Settings: []string{"fsync=off", "full_page_writes=off"}})
+	keys := pg.Keys(t, "gate", 4)
+	// The test's own connections go to PostgreSQL directly, never through
+	// the proxy; the harness resets its pool after a kill and restart.
+	pool := pg.Pool()
 	ctx := context.Background()
-	pg, err := pgserver.Start(ctx, pgserver.Config{Dir: filepath.Join(pgDir, "pg"),
-		Settings: []string{"fsync=off", "full_page_writes=off"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = pg.Stop() })
-	admin, err := pgx.Connect(ctx, pg.DSN("postgres"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := admin.Exec(ctx, "CREATE DATABASE edgelink"); err != nil {
-		t.Fatal(err)
-	}
-	admin.Close(ctx)
-	dsn := pg.DSN("edgelink")
-	keys := tenantKeys(t, dsn, 4) // migrates
-	pool, err := pgxpool.New(ctx, dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
 	// Controls reach PostgreSQL through the proxy that makes it slow.
-	proxy := startSlowProxy(t, fmt.Sprintf("127.0.0.1:%d", pg.Port()))
-	proxyDSN := fmt.Sprintf("postgres://postgres@%s/edgelink?sslmode=disable", proxy.addr())
+	proxy := stack.NewProxy(t, fmt.Sprintf("127.0.0.1:%d", pg.Server.Port()))
+	proxyDSN := proxy.DSN("edgelink")
 
-	nc := startNATSCluster(t, 3)
-	js := nc.connect(t)
+	nc := stack.NewNATS(t, stack.NATSConfig{Nodes: 3})
+	_, js := nc.Client(t)
 
 	var cmu sync.Mutex
 	nextControl := 1
 	spec := func() childSpec {
 		n := nextControl
 		nextControl++
-		return childSpec{Instance: fmt.Sprintf("control-%d", n), DatabaseURL: proxyDSN, NATSURL: nc.URL(n % 2),
+		return childSpec{Instance: fmt.Sprintf("control-%d", n), DatabaseURL: proxyDSN, NATSURL: nc.NodeURL(n % 2),
 			StreamReplicas: 3, IDStep: 2000, AbandonAfter: 30 * time.Second}
 	}
 	controls := []*childControl{startChildControl(t, spec()), startChildControl(t, spec())}
@@ -126,11 +97,11 @@ func TestSoak(t *testing.T) {
 	var edges []*edge
 	for i := range 2 {
 		edges = append(edges, startEdge(t, fmt.Sprintf("edge-%d", i+1), edgeserver.Config{
-			NATSURL: nc.URL(i + 1), SnapshotDir: t.TempDir(), SnapshotPoll: 5 * time.Second,
+			NATSURL: nc.NodeURL(i + 1), SnapshotDir: t.TempDir(), SnapshotPoll: 5 * time.Second,
 			SnapshotBootWait: time.Second,
 		}))
 	}
-	edgeURLs := func() []string { return []string{edges[0].url, edges[1].url} }
+	edgeURLs := func() []string { return []string{edges[0].URL, edges[1].URL} }
 
 	// The boundary (the counter's next_id) and the newest change version,
 	// sampled around every fault: neither may ever go back.
@@ -190,16 +161,14 @@ func TestSoak(t *testing.T) {
 		switch f {
 		case "nats":
 			leader := streamInfo(t, js, linkevent.Stream).Cluster.Leader
-			idx := nc.index(leader)
-			nc.Stop(idx)
+			idx := nc.Index(leader)
+			nc.StopNode(idx)
 			newLeader := ""
-			deadline := time.Now().Add(2 * time.Minute)
-			for newLeader == "" || newLeader == leader {
-				if time.Now().After(deadline) {
-					t.Fatalf("no new LINK_CHANGES leader 2m after %s stopped", leader)
-				}
-				time.Sleep(200 * time.Millisecond)
+			if err := stack.Poll(ctx, "a new leader", 2*time.Minute, func() bool {
 				newLeader = streamInfo(t, js, linkevent.Stream).Cluster.Leader
+				return newLeader != leader
+			}); err != nil {
+				t.Fatalf("no new LINK_CHANGES leader 2m after %s stopped", leader)
 			}
 			// Down a while longer: clients on it fail over, the stream
 			// runs on two replicas.
@@ -207,7 +176,7 @@ func TestSoak(t *testing.T) {
 			case <-time.After(min(every/4, 10*time.Second)):
 			case <-loadCtx.Done():
 			}
-			nc.Start(t, idx)
+			startNode(t, nc, idx)
 			what = fmt.Sprintf("NATS %s (LINK_CHANGES leader) stopped, %s took over, %s restarted", leader, newLeader, leader)
 		case "postgres":
 			if err := pg.Kill(); err != nil {
@@ -229,7 +198,7 @@ func TestSoak(t *testing.T) {
 			controls = append(controls[:k:k], controls[k+1:]...)
 			s := spec()
 			cmu.Unlock()
-			victim.kill()
+			victim.Kill()
 			fresh := startChildControl(t, s)
 			cmu.Lock()
 			controls = append(controls, fresh)
@@ -240,12 +209,12 @@ func TestSoak(t *testing.T) {
 			e.restart(t)
 			what = fmt.Sprintf("%s restarted (boots from its snapshot copy, replays the stream)", e.name)
 		case "slow":
-			proxy.setDelay(100 * time.Millisecond)
+			proxy.SetDelay(100 * time.Millisecond)
 			select {
 			case <-time.After(slowFor):
 			case <-loadCtx.Done():
 			}
-			proxy.setDelay(0)
+			proxy.SetDelay(0)
 			what = fmt.Sprintf("control's PostgreSQL delayed 100ms per packet each way for %s", slowFor)
 		}
 		injected[f]++

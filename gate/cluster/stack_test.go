@@ -4,149 +4,74 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"net"
 	"os"
 	"runtime"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/edgelink/edgelink/control/controlserver"
-	"github.com/edgelink/edgelink/control/postgres"
 	"github.com/edgelink/edgelink/edge/edgeserver"
+	"github.com/edgelink/edgelink/internal/stack"
 )
 
 // control is a control instance running in the test process.
 type control struct {
-	name   string
-	url    string
-	cancel context.CancelFunc
-	done   chan error
+	*stack.Control
+	name string
 }
 
-// startControl runs control with cfg (HTTPAddr, OnListen and Instance are
-// set here) and returns once its API listens.
+// startControl runs control with cfg as instance name and returns once its
+// API listens; it stops (draining) when the test ends.
 func startControl(t testing.TB, name string, cfg controlserver.Config) *control {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	addr := make(chan net.Addr, 1)
-	cfg.HTTPAddr, cfg.Instance = "127.0.0.1:0", name
-	cfg.OnListen = func(a net.Addr) { addr <- a }
-	c := &control{name: name, cancel: cancel, done: make(chan error, 1)}
-	go func() { c.done <- controlserver.Run(ctx, cfg) }()
-	t.Cleanup(func() { c.stop(t) })
-	select {
-	case a := <-addr:
-		c.url = "http://" + a.String()
-	case err := <-c.done:
-		t.Fatalf("control %s stopped while starting: %v", name, err)
-	case <-time.After(2 * time.Minute):
-		t.Fatalf("control %s did not listen within 2m", name)
-	}
-	return c
-}
-
-// stop shuts control down gracefully (drains) and waits; a second call is a
-// no-op.
-func (c *control) stop(t testing.TB) {
-	t.Helper()
-	if c.cancel == nil {
-		return
-	}
-	c.cancel()
-	c.cancel = nil
-	t0 := time.Now()
-	select {
-	case err := <-c.done:
-		if err != nil {
-			t.Errorf("control %s stopped with: %v", c.name, err)
-		}
-		t.Logf("control %s stopped in %s", c.name, time.Since(t0).Round(time.Millisecond))
-	case <-time.After(time.Minute):
-		t.Errorf("control %s did not stop within 1m", c.name)
-	}
+	cfg.Instance = name
+	return &control{Control: stack.NewControl(t, cfg), name: name}
 }
 
 // edge is an edge running in the test process. Restart keeps its address,
 // so the load keeps asking the same URL.
 type edge struct {
+	*stack.Edge
 	name string
-	cfg  edgeserver.Config
-	url  string
 	log  *feedLog
-
-	mu     sync.Mutex
-	parts  *edgeserver.Edge
-	cancel context.CancelFunc
-	done   chan error
 }
 
 func startEdge(t testing.TB, name string, cfg edgeserver.Config) *edge {
 	t.Helper()
-	e := &edge{name: name, cfg: cfg, log: &feedLog{}}
-	e.cfg.Name = name
-	e.cfg.RatePerIP = -1 // one load generator asks for every fresh code
-	e.cfg.Log = slog.New(e.log)
-	if e.cfg.HTTPAddr == "" {
-		e.cfg.HTTPAddr = "127.0.0.1:0"
+	e := &edge{name: name, log: &feedLog{}}
+	cfg.Name = name
+	cfg.RatePerIP = -1 // one load generator asks for every fresh code
+	cfg.Log = slog.New(e.log)
+	var err error
+	if e.Edge, err = stack.StartEdge(context.Background(), cfg); err != nil {
+		t.Fatal(err)
 	}
-	t.Cleanup(func() { e.stop(t) })
-	e.start(t)
+	t.Cleanup(func() {
+		if err := e.Stop(); err != nil {
+			t.Errorf("edge %s: %v; goroutines: %s", name, err, dumpStacks(name))
+		}
+	})
 	return e
 }
 
-func (e *edge) start(t testing.TB) {
+// restart stops the edge and starts it again on the same address and
+// snapshot folder: it boots from its local snapshot and replays the rest.
+func (e *edge) restart(t testing.TB) {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	addr := make(chan net.Addr, 1)
-	parts := make(chan *edgeserver.Edge, 1)
-	cfg := e.cfg
-	cfg.OnListen = func(a net.Addr) { addr <- a }
-	cfg.OnStart = func(p *edgeserver.Edge) { parts <- p }
-	done := make(chan error, 1)
-	go func() { done <- edgeserver.Run(ctx, cfg) }()
-	select {
-	case a := <-addr:
-		if e.url == "" { // a restart listens where the first start did
-			e.cfg.HTTPAddr = a.String()
-			e.url = "http://" + a.String()
-		}
-	case err := <-done:
-		cancel()
-		t.Fatalf("edge %s stopped while starting: %v", e.name, err)
-	case <-time.After(2 * time.Minute):
-		cancel()
-		t.Fatalf("edge %s did not listen within 2m", e.name)
+	if err := e.Restart(context.Background()); err != nil {
+		t.Fatalf("restart edge %s: %v", e.name, err)
 	}
-	p := <-parts
-	e.mu.Lock()
-	e.parts, e.cancel, e.done = p, cancel, done
-	e.mu.Unlock()
 }
 
-func (e *edge) stop(t testing.TB) {
+// startNode brings NATS node i back and waits until the cluster is healthy.
+func startNode(t testing.TB, nc *stack.NATS, i int) {
 	t.Helper()
-	e.mu.Lock()
-	cancel, done := e.cancel, e.done
-	e.cancel = nil
-	e.mu.Unlock()
-	if cancel == nil {
-		return
-	}
-	cancel()
-	t0 := time.Now()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Errorf("edge %s stopped with: %v", e.name, err)
-		}
-		t.Logf("edge %s stopped in %s", e.name, time.Since(t0).Round(time.Millisecond))
-	case <-time.After(time.Minute):
-		t.Errorf("edge %s did not stop within 1m; goroutines: %s", e.name, dumpStacks(e.name))
+	if err := nc.StartNode(context.Background(), i); err != nil {
+		t.Fatal(err)
 	}
 }
 
@@ -162,24 +87,6 @@ func dumpStacks(what string) string {
 	defer f.Close()
 	_, _ = f.Write(buf)
 	return f.Name()
-}
-
-// restart stops the edge and starts it again on the same address and
-// snapshot folder: it boots from its local snapshot and replays the rest.
-func (e *edge) restart(t testing.TB) {
-	t.Helper()
-	e.stop(t)
-	e.start(t)
-}
-
-// edgeParts returns the running edge's parts (nil while it is stopped).
-func (e *edge) edgeParts() *edgeserver.Edge {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if e.cancel == nil {
-		return nil
-	}
-	return e.parts
 }
 
 // feedLog is the edge's log handler: it drops everything but counts what
@@ -208,31 +115,31 @@ func (h *feedLog) Handle(_ context.Context, r slog.Record) error {
 	return nil
 }
 
-// tenantKeys creates n tenants and returns an API key for each: the API's
-// rate limit is per tenant, so each create worker gets its own.
-func tenantKeys(t testing.TB, dsn string, n int) []string {
+// streamInfo polls for stream's info (it may be electing a leader).
+func streamInfo(t testing.TB, js jetstream.JetStream, stream string) *jetstream.StreamInfo {
 	t.Helper()
-	ctx := context.Background()
-	pool, err := pgxpool.New(ctx, dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pool.Close()
-	if err := postgres.Migrate(ctx, pool); err != nil {
-		t.Fatal(err)
-	}
-	st := postgres.New(pool)
-	var keys []string
-	for i := range n {
-		id, err := st.CreateTenant(ctx, fmt.Sprintf("gate-%d", i))
-		if err != nil {
-			t.Fatal(err)
+	var info *jetstream.StreamInfo
+	var err error
+	if perr := stack.Poll(context.Background(), "stream info", time.Minute, func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		var s jetstream.Stream
+		if s, err = js.Stream(ctx, stream); err == nil {
+			info, err = s.Info(ctx)
 		}
-		key, err := st.CreateAPIKey(ctx, id)
-		if err != nil {
-			t.Fatal(err)
-		}
-		keys = append(keys, key)
+		return err == nil && info.Cluster != nil && info.Cluster.Leader != ""
+	}); perr != nil {
+		t.Fatalf("stream %s: no info with a leader after 1m: %v", stream, err)
 	}
-	return keys
+	return info
+}
+
+// replicasOf says how stream is replicated: its configured count and the
+// servers holding it (leader first).
+func replicasOf(info *jetstream.StreamInfo) (configured int, servers []string) {
+	servers = append(servers, info.Cluster.Leader)
+	for _, p := range info.Cluster.Replicas {
+		servers = append(servers, p.Name)
+	}
+	return info.Config.Replicas, servers
 }
