@@ -89,7 +89,7 @@ func (sc *slowClients) waitClosed(t *testing.T, what string) map[string]int {
 // answered (redirects on the edge, reads on control); every slow
 // connection is then closed by the server's read timeout without being
 // served.
-func testSlowClientsAreTimedOut(t *testing.T, s *stack) {
+func testSlowClientsAreTimedOut(t *testing.T, s *env) {
 	_, key := s.tenant(t, "acme")
 	code, target := s.create(t, key, `{"url": "https://example.com/slow"}`)
 	if a := s.follow(t, "/"+code); a.status != http.StatusFound {
@@ -122,7 +122,7 @@ func testSlowClientsAreTimedOut(t *testing.T, s *stack) {
 // the edge reads, and bodies larger than it accepts, are refused (431 or
 // 400/413) or the connection is closed; never served. The edge then still
 // answers ordinary requests.
-func testOversizedRequestsOnTheEdge(t *testing.T, s *stack) {
+func testOversizedRequestsOnTheEdge(t *testing.T, s *env) {
 	_, key := s.tenant(t, "acme")
 	code, target := s.create(t, key, `{"url": "https://example.com/big"}`)
 	if a := s.follow(t, "/"+code); a.status != http.StatusFound {
@@ -161,7 +161,7 @@ func testOversizedRequestsOnTheEdge(t *testing.T, s *stack) {
 // before any handler runs, so plain text, not problem+json), an oversized
 // Idempotency-Key a 400 problem; none of them writes a link, an outbox row
 // or an idempotency key.
-func testOversizedRequestsOnControl(t *testing.T, s *stack) {
+func testOversizedRequestsOnControl(t *testing.T, s *env) {
 	_, key := s.tenant(t, "acme")
 	host := strings.TrimPrefix(s.controlURL, "http://")
 	create := func(headers, body string) string {

@@ -9,8 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
-
+	"github.com/edgelink/edgelink/internal/stack"
 	"github.com/edgelink/edgelink/shared/linkevent"
 )
 
@@ -20,7 +19,7 @@ import (
 // lists, changes, deletes, redirects, unknown codes, bad input, a revoked
 // key, an authority lookup), and then searches everything they logged: no
 // line may carry any of those values.
-func testInfoLogsCarryNoLinkDataOrKeys(t *testing.T, s *stack) {
+func testInfoLogsCarryNoLinkDataOrKeys(t *testing.T, s *env) {
 	tenant, key := s.tenant(t, "acme")
 	_, other := s.tenant(t, "other")
 	tag := func(prefix string) string {
@@ -99,7 +98,7 @@ func testInfoLogsCarryNoLinkDataOrKeys(t *testing.T, s *stack) {
 
 	revoked := secret("API key", s.key(t, tenant))
 	expect("fresh key", s.call(t, "GET", "/api/v1/links", revoked, ""), 200)
-	if err := s.store.RevokeAPIKey(t.Context(), revoked); err != nil {
+	if err := s.pg.Store().RevokeAPIKey(t.Context(), revoked); err != nil {
 		t.Fatal(err)
 	}
 	expect("revoked key", s.call(t, "GET", "/api/v1/links/"+genCode, revoked, ""), 401)
@@ -110,7 +109,7 @@ func testInfoLogsCarryNoLinkDataOrKeys(t *testing.T, s *stack) {
 	// a moment (a real fault of the real database), so reads, changes,
 	// creates and the authority's lookups fail inside control.
 	faultCode := secret("custom code", tag("canary-fault-"))
-	if _, err := s.pool.Exec(t.Context(), `ALTER TABLE links RENAME TO links_away`); err != nil {
+	if _, err := s.pg.Pool().Exec(t.Context(), `ALTER TABLE links RENAME TO links_away`); err != nil {
 		t.Fatal(err)
 	}
 	for _, r := range []struct{ method, path, body string }{
@@ -128,7 +127,7 @@ func testInfoLogsCarryNoLinkDataOrKeys(t *testing.T, s *stack) {
 	if a := raw(t, s.edgeAddr, "GET /"+faultCode+" HTTP/1.1\r\nHost: edge\r\nConnection: close\r\n\r\n"); a.status != http.StatusServiceUnavailable {
 		t.Errorf("GET /%s on the edge without the links table: %v; want 503", faultCode, a)
 	}
-	if _, err := s.pool.Exec(t.Context(), `ALTER TABLE links_away RENAME TO links`); err != nil {
+	if _, err := s.pg.Pool().Exec(t.Context(), `ALTER TABLE links_away RENAME TO links`); err != nil {
 		t.Fatal(err)
 	}
 
@@ -136,40 +135,32 @@ func testInfoLogsCarryNoLinkDataOrKeys(t *testing.T, s *stack) {
 	// authority reply cannot carry (an active link without a URL, under
 	// a code the edge has never seen) and an event the feed cannot apply.
 	corruptCode := secret("custom code", tag("canary-corrupt-"))
-	if _, err := s.pool.Exec(t.Context(), `UPDATE links SET code = $1, url = '' WHERE code = $2`, corruptCode, genCode); err != nil {
+	if _, err := s.pg.Pool().Exec(t.Context(), `UPDATE links SET code = $1, url = '' WHERE code = $2`, corruptCode, genCode); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.pool.Exec(t.Context(), `UPDATE links SET status = 'active' WHERE code = $1`, corruptCode); err != nil {
+	if _, err := s.pg.Pool().Exec(t.Context(), `UPDATE links SET status = 'active' WHERE code = $1`, corruptCode); err != nil {
 		t.Fatal(err)
 	}
 	if a := raw(t, s.edgeAddr, "GET /"+corruptCode+" HTTP/1.1\r\nHost: edge\r\nConnection: close\r\n\r\n"); a.status != http.StatusServiceUnavailable {
 		t.Errorf("GET /%s, a row the authority cannot answer: %v; want 503", corruptCode, a)
 	}
 	eventCode := secret("custom code", tag("canary-event-"))
-	nc, err := nats.Connect(s.natsURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
+	nc, _ := stack.External(s.natsURL).Client(t)
 	if err := nc.Publish(linkevent.Subject, []byte(fmt.Sprintf(`{"v": %d, "k": "link", "c": %q, "s": "active", "t": 302}`, 1<<50, eventCode))); err != nil {
 		t.Fatal(err)
 	}
 	if err := nc.Flush(); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(30 * time.Second)
-	for !strings.Contains(raw(t, s.edgeAddr, "GET /metrics HTTP/1.1\r\nHost: edge\r\nConnection: close\r\n\r\n").String(), "edge_changefeed_bad_events_total 1") {
-		if time.Now().After(deadline) {
-			t.Fatal("the edge never counted the bad event")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	stack.Eventually(t, "the edge counts the bad event", 30*time.Second, func() bool {
+		return strings.Contains(raw(t, s.edgeAddr, "GET /metrics HTTP/1.1\r\nHost: edge\r\nConnection: close\r\n\r\n").String(), "edge_changefeed_bad_events_total 1")
+	})
 
 	// The edge answered the last change (waitStatus above), so the relay
 	// and the feed have handled everything; their logs are in.
 	var leaks []string
-	for name, buf := range map[string]*logBuffer{"control": s.controlLog, "edge": s.edgeLog} {
-		lines := buf.lines()
+	for name, buf := range map[string]*stack.LogBuffer{"control": s.controlLog, "edge": s.edgeLog} {
+		lines := buf.Lines()
 		if len(lines) < 2 {
 			t.Errorf("%s logged %d lines at info level; the test would see nothing", name, len(lines))
 		}
@@ -191,18 +182,14 @@ func testInfoLogsCarryNoLinkDataOrKeys(t *testing.T, s *stack) {
 }
 
 // waitStatus polls the edge until code answers status.
-func waitStatus(t *testing.T, s *stack, code string, status int) {
+func waitStatus(t *testing.T, s *env, code string, status int) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		a := raw(t, s.edgeAddr, "GET /"+code+" HTTP/1.1\r\nHost: edge\r\nConnection: close\r\n\r\n")
-		if a.status == status {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("GET /%s: %v; want %d", code, a, status)
-		}
-		time.Sleep(20 * time.Millisecond)
+	var a answer
+	if err := stack.Poll(t.Context(), "edge answers", 30*time.Second, func() bool {
+		a = raw(t, s.edgeAddr, "GET /"+code+" HTTP/1.1\r\nHost: edge\r\nConnection: close\r\n\r\n")
+		return a.status == status
+	}); err != nil {
+		t.Fatalf("GET /%s: %v; want %d", code, a, status)
 	}
 }
 

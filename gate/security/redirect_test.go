@@ -29,7 +29,7 @@ import (
 //   - Hosts longer than DNS allows, bad ports, zones and raw whitespace or
 //     control characters are refused; percent-encoded CR/LF in the path
 //     stays encoded and cannot split a header.
-func testNoOpenRedirectThroughHostileTargets(t *testing.T, s *stack) {
+func testNoOpenRedirectThroughHostileTargets(t *testing.T, s *env) {
 	_, key := s.tenant(t, "acme")
 	cases := []struct {
 		name, url string
@@ -123,7 +123,7 @@ func testNoOpenRedirectThroughHostileTargets(t *testing.T, s *stack) {
 // testNoOpenRedirectThroughCraftedPaths: whatever request-target reaches
 // the edge, a redirect's Location is a stored link's URL, for the code the
 // path names; nothing from the request ends up in it.
-func testNoOpenRedirectThroughCraftedPaths(t *testing.T, s *stack) {
+func testNoOpenRedirectThroughCraftedPaths(t *testing.T, s *env) {
 	_, key := s.tenant(t, "acme")
 	code, target := s.create(t, key, `{"url": "https://shop.example.com/spring", "code": "promo-2026"}`)
 	if a := s.follow(t, "/"+code); a.status != http.StatusFound || a.header.Get("Location") != target {
@@ -170,7 +170,7 @@ func testNoOpenRedirectThroughCraftedPaths(t *testing.T, s *stack) {
 }
 
 // listAll returns every link of the key's tenant, deleted ones included.
-func (s *stack) listAll(t *testing.T, key string) []any {
+func (s *env) listAll(t *testing.T, key string) []any {
 	t.Helper()
 	var all []any
 	for _, st := range []string{"active", "disabled", "deleted"} {

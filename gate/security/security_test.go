@@ -16,7 +16,7 @@ func TestSecurity(t *testing.T) {
 	s := startStack(t, "evil.example", "blocked-canary.example")
 	for _, c := range []struct {
 		name string
-		fn   func(*testing.T, *stack)
+		fn   func(*testing.T, *env)
 	}{
 		{"NoOpenRedirectThroughHostileTargets", testNoOpenRedirectThroughHostileTargets},
 		{"NoOpenRedirectThroughCraftedPaths", testNoOpenRedirectThroughCraftedPaths},

@@ -3,7 +3,6 @@ package security
 import (
 	"bufio"
 	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -12,158 +11,68 @@ import (
 	"net"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
-
 	"github.com/edgelink/edgelink/control/controlserver"
-	"github.com/edgelink/edgelink/control/postgres"
 	"github.com/edgelink/edgelink/control/snapshots"
 	"github.com/edgelink/edgelink/edge/edgeserver"
-	"github.com/edgelink/edgelink/internal/natstest"
-	"github.com/edgelink/edgelink/internal/pgtest"
+	"github.com/edgelink/edgelink/internal/stack"
 	"github.com/edgelink/edgelink/shared/base62"
 )
 
-func TestMain(m *testing.M) { pgtest.Main(m) }
+func TestMain(m *testing.M) { stack.Main(m) }
 
-// logBuffer collects a component's log lines; safe for concurrent use.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *logBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *logBuffer) lines() []string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return strings.Split(strings.TrimRight(b.buf.String(), "\n"), "\n")
-}
-
-// stack is control and one edge in this process, on a fresh database and
+// env is control and one edge in this process, on a fresh database and
 // an in-process JetStream server, logging at info level into buffers.
-type stack struct {
+type env struct {
 	controlURL, edgeURL, edgeAddr string
 	natsURL                       string
-	store                         *postgres.Store
-	pool                          *pgxpool.Pool
-	controlLog, edgeLog           *logBuffer
+	pg                            *stack.Postgres
+	controlLog, edgeLog           *stack.LogBuffer
 	blocked                       []string
 }
 
 // startStack runs the stack until the test ends.
-func startStack(t *testing.T, blocked ...string) *stack {
+func startStack(t *testing.T, blocked ...string) *env {
 	t.Helper()
-	dsn := pgtest.DSN(t)
-	pool, err := pgxpool.New(context.Background(), dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
-	ns := natstest.Start(t)
-	s := &stack{natsURL: ns.ClientURL(), store: postgres.New(pool), pool: pool, controlLog: &logBuffer{}, edgeLog: &logBuffer{}, blocked: blocked}
+	s := &env{pg: stack.SharedPostgres(t), controlLog: &stack.LogBuffer{}, edgeLog: &stack.LogBuffer{}, blocked: blocked}
+	s.natsURL = stack.NewNATS(t, stack.NATSConfig{}).URL()
 	logger := func(w io.Writer) *slog.Logger {
 		return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	}
-
-	ctx, cancel := context.WithCancel(context.Background())
-	edgeAddr, controlAddr := make(chan net.Addr, 1), make(chan net.Addr, 1)
-	edgeDone, controlDone := make(chan error, 1), make(chan error, 1)
-	go func() {
-		edgeDone <- edgeserver.Run(ctx, edgeserver.Config{HTTPAddr: "127.0.0.1:0", NATSURL: ns.ClientURL(), Name: "security",
-			Log: logger(s.edgeLog), SnapshotDir: t.TempDir(), OnListen: func(a net.Addr) { edgeAddr <- a }})
-	}()
-	stopped := false
-	t.Cleanup(func() {
-		if stopped {
-			return
-		}
-		cancel()
-		for _, c := range []struct {
-			name string
-			done chan error
-		}{{"control", controlDone}, {"edge", edgeDone}} {
-			select {
-			case err := <-c.done:
-				if err != nil {
-					t.Errorf("%s stopped with: %v", c.name, err)
-				}
-			case <-time.After(60 * time.Second):
-				t.Errorf("%s did not stop within 60s", c.name)
-			}
-		}
-	})
-	select {
-	case a := <-edgeAddr:
-		s.edgeAddr = a.String()
-		s.edgeURL = "http://" + s.edgeAddr
-	case err := <-edgeDone:
-		stopped = true
-		cancel()
-		t.Fatalf("edge failed to start: %v", err)
-	case <-time.After(2 * time.Minute):
-		t.Fatal("edge not listening within 2 minutes")
-	}
+	e := stack.NewEdge(t, edgeserver.Config{NATSURL: s.natsURL, Name: "security",
+		Log: logger(s.edgeLog), SnapshotDir: t.TempDir()})
+	s.edgeAddr, s.edgeURL = e.Addr, e.URL
 	// Generated codes start at a random point of the space, so they look
 	// like codes (4cQ3xZ), not like numbers a log line could hold (000001).
 	idStart := base62.Space/4 + rand.Uint64N(base62.Space/2)
-	go func() {
-		controlDone <- controlserver.Run(ctx, controlserver.Config{HTTPAddr: "127.0.0.1:0", DatabaseURL: dsn, NATSURL: ns.ClientURL(),
-			PublicURL: s.edgeURL, Log: logger(s.controlLog), BlockedDomains: blocked, Snapshots: snapshots.Schedule{Disabled: true},
-			IDStart: idStart, IDEnd: idStart + 1_000_000,
-			OnListen: func(a net.Addr) { controlAddr <- a }})
-	}()
-	select {
-	case a := <-controlAddr:
-		s.controlURL = "http://" + a.String()
-	case err := <-controlDone:
-		controlDone <- err // the cleanup reports it
-		t.Fatalf("control failed to start: %v", err)
-	case <-time.After(2 * time.Minute):
-		t.Fatal("control not listening within 2 minutes")
-	}
+	c := stack.NewControl(t, controlserver.Config{DatabaseURL: s.pg.DSN, NATSURL: s.natsURL,
+		PublicURL: s.edgeURL, Log: logger(s.controlLog), BlockedDomains: blocked, Snapshots: snapshots.Schedule{Disabled: true},
+		IDStart: idStart, IDEnd: idStart + 1_000_000})
+	s.controlURL = c.URL
 	return s
 }
 
 // count returns the rows in table.
-func (s *stack) count(t *testing.T, table string) int {
+func (s *env) count(t *testing.T, table string) int {
 	t.Helper()
 	var n int
-	if err := s.pool.QueryRow(t.Context(), "SELECT count(*) FROM "+table).Scan(&n); err != nil {
+	if err := s.pg.Pool().QueryRow(t.Context(), "SELECT count(*) FROM "+table).Scan(&n); err != nil {
 		t.Fatal(err)
 	}
 	return n
 }
 
 // tenant creates a tenant and returns an API key of it.
-func (s *stack) tenant(t *testing.T, name string) (int64, string) {
+func (s *env) tenant(t *testing.T, name string) (int64, string) {
 	t.Helper()
-	id, err := s.store.CreateTenant(t.Context(), name+"-"+strings.ReplaceAll(t.Name(), "/", "-"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return id, s.key(t, id)
+	return s.pg.NewTenant(t, name+"-"+strings.ReplaceAll(t.Name(), "/", "-"))
 }
 
-func (s *stack) key(t *testing.T, tenant int64) string {
+func (s *env) key(t *testing.T, tenant int64) string {
 	t.Helper()
-	key, err := s.store.CreateAPIKey(t.Context(), tenant)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return key
-}
-
-var client = &http.Client{
-	Timeout:       30 * time.Second,
-	CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+	return s.pg.NewKey(t, tenant)
 }
 
 // answer is an HTTP response, read whole.
@@ -186,36 +95,17 @@ func (a answer) json(t *testing.T) map[string]any {
 
 // call sends a control API request with key (none when empty) and extra
 // header pairs.
-func (s *stack) call(t *testing.T, method, path, key, body string, headers ...string) answer {
+func (s *env) call(t *testing.T, method, path, key, body string, headers ...string) answer {
 	t.Helper()
-	var rd io.Reader
-	if body != "" {
-		rd = strings.NewReader(body)
+	a := stack.Client{ControlURL: s.controlURL, Key: key}.Do(t.Context(), method, path, body, headers...)
+	if a.Err != nil {
+		t.Fatalf("%s %s: %v", method, path, a.Err)
 	}
-	req, err := http.NewRequest(method, s.controlURL+path, rd)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if key != "" {
-		req.Header.Set("Authorization", "Bearer "+key)
-	}
-	if body != "" {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	for i := 0; i+1 < len(headers); i += 2 {
-		req.Header.Set(headers[i], headers[i+1])
-	}
-	resp, err := client.Do(req)
-	if err != nil {
-		t.Fatalf("%s %s: %v", method, path, err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return answer{resp.StatusCode, resp.Header, b}
+	return answer{a.Status, a.Header, a.Body}
 }
 
 // create makes a link and returns its code and stored (normalized) URL.
-func (s *stack) create(t *testing.T, key, body string, headers ...string) (code, url string) {
+func (s *env) create(t *testing.T, key, body string, headers ...string) (code, url string) {
 	t.Helper()
 	a := s.call(t, "POST", "/api/v1/links", key, body, headers...)
 	if a.status != http.StatusCreated {
@@ -247,15 +137,13 @@ func raw(t *testing.T, addr, request string) answer {
 }
 
 // follow asks the edge for target (a request-target sent verbatim) until
-// it answers something other than 404 or the deadline passes.
-func (s *stack) follow(t *testing.T, target string) answer {
+// it answers something other than 404 or the bound passes.
+func (s *env) follow(t *testing.T, target string) answer {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		a := raw(t, s.edgeAddr, "GET "+target+" HTTP/1.1\r\nHost: edge\r\nConnection: close\r\n\r\n")
-		if a.status != http.StatusNotFound || time.Now().After(deadline) {
-			return a
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	var a answer
+	_ = stack.Poll(t.Context(), "follow", 30*time.Second, func() bool {
+		a = raw(t, s.edgeAddr, "GET "+target+" HTTP/1.1\r\nHost: edge\r\nConnection: close\r\n\r\n")
+		return a.status != http.StatusNotFound
+	})
+	return a
 }

@@ -103,7 +103,7 @@ func (o operation) request(code string) (path, body string) {
 // code or URL, and A's link is unchanged afterwards. A then runs the same
 // operations on its own code and they succeed, so the 404s were about
 // tenancy and not a broken request.
-func testTenantIsolationOnEveryEndpoint(t *testing.T, s *stack) {
+func testTenantIsolationOnEveryEndpoint(t *testing.T, s *env) {
 	_, alice := s.tenant(t, "alice")
 	_, bob := s.tenant(t, "bob")
 	const secretURL = "https://alice-private.example/launch-plan"
@@ -171,7 +171,7 @@ func testTenantIsolationOnEveryEndpoint(t *testing.T, s *stack) {
 // documented authenticated operation answers 401 on the very next request
 // to each once it is revoked, writes nothing, and the tenant's other key
 // keeps working.
-func testRevokedKeyFailsOnEveryEndpoint(t *testing.T, s *stack) {
+func testRevokedKeyFailsOnEveryEndpoint(t *testing.T, s *env) {
 	tenant, keep := s.tenant(t, "acme")
 	code, _ := s.create(t, keep, `{"url": "https://example.com/revoke", "code": "revoke-me"}`)
 	doomed := s.key(t, tenant)
@@ -187,7 +187,7 @@ func testRevokedKeyFailsOnEveryEndpoint(t *testing.T, s *stack) {
 	}
 	linksBefore := len(s.listAll(t, keep))
 	before := s.call(t, "GET", "/api/v1/links/"+code, keep, "").json(t)
-	if err := s.store.RevokeAPIKey(t.Context(), doomed); err != nil {
+	if err := s.pg.Store().RevokeAPIKey(t.Context(), doomed); err != nil {
 		t.Fatal(err)
 	}
 	for _, op := range ops {
