@@ -1,32 +1,26 @@
 package grafana
 
 import (
-	"context"
 	"fmt"
-	"io"
-	"net"
 	"net/http"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/edgelink/edgelink/control/controlserver"
-	"github.com/edgelink/edgelink/control/postgres"
 	"github.com/edgelink/edgelink/control/snapshots"
 	"github.com/edgelink/edgelink/edge/edgeserver"
-	"github.com/edgelink/edgelink/internal/natstest"
-	"github.com/edgelink/edgelink/internal/pgtest"
 	"github.com/edgelink/edgelink/internal/scrape"
+	"github.com/edgelink/edgelink/internal/stack"
 	"github.com/edgelink/edgelink/shared/base62"
 )
 
-func TestMain(m *testing.M) { pgtest.Main(m) }
+func TestMain(m *testing.M) { stack.Main(m) }
 
-type stack struct {
+type env struct {
 	controlURL, edgeURL, key string
 }
 
@@ -34,114 +28,40 @@ type stack struct {
 // database and an in-process JetStream; both stop when the test ends.
 // Generated codes start at "LEAK00", so they are as easy to spot in a
 // label as the custom ones.
-func startStack(t *testing.T) stack {
+func startStack(t *testing.T) env {
 	t.Helper()
-	dsn := pgtest.DSN(t)
-	nats := natstest.Start(t)
+	pg := stack.SharedPostgres(t)
+	nats := stack.NewNATS(t, stack.NATSConfig{})
 	start, err := base62.Decode("LEAK00")
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	edgeAddr, controlAddr := make(chan net.Addr, 1), make(chan net.Addr, 1)
-	edgeDone, controlDone := make(chan error, 1), make(chan error, 1)
-	go func() {
-		edgeDone <- edgeserver.Run(ctx, edgeserver.Config{HTTPAddr: "127.0.0.1:0", NATSURL: nats.ClientURL(), Name: "metrics-test",
-			OnListen: func(a net.Addr) { edgeAddr <- a }})
-	}()
-	var s stack
-	select {
-	case a := <-edgeAddr:
-		s.edgeURL = "http://" + a.String()
-	case err := <-edgeDone:
-		cancel()
-		t.Fatalf("edge: %v", err)
-	}
-	go func() {
-		controlDone <- controlserver.Run(ctx, controlserver.Config{HTTPAddr: "127.0.0.1:0", DatabaseURL: dsn, NATSURL: nats.ClientURL(),
-			PublicURL: s.edgeURL, IDStart: start, Snapshots: snapshots.Schedule{Disabled: true},
-			OnListen: func(a net.Addr) { controlAddr <- a }})
-	}()
-	t.Cleanup(func() {
-		cancel()
-		for what, ch := range map[string]chan error{"control": controlDone, "edge": edgeDone} {
-			select {
-			case err := <-ch:
-				if err != nil {
-					t.Errorf("%s stopped with: %v", what, err)
-				}
-			case <-time.After(time.Minute):
-				t.Errorf("%s did not stop within a minute", what)
-			}
-		}
-	})
-	select {
-	case a := <-controlAddr:
-		s.controlURL = "http://" + a.String()
-	case err := <-controlDone:
-		t.Fatalf("control: %v", err)
-	case <-time.After(2 * time.Minute):
-		t.Fatal("control did not start within 2 minutes")
-	}
-	pool, err := pgxpool.New(context.Background(), dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pool.Close()
-	st := postgres.New(pool)
-	tenant, err := st.CreateTenant(context.Background(), "leaktenant")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if s.key, err = st.CreateAPIKey(context.Background(), tenant); err != nil {
-		t.Fatal(err)
-	}
-	return s
+	e := stack.NewEdge(t, edgeserver.Config{NATSURL: nats.URL(), Name: "metrics-test"})
+	c := stack.NewControl(t, controlserver.Config{DatabaseURL: pg.DSN, NATSURL: nats.URL(),
+		PublicURL: e.URL, IDStart: start, Snapshots: snapshots.Schedule{Disabled: true}})
+	_, key := pg.NewTenant(t, "leaktenant")
+	return env{controlURL: c.URL, edgeURL: e.URL, key: key}
 }
 
-var noFollow = &http.Client{
-	Timeout:       30 * time.Second,
-	CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
-}
-
-func (s stack) call(t *testing.T, method, url, body string, header ...string) (int, string) {
+// call sends a request to url with the tenant's key and extra header
+// pairs and returns the status and body.
+func (s env) call(t *testing.T, method, url, body string, header ...string) (int, string) {
 	t.Helper()
-	req, err := http.NewRequest(method, url, strings.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
+	a := stack.Client{Key: s.key}.Do(t.Context(), method, url, body, header...)
+	if a.Err != nil {
+		t.Fatalf("%s %s: %v", method, url, a.Err)
 	}
-	req.Header.Set("Authorization", "Bearer "+s.key)
-	if body != "" {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	for i := 0; i+1 < len(header); i += 2 {
-		req.Header.Set(header[i], header[i+1])
-	}
-	resp, err := noFollow.Do(req)
-	if err != nil {
-		t.Fatalf("%s %s: %v", method, url, err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(b)
+	return a.Status, string(a.Body)
 }
 
 // follow polls the edge until code redirects to url.
-func (s stack) follow(t *testing.T, code, url string) {
+func (s env) follow(t *testing.T, code, url string) {
 	t.Helper()
-	deadline := time.Now().Add(90 * time.Second)
-	for {
-		resp, err := noFollow.Get(s.edgeURL + "/" + code)
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusFound && resp.Header.Get("Location") == url {
-				return
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("edge: /%s does not redirect to %s after 90s (%v %v)", code, url, resp, err)
-		}
-		time.Sleep(50 * time.Millisecond)
+	status, loc, err := stack.FollowUntil(s.edgeURL, code, 90*time.Second, func(st int, l string) bool {
+		return st == http.StatusFound && l == url
+	})
+	if status != http.StatusFound || loc != url {
+		t.Fatalf("edge: /%s does not redirect to %s after 90s (%d %q %v)", code, url, status, loc, err)
 	}
 }
 
@@ -216,26 +136,24 @@ func TestMetricsLeakNothingAndDashboardMatches(t *testing.T) {
 	// Misses: unknown custom-shaped and generated-shaped codes go to the
 	// authority; a path that is no code is refused.
 	for _, path := range []string{"/LeakMissing9", "/LEAKzz", "/leak!path"} {
-		resp, err := noFollow.Get(s.edgeURL + path)
+		status, _, err := stack.Get(s.edgeURL + path)
 		if err != nil {
 			t.Fatal(err)
 		}
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusNotFound {
-			t.Fatalf("edge %s: %d; want 404", path, resp.StatusCode)
+		if status != http.StatusNotFound {
+			t.Fatalf("edge %s: %d; want 404", path, status)
 		}
 	}
 
 	// Both binaries answer the probe paths the manifests point at.
 	for _, base := range []string{s.controlURL, s.edgeURL} {
 		for _, p := range []string{"/startupz", "/readyz", "/livez"} {
-			resp, err := noFollow.Get(base + p)
+			status, _, err := stack.Get(base + p)
 			if err != nil {
 				t.Fatal(err)
 			}
-			resp.Body.Close()
-			if resp.StatusCode != http.StatusOK {
-				t.Errorf("GET %s%s: %d; want 200 on a started, caught-up stack", base, p, resp.StatusCode)
+			if status != http.StatusOK {
+				t.Errorf("GET %s%s: %d; want 200 on a started, caught-up stack", base, p, status)
 			}
 		}
 	}
