@@ -2,8 +2,8 @@
 // against a bare pgx loop writing the same rows, in one run on one machine.
 //
 // It starts its own durable PostgreSQL (fsync and synchronous_commit on, the
-// defaults) from the machine's binaries, runs control's API in-process on
-// loopback, and reports:
+// defaults) from the machine's binaries with internal/stack, runs control's
+// API in-process on loopback, and reports:
 //
 //   - single creates, closed loop: POST /api/v1/links from N vegeta workers
 //     as fast as they are answered, beside N goroutines each inserting one
@@ -38,14 +38,13 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	vegeta "github.com/tsenart/vegeta/v12/lib"
 
 	"github.com/edgelink/edgelink/control/api"
 	"github.com/edgelink/edgelink/control/links"
 	"github.com/edgelink/edgelink/control/postgres"
-	"github.com/edgelink/edgelink/internal/pgserver"
+	"github.com/edgelink/edgelink/internal/stack"
 	"github.com/edgelink/edgelink/shared/base62"
 )
 
@@ -78,25 +77,13 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		return err
 	}
 
-	dir, err := os.MkdirTemp("", "edgelink-bench-")
+	pg, err := stack.StartPostgres(ctx, stack.PostgresConfig{Database: "bench", Durable: true,
+		Settings: []string{"max_connections=200", "shared_buffers=256MB"}})
 	if err != nil {
 		return err
 	}
-	defer os.RemoveAll(dir)
-	pg, err := pgserver.Start(ctx, pgserver.Config{Dir: dir, Settings: []string{"max_connections=200", "shared_buffers=256MB"}})
-	if err != nil {
-		return fmt.Errorf("start postgres: %w", err)
-	}
-	defer pg.Stop()
-	admin, err := pgx.Connect(ctx, pg.DSN("postgres"))
-	if err != nil {
-		return err
-	}
-	if _, err := admin.Exec(ctx, "CREATE DATABASE bench"); err != nil {
-		return err
-	}
-	admin.Close(ctx)
-	pcfg, err := pgxpool.ParseConfig(pg.DSN("bench"))
+	defer pg.Close()
+	pcfg, err := pgxpool.ParseConfig(pg.DSN)
 	if err != nil {
 		return err
 	}
@@ -106,15 +93,8 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		return err
 	}
 	defer pool.Close()
-	if err := postgres.Migrate(ctx, pool); err != nil {
-		return err
-	}
 	store := postgres.New(pool)
-	tenant, err := store.CreateTenant(ctx, "bench")
-	if err != nil {
-		return err
-	}
-	key, err := store.CreateAPIKey(ctx, tenant)
+	tenant, key, err := pg.Tenant(ctx, "bench")
 	if err != nil {
 		return err
 	}

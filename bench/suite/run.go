@@ -49,7 +49,7 @@ type env struct {
 	dir      string
 	self     string
 	log      *os.File // processes' output and the progress log
-	st       *stack
+	st       *benchStack
 	codes    []string
 	urls     []string
 	servers  []*server // in report order, bare first

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -21,9 +20,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
-	natsserver "github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -32,24 +29,23 @@ import (
 	"github.com/edgelink/edgelink/control/clickroll"
 	"github.com/edgelink/edgelink/control/controlserver"
 	"github.com/edgelink/edgelink/control/postgres"
-	"github.com/edgelink/edgelink/internal/pgserver"
+	"github.com/edgelink/edgelink/internal/stack"
 )
 
-// stack is the real edgelink stack on loopback: PostgreSQL from the
-// machine's binaries, an embedded NATS JetStream, control in this process,
-// and the edge binary as its own process so its CPU is measured alone.
-type stack struct {
-	pg         *pgserver.Server
-	dsn        string
+// benchStack is the real edgelink stack on loopback (internal/stack):
+// PostgreSQL from the machine's binaries, an embedded NATS JetStream,
+// control in this process, and the edge binary as its own process so its
+// CPU is measured alone.
+type benchStack struct {
+	pg         *stack.Postgres
 	pool       *pgxpool.Pool
-	ns         *natsserver.Server
+	ns         *stack.NATS
 	natsURL    string
+	ctl        *stack.Control
 	controlURL string
-	apiKey     string
+	client     stack.Client
 	edge       *measure.Proc
 	edgeURL    string
-	stopCtl    context.CancelFunc
-	ctlDone    chan error
 
 	// The click roller runs here rather than inside control, so the
 	// suite can pause it during a timed run.
@@ -66,7 +62,7 @@ type stack struct {
 // into PostgreSQL (about half a core for the edge's 30,000 clicks/s here,
 // on other machines in production) waits until the run is over, instead
 // of taking the load generator's CPU and so the edge's offered load.
-func (s *stack) pauseClicks() {
+func (s *benchStack) pauseClicks() {
 	s.clickMu.Lock()
 	defer s.clickMu.Unlock()
 	if s.rollStop != nil {
@@ -78,7 +74,7 @@ func (s *stack) pauseClicks() {
 
 // resumeClicks (re)starts the click roller; it resumes from its durable
 // consumer's position.
-func (s *stack) resumeClicks() {
+func (s *benchStack) resumeClicks() {
 	s.clickMu.Lock()
 	defer s.clickMu.Unlock()
 	if s.rollStop != nil {
@@ -92,91 +88,51 @@ func (s *stack) resumeClicks() {
 	}()
 }
 
-func startStack(ctx context.Context, dir string, procs *measure.Group, edgeBin string, logw io.Writer) (_ *stack, err error) {
-	s := &stack{}
+func startStack(ctx context.Context, dir string, procs *measure.Group, edgeBin string, logw io.Writer) (_ *benchStack, err error) {
+	s := &benchStack{}
 	defer func() {
 		if err != nil {
 			s.stop()
 		}
 	}()
-	pgDir := filepath.Join(dir, "pg")
-	if err := os.MkdirAll(pgDir, 0o755); err != nil {
-		return nil, err
-	}
+	// PostgreSQL runs as its own user when we are root and must be able to
+	// enter the run's folder.
 	if err := os.Chmod(dir, 0o755); err != nil {
 		return nil, err
 	}
 	// Durable settings (fsync and synchronous_commit on): creates are
 	// measured as production would run them.
-	s.pg, err = pgserver.Start(ctx, pgserver.Config{Dir: pgDir, Settings: []string{"max_connections=200", "shared_buffers=256MB"}})
-	if err != nil {
-		return nil, fmt.Errorf("start postgres: %w", err)
-	}
-	admin, err := pgx.Connect(ctx, s.pg.DSN("postgres"))
-	if err != nil {
+	if s.pg, err = stack.StartPostgres(ctx, stack.PostgresConfig{Dir: filepath.Join(dir, "pg"), Durable: true,
+		Settings: []string{"max_connections=200", "shared_buffers=256MB"}}); err != nil {
 		return nil, err
 	}
-	_, err = admin.Exec(ctx, "CREATE DATABASE edgelink")
-	admin.Close(ctx)
-	if err != nil {
+	s.pool = s.pg.Pool()
+	if s.ns, err = stack.StartNATS(ctx, stack.NATSConfig{Name: "bench", Dir: filepath.Join(dir, "nats")}); err != nil {
 		return nil, err
 	}
-	s.dsn = s.pg.DSN("edgelink")
-
-	s.ns, err = natsserver.NewServer(&natsserver.Options{ServerName: "bench", Host: "127.0.0.1", Port: -1, NoSigs: true, NoLog: true,
-		JetStream: true, StoreDir: filepath.Join(dir, "nats")})
-	if err != nil {
-		return nil, fmt.Errorf("nats: %w", err)
-	}
-	s.ns.Start()
-	if !s.ns.ReadyForConnections(30 * time.Second) {
-		return nil, errors.New("nats: not ready within 30s")
-	}
-	s.natsURL = s.ns.ClientURL()
+	s.natsURL = s.ns.URL()
 
 	edgePort, err := freePort()
 	if err != nil {
 		return nil, err
 	}
 	s.edgeURL = "http://127.0.0.1:" + strconv.Itoa(edgePort)
-	ctlCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	s.stopCtl, s.ctlDone = cancel, make(chan error, 1)
-	addr := make(chan net.Addr, 1)
-	go func() {
-		s.ctlDone <- controlserver.Run(ctlCtx, controlserver.Config{HTTPAddr: "127.0.0.1:0", DatabaseURL: s.dsn, NATSURL: s.natsURL,
-			PublicURL: s.edgeURL, Log: slog.New(slog.NewTextHandler(logw, &slog.HandlerOptions{Level: slog.LevelWarn})),
-			NoClickRollup: true,
-			OnListen:      func(a net.Addr) { addr <- a }})
-	}()
-	select {
-	case a := <-addr:
-		s.controlURL = "http://" + a.String()
-	case err := <-s.ctlDone:
-		s.ctlDone <- err
-		return nil, fmt.Errorf("control: %w", err)
-	case <-time.After(60 * time.Second):
-		return nil, errors.New("control did not listen within 60s")
-	}
-	s.pool, err = pgxpool.New(ctx, s.dsn)
-	if err != nil {
+	if s.ctl, err = stack.StartControl(context.WithoutCancel(ctx), controlserver.Config{DatabaseURL: s.pg.DSN, NATSURL: s.natsURL,
+		PublicURL: s.edgeURL, Log: slog.New(slog.NewTextHandler(logw, &slog.HandlerOptions{Level: slog.LevelWarn})),
+		NoClickRollup: true}); err != nil {
 		return nil, err
 	}
-	if s.nc, err = nats.Connect(s.natsURL); err != nil {
-		return nil, err
-	}
-	if s.js, err = jetstream.New(s.nc); err != nil {
+	s.controlURL = s.ctl.URL
+	if s.nc, s.js, err = s.ns.Connect(); err != nil {
 		return nil, err
 	}
 	s.rollLog = slog.New(slog.NewTextHandler(logw, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	s.resumeClicks()
-	st := postgres.New(s.pool)
-	tenant, err := st.CreateTenant(ctx, "bench")
+	_, key, err := s.pg.Tenant(ctx, "bench")
 	if err != nil {
 		return nil, err
 	}
-	if s.apiKey, err = st.CreateAPIKey(ctx, tenant); err != nil {
-		return nil, err
-	}
+	s.client = stack.Client{ControlURL: s.controlURL, EdgeURL: s.edgeURL, Key: key}
 
 	// The edge with its defaults, as an operator would run it, but with
 	// its snapshot folder inside the run's: a snapshot kept from another
@@ -202,37 +158,29 @@ func edgeArgv(bin, addr, natsURL, name, snapDir string) []string {
 	return argv
 }
 
-func (s *stack) stop() {
+func (s *benchStack) stop() {
 	if s.edge != nil {
 		s.edge.Stop(5 * time.Second)
 	}
-	if s.stopCtl != nil {
-		s.stopCtl()
-		select {
-		case <-s.ctlDone:
-		case <-time.After(15 * time.Second):
-		}
+	if s.ctl != nil {
+		_ = s.ctl.Stop()
 	}
 	s.pauseClicks()
 	if s.nc != nil {
 		s.nc.Close()
 	}
-	if s.pool != nil {
-		s.pool.Close()
-	}
 	if s.ns != nil {
-		s.ns.Shutdown()
-		s.ns.WaitForShutdown()
+		_ = s.ns.Close()
 	}
 	if s.pg != nil {
-		_ = s.pg.Stop()
+		_ = s.pg.Close()
 	}
 }
 
 // loadLinks creates n links through control's batch endpoint
 // (POST /api/v1/links/batch, 1,000 per request) from a few concurrent
 // clients, like a campaign tool would.
-func (s *stack) loadLinks(ctx context.Context, n int, seed uint64, clients int, progress io.Writer) (time.Duration, error) {
+func (s *benchStack) loadLinks(ctx context.Context, n int, seed uint64, clients int, progress io.Writer) (time.Duration, error) {
 	const batch = 1000
 	var next atomic.Int64
 	var created atomic.Int64
@@ -281,63 +229,26 @@ func (s *stack) loadLinks(ctx context.Context, n int, seed uint64, clients int, 
 	return time.Since(start), <-errc
 }
 
-func (s *stack) postBatch(ctx context.Context, body []byte) (int, error) {
-	for attempt := 0; ; attempt++ {
-		req, _ := http.NewRequestWithContext(ctx, "POST", s.controlURL+"/api/v1/links/batch", bytes.NewReader(body))
-		req.Header.Set("Authorization", "Bearer "+s.apiKey)
-		req.Header.Set("Content-Type", "application/json")
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			return 0, err
-		}
-		b, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		if resp.StatusCode == http.StatusTooManyRequests && attempt < 50 {
-			time.Sleep(200 * time.Millisecond) // the tenant's rate limit: wait as a client would
-			continue
-		}
-		if resp.StatusCode != 200 {
-			return 0, fmt.Errorf("batch: %s: %.300s", resp.Status, b)
-		}
-		var out struct {
-			Created int `json:"created"`
-		}
-		if err := json.Unmarshal(b, &out); err != nil {
-			return 0, fmt.Errorf("batch answer: %w", err)
-		}
-		return out.Created, nil
-	}
+func (s *benchStack) postBatch(ctx context.Context, body []byte) (int, error) {
+	return s.client.CreateBatch(ctx, body)
 }
 
 // createOne creates one link through POST /api/v1/links and returns its
 // code and version.
-func (s *stack) createOne(ctx context.Context, target string) (code string, version uint64, err error) {
-	body, _ := json.Marshal(map[string]string{"url": target})
-	req, _ := http.NewRequestWithContext(ctx, "POST", s.controlURL+"/api/v1/links", bytes.NewReader(body))
-	req.Header.Set("Authorization", "Bearer "+s.apiKey)
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return "", 0, err
+func (s *benchStack) createOne(ctx context.Context, target string) (code string, version uint64, err error) {
+	r := s.client.Create(ctx, stack.Link{URL: target})
+	if r.Err != nil {
+		return "", 0, r.Err
 	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode != http.StatusCreated {
-		return "", 0, fmt.Errorf("create: %s: %.300s", resp.Status, b)
+	if r.Status != http.StatusCreated {
+		return "", 0, fmt.Errorf("create: %d: %v", r.Status, r.Problem)
 	}
-	var out struct {
-		Code    string `json:"code"`
-		Version uint64 `json:"version"`
-	}
-	if err := json.Unmarshal(b, &out); err != nil {
-		return "", 0, err
-	}
-	return out.Code, out.Version, nil
+	return r.Code, r.Version, nil
 }
 
 // dump reads the active links back from the authority, in ID order: the
 // data every server of the run serves.
-func (s *stack) dump(ctx context.Context) (codes, urls []string, maxVersion uint64, err error) {
+func (s *benchStack) dump(ctx context.Context) (codes, urls []string, maxVersion uint64, err error) {
 	rows, err := s.pool.Query(ctx, `SELECT code, url FROM links WHERE status = 'active' ORDER BY id`)
 	if err != nil {
 		return nil, nil, 0, err
@@ -380,45 +291,33 @@ func edgeMetrics(ctx context.Context, base string) (map[string]float64, error) {
 
 // waitApplied polls the edge until its change feed has applied version.
 func waitApplied(ctx context.Context, edgeURL string, version uint64, timeout time.Duration) error {
-	deadline := time.Now().Add(timeout)
-	for {
-		m, err := edgeMetrics(ctx, edgeURL)
-		if err == nil && m["edge_changefeed_applied_version"] >= float64(version) {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("edge applied version %v, want %d after %s", m["edge_changefeed_applied_version"], version, timeout)
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(200 * time.Millisecond):
-		}
+	var m map[string]float64
+	if err := stack.Poll(ctx, "edge applies the change version", timeout, func() bool {
+		var err error
+		m, err = edgeMetrics(ctx, edgeURL)
+		return err == nil && m["edge_changefeed_applied_version"] >= float64(version)
+	}); err != nil {
+		return fmt.Errorf("edge applied version %v, want %d: %w", m["edge_changefeed_applied_version"], version, err)
 	}
+	return nil
 }
 
 func waitHTTP(ctx context.Context, url string, status int, timeout time.Duration) error {
-	deadline := time.Now().Add(timeout)
 	var last string
-	for time.Now().Before(deadline) {
+	if err := stack.Poll(ctx, url, timeout, func() bool {
 		req, _ := http.NewRequestWithContext(ctx, "GET", url, nil)
 		resp, err := noFollow.Do(req)
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == status {
-				return nil
-			}
-			last = resp.Status
-		} else {
+		if err != nil {
 			last = err.Error()
+			return false
 		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(50 * time.Millisecond):
-		}
+		resp.Body.Close()
+		last = resp.Status
+		return resp.StatusCode == status
+	}); err != nil {
+		return fmt.Errorf("%s: not %d within %s (last: %s)", url, status, timeout, last)
 	}
-	return fmt.Errorf("%s: not %d within %s (last: %s)", url, status, timeout, last)
+	return nil
 }
 
 var noFollow = &http.Client{Timeout: 5 * time.Second,

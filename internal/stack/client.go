@@ -126,8 +126,12 @@ func (c Client) CreateJSON(ctx context.Context, body string, headers ...string) 
 	return out
 }
 
-// patience bounds waiting out the tenant's rate limit.
-const patience = time.Minute
+// patience bounds waiting out the tenant's rate limit; limitedEvery is how
+// often a limited client asks again (the limit refills over seconds).
+const (
+	patience     = time.Minute
+	limitedEvery = 50 * time.Millisecond
+)
 
 // CreatePatiently is Create that waits out the tenant's rate limit (429),
 // within a minute.
@@ -143,7 +147,7 @@ func (c Client) CreateJSONPatiently(ctx context.Context, body string, headers ..
 
 func (c Client) patiently(ctx context.Context, create func() Created) Created {
 	var r Created
-	_ = Poll(ctx, "create within the rate limit", patience, func() bool {
+	_ = poll(ctx, "create within the rate limit", patience, limitedEvery, func() bool {
 		r = create()
 		return r.Err != nil || r.Status != http.StatusTooManyRequests
 	})
@@ -154,7 +158,7 @@ func (c Client) patiently(ctx context.Context, create func() Created) Created {
 // waiting out the rate limit, and returns how many links it created.
 func (c Client) CreateBatch(ctx context.Context, body []byte) (int, error) {
 	var a Answer
-	_ = Poll(ctx, "batch within the rate limit", patience, func() bool {
+	_ = poll(ctx, "batch within the rate limit", patience, limitedEvery, func() bool {
 		a = c.Do(ctx, "POST", "/api/v1/links/batch", string(body))
 		return a.Err != nil || a.Status != http.StatusTooManyRequests
 	})
