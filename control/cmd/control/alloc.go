@@ -9,6 +9,12 @@ import (
 	"github.com/edgelink/edgelink/control/postgres"
 )
 
+type allocVerifyCmd struct{ database }
+
+func (allocVerifyCmd) Run(ctx context.Context, g *globals, stdout io.Writer) error {
+	return runAllocVerify(ctx, g.DatabaseURL, stdout)
+}
+
 // runAllocVerify is `control alloc verify`: it checks the allocation audit on
 // the database at dsn (point it at the primary, or at a promotion candidate
 // before trusting it) and prints the result to stdout. It returns an error,

@@ -13,13 +13,23 @@ import (
 )
 
 type allocStatusCmd struct {
+	database
 	JSON bool `name:"json" help:"Print JSON instead of text."`
 }
 
+func (c *allocStatusCmd) Run(ctx context.Context, g *globals, stdout io.Writer) error {
+	return runAllocStatus(ctx, g.DatabaseURL, *c, stdout)
+}
+
 type allocRaiseFloorCmd struct {
+	database
 	Namespace string `default:"default" help:"Namespace whose counter to raise."`
 	To        uint64 `required:"" help:"New counter: the first ID the allocator may hand out; every ID below it never will be."`
 	Actor     string `help:"Who raises it, recorded in the audit (default: $USER)."`
+}
+
+func (c *allocRaiseFloorCmd) Run(ctx context.Context, g *globals, stdout io.Writer) error {
+	return runAllocRaiseFloor(ctx, g.DatabaseURL, *c, stdout)
 }
 
 func withAllocStore(ctx context.Context, dsn string, fn func(*allocstore.Store) error) error {
@@ -163,8 +173,13 @@ func runAllocRaiseFloor(ctx context.Context, dsn string, c allocRaiseFloorCmd, s
 }
 
 type allocWidenCmd struct {
+	database
 	Namespace string `default:"default" help:"Namespace whose range to widen."`
 	To        uint64 `required:"" help:"New end (exclusive), at most 62^6 = 56800235584, not into another namespace."`
+}
+
+func (c *allocWidenCmd) Run(ctx context.Context, g *globals, stdout io.Writer) error {
+	return runAllocWiden(ctx, g.DatabaseURL, *c, stdout)
 }
 
 // runAllocWiden is `control alloc widen`: it moves a namespace's end up.

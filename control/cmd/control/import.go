@@ -32,6 +32,10 @@ type importCmd struct {
 	RedirectType int      `name:"redirect-type" help:"Redirect status of the imported links: 301, 302 (default), 307 or 308."`
 }
 
+func (c *importCmd) Run(ctx context.Context, stdout io.Writer, progress progressOut) error {
+	return runImport(ctx, *c, stdout, progress.Writer)
+}
+
 // runImport is `control import`: every file in turn, each with its own
 // mapping and rejects files and summary. A file whose chunks all went
 // through is done even if some rows were rejected (they are in the rejects

@@ -53,6 +53,18 @@ type linksDisableCmd struct {
 	Code string `arg:"" help:"The link's code."`
 }
 
+func (c *linksCreateCmd) Run(ctx context.Context, l *linksCmd, stdout io.Writer) error {
+	return runLinksCreate(ctx, l.apiFlags, *c, stdout)
+}
+
+func (c *linksGetCmd) Run(ctx context.Context, l *linksCmd, stdout io.Writer) error {
+	return runLinksGet(ctx, l.apiFlags, c.Code, stdout)
+}
+
+func (c *linksDisableCmd) Run(ctx context.Context, l *linksCmd, stdout io.Writer) error {
+	return runLinksDisable(ctx, l.apiFlags, c.Code, stdout)
+}
+
 func runLinksCreate(ctx context.Context, f apiFlags, c linksCreateCmd, stdout io.Writer) error {
 	cl, err := f.client()
 	if err != nil {

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/alecthomas/kong"
+
 	"github.com/edgelink/edgelink/control/controlserver"
 	"github.com/edgelink/edgelink/control/postgres"
 )
@@ -23,6 +24,22 @@ type globals struct {
 	DatabaseURL string `name:"database-url" env:"EDGELINK_DATABASE_URL" help:"PostgreSQL primary, e.g. postgres://user@host:5432/edgelink (every command but links and import)."`
 	LogLevel    string `default:"info" enum:"debug,info,warn,error" env:"EDGELINK_LOG_LEVEL" help:"Log level."`
 }
+
+// database is embedded by every command that opens the authority database:
+// it refuses to run one without --database-url.
+type database struct{}
+
+// AfterApply is kong's hook once the command line is parsed and validated.
+func (database) AfterApply(g *globals, kctx *kong.Context) error {
+	if g.DatabaseURL == "" {
+		return fmt.Errorf("missing flags: --database-url=STRING (or EDGELINK_DATABASE_URL) for %q", kctx.Command())
+	}
+	return nil
+}
+
+// progressOut is stderr, where the long commands draw their progress; it is
+// bound apart from stdout, the commands' output.
+type progressOut struct{ io.Writer }
 
 type cli struct {
 	globals
@@ -41,6 +58,7 @@ type snapshotCmd struct {
 }
 
 type snapshotBuildCmd struct {
+	database
 	Out      string `help:"File to write (written atomically); empty with --publish writes no file." type:"path"`
 	Publish  bool   `help:"Publish to the JetStream object store edges boot from."`
 	NATSURL  string `name:"nats-url" default:"nats://127.0.0.1:4222" env:"EDGELINK_NATS_URL" help:"NATS server(s) with JetStream, comma-separated."`
@@ -48,7 +66,7 @@ type snapshotBuildCmd struct {
 }
 
 type allocCmd struct {
-	Verify       struct{}             `cmd:"" help:"Check the allocation audit: intervals pairwise disjoint per namespace, counters at or above every audited end. Exits non-zero and names the offending intervals otherwise."`
+	Verify       allocVerifyCmd       `cmd:"" help:"Check the allocation audit: intervals pairwise disjoint per namespace, counters at or above every audited end. Exits non-zero and names the offending intervals otherwise."`
 	Witness      allocWitnessCmd      `cmd:"" help:"Compare each namespace's counter with the allocation witness kept in NATS (what confirmed leases reached): names the IDs a promoted replica has no record of. Exits non-zero when a counter is below its witness."`
 	FenceRecover allocFenceRecoverCmd `cmd:"" help:"After a failover the witness fenced: raise every counter below its witness to it (the skipped IDs are audited as waste), so allocation resumes above every confirmed interval."`
 	Status       allocStatusCmd       `cmd:"" help:"Runway per namespace: range, counter, remaining IDs, recent lease rate and time left; open segments per instance."`
@@ -57,6 +75,7 @@ type allocCmd struct {
 }
 
 type serveCmd struct {
+	database
 	Listen         string        `default:"127.0.0.1:8080" env:"EDGELINK_CONTROL_LISTEN" help:"Address of the creator API."`
 	NATSURL        string        `name:"nats-url" default:"nats://127.0.0.1:4222" env:"EDGELINK_NATS_URL" help:"NATS server(s) with JetStream, comma-separated."`
 	PublicURL      string        `name:"public-url" default:"http://127.0.0.1:8081" env:"EDGELINK_PUBLIC_URL" help:"Base URL of short links (where edges answer)."`
@@ -71,14 +90,50 @@ type serveCmd struct {
 	DrainTimeout   time.Duration `name:"drain-timeout" default:"10s" env:"EDGELINK_DRAIN_TIMEOUT" help:"At SIGTERM, how long creates in flight may finish (new ones get 503 at once); keep it below the pod's termination grace period."`
 }
 
-type migrateCmd struct{}
+func (s *serveCmd) Run(ctx context.Context, g *globals, log *slog.Logger, onListen func(net.Addr)) error {
+	return controlserver.Run(ctx, controlserver.Config{
+		HTTPAddr: s.Listen, DatabaseURL: g.DatabaseURL, NATSURL: s.NATSURL, PublicURL: s.PublicURL,
+		BlockedDomains: lower(s.BlockedDomains), Reserved: s.ReservedCodes, Log: log, OnListen: onListen,
+		IDStart: s.IDStart, IDEnd: s.IDEnd, IDStep: s.IDStep,
+		StreamReplicas: s.StreamReplicas,
+		ReplicaURL:     s.ReplicaURL, AllocWitness: s.AllocWitness, DrainTimeout: s.DrainTimeout,
+	})
+}
+
+type migrateCmd struct{ database }
+
+func (migrateCmd) Run(ctx context.Context, g *globals, stdout io.Writer) error {
+	return withStore(ctx, g.DatabaseURL, func(st *postgres.Store) error {
+		if err := postgres.Migrate(ctx, st.Pool()); err != nil {
+			return err
+		}
+		fmt.Fprintln(stdout, "migrations applied")
+		return nil
+	})
+}
 
 type tenantsCmd struct {
 	Create tenantsCreateCmd `cmd:"" help:"Create a tenant and print its first API key."`
 }
 
 type tenantsCreateCmd struct {
+	database
 	Name string `arg:"" help:"Tenant name."`
+}
+
+func (c *tenantsCreateCmd) Run(ctx context.Context, g *globals, stdout io.Writer) error {
+	return withStore(ctx, g.DatabaseURL, func(st *postgres.Store) error {
+		id, err := st.CreateTenant(ctx, c.Name)
+		if err != nil {
+			return fmt.Errorf("create tenant: %w", err)
+		}
+		key, err := st.CreateAPIKey(ctx, id)
+		if err != nil {
+			return fmt.Errorf("create key: %w", err)
+		}
+		fmt.Fprintf(stdout, "tenant %q created (id %d)\napi key (shown once): %s\n", c.Name, id, key)
+		return nil
+	})
 }
 
 type keysCmd struct {
@@ -87,11 +142,38 @@ type keysCmd struct {
 }
 
 type keysCreateCmd struct {
+	database
 	Tenant string `arg:"" help:"Tenant name."`
 }
 
+func (c *keysCreateCmd) Run(ctx context.Context, g *globals, stdout io.Writer) error {
+	return withStore(ctx, g.DatabaseURL, func(st *postgres.Store) error {
+		id, err := st.TenantByName(ctx, c.Tenant)
+		if err != nil {
+			return fmt.Errorf("tenant %q: %w", c.Tenant, err)
+		}
+		key, err := st.CreateAPIKey(ctx, id)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "api key (shown once): %s\n", key)
+		return nil
+	})
+}
+
 type keysRevokeCmd struct {
+	database
 	Key string `arg:"" help:"The API key to revoke."`
+}
+
+func (c *keysRevokeCmd) Run(ctx context.Context, g *globals, stdout io.Writer) error {
+	return withStore(ctx, g.DatabaseURL, func(st *postgres.Store) error {
+		if err := st.RevokeAPIKey(ctx, c.Key); err != nil {
+			return fmt.Errorf("revoke: %w", err)
+		}
+		fmt.Fprintln(stdout, "key revoked")
+		return nil
+	})
 }
 
 func main() {
@@ -103,12 +185,14 @@ func main() {
 	}
 }
 
-// run parses args and runs one command until it finishes or ctx ends.
+// run parses args and runs one command until it finishes or ctx ends. A
+// command's Run method is given ctx, the globals, the logger, stdout (an
+// io.Writer), stderr as progressOut and onListen.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer, onListen func(net.Addr)) error {
 	var c cli
 	parser, err := kong.New(&c, kong.Name("control"),
 		kong.Description("edgelink control plane. Flags fall back to the EDGELINK_* environment variables shown."),
-		kong.Writers(stdout, stderr))
+		kong.Writers(stdout, stderr), kong.Bind(&c.globals))
 	if err != nil {
 		return err
 	}
@@ -116,89 +200,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, onListen 
 	if err != nil {
 		return err
 	}
-	if cmd := kctx.Command(); c.DatabaseURL == "" && !strings.HasPrefix(cmd, "links ") && !strings.HasPrefix(cmd, "import ") {
-		return fmt.Errorf("missing flags: --database-url=STRING (or EDGELINK_DATABASE_URL) for %q", cmd)
-	}
 	var level slog.Level
 	_ = level.UnmarshalText([]byte(c.LogLevel))
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
-
-	switch cmd := kctx.Command(); {
-	case cmd == "serve":
-		s := c.Serve
-		return controlserver.Run(ctx, controlserver.Config{
-			HTTPAddr: s.Listen, DatabaseURL: c.DatabaseURL, NATSURL: s.NATSURL, PublicURL: s.PublicURL,
-			BlockedDomains: lower(s.BlockedDomains), Reserved: s.ReservedCodes, Log: log, OnListen: onListen,
-			IDStart: s.IDStart, IDEnd: s.IDEnd, IDStep: s.IDStep,
-			StreamReplicas: s.StreamReplicas,
-			ReplicaURL:     s.ReplicaURL, AllocWitness: s.AllocWitness, DrainTimeout: s.DrainTimeout,
-		})
-	case cmd == "migrate":
-		return withStore(ctx, c.DatabaseURL, func(st *postgres.Store) error {
-			if err := postgres.Migrate(ctx, st.Pool()); err != nil {
-				return err
-			}
-			fmt.Fprintln(stdout, "migrations applied")
-			return nil
-		})
-	case strings.HasPrefix(cmd, "tenants create"):
-		return withStore(ctx, c.DatabaseURL, func(st *postgres.Store) error {
-			id, err := st.CreateTenant(ctx, c.Tenants.Create.Name)
-			if err != nil {
-				return fmt.Errorf("create tenant: %w", err)
-			}
-			key, err := st.CreateAPIKey(ctx, id)
-			if err != nil {
-				return fmt.Errorf("create key: %w", err)
-			}
-			fmt.Fprintf(stdout, "tenant %q created (id %d)\napi key (shown once): %s\n", c.Tenants.Create.Name, id, key)
-			return nil
-		})
-	case strings.HasPrefix(cmd, "keys create"):
-		return withStore(ctx, c.DatabaseURL, func(st *postgres.Store) error {
-			id, err := st.TenantByName(ctx, c.Keys.Create.Tenant)
-			if err != nil {
-				return fmt.Errorf("tenant %q: %w", c.Keys.Create.Tenant, err)
-			}
-			key, err := st.CreateAPIKey(ctx, id)
-			if err != nil {
-				return err
-			}
-			fmt.Fprintf(stdout, "api key (shown once): %s\n", key)
-			return nil
-		})
-	case cmd == "snapshot build":
-		return runSnapshotBuild(ctx, c.DatabaseURL, c.Snapshot.Build, stdout, stderr)
-	case strings.HasPrefix(cmd, "links create"):
-		return runLinksCreate(ctx, c.Links.apiFlags, c.Links.Create, stdout)
-	case strings.HasPrefix(cmd, "links get"):
-		return runLinksGet(ctx, c.Links.apiFlags, c.Links.Get.Code, stdout)
-	case strings.HasPrefix(cmd, "links disable"):
-		return runLinksDisable(ctx, c.Links.apiFlags, c.Links.Disable.Code, stdout)
-	case strings.HasPrefix(cmd, "import "):
-		return runImport(ctx, c.Import, stdout, stderr)
-	case cmd == "alloc status":
-		return runAllocStatus(ctx, c.DatabaseURL, c.Alloc.Status, stdout)
-	case cmd == "alloc raise-floor":
-		return runAllocRaiseFloor(ctx, c.DatabaseURL, c.Alloc.RaiseFloor, stdout)
-	case cmd == "alloc widen":
-		return runAllocWiden(ctx, c.DatabaseURL, c.Alloc.Widen, stdout)
-	case cmd == "alloc verify":
-		return runAllocVerify(ctx, c.DatabaseURL, stdout)
-	case cmd == "alloc witness":
-		return runAllocWitness(ctx, c.DatabaseURL, c.Alloc.Witness, stdout)
-	case cmd == "alloc fence-recover":
-		return runAllocFenceRecover(ctx, c.DatabaseURL, c.Alloc.FenceRecover, stdout)
-	case strings.HasPrefix(cmd, "keys revoke"):
-		return withStore(ctx, c.DatabaseURL, func(st *postgres.Store) error {
-			if err := st.RevokeAPIKey(ctx, c.Keys.Revoke.Key); err != nil {
-				return fmt.Errorf("revoke: %w", err)
-			}
-			fmt.Fprintln(stdout, "key revoked")
-			return nil
-		})
-	}
-	return fmt.Errorf("unknown command %q", kctx.Command())
+	kctx.BindTo(ctx, (*context.Context)(nil))
+	kctx.BindTo(stdout, (*io.Writer)(nil))
+	return kctx.Run(log, progressOut{stderr}, onListen)
 }
 
 // withStore opens the database, applies migrations and runs fn.

@@ -18,6 +18,10 @@ import (
 	"github.com/edgelink/edgelink/internal/atomicfile"
 )
 
+func (c *snapshotBuildCmd) Run(ctx context.Context, g *globals, stdout io.Writer, progress progressOut) error {
+	return runSnapshotBuild(ctx, g.DatabaseURL, *c, stdout, progress.Writer)
+}
+
 func runSnapshotBuild(ctx context.Context, dsn string, c snapshotBuildCmd, stdout, stderr io.Writer) error {
 	if c.Out == "" && !c.Publish {
 		return errors.New("snapshot build: give --out FILE, --publish, or both")

@@ -15,12 +15,22 @@ import (
 )
 
 type allocWitnessCmd struct {
+	database
 	NATSURL string `name:"nats-url" default:"nats://127.0.0.1:4222" env:"EDGELINK_NATS_URL" help:"NATS server(s) holding the witness, comma-separated."`
 }
 
+func (c *allocWitnessCmd) Run(ctx context.Context, g *globals, stdout io.Writer) error {
+	return runAllocWitness(ctx, g.DatabaseURL, *c, stdout)
+}
+
 type allocFenceRecoverCmd struct {
+	database
 	NATSURL string `name:"nats-url" default:"nats://127.0.0.1:4222" env:"EDGELINK_NATS_URL" help:"NATS server(s) holding the witness, comma-separated."`
 	Actor   string `default:"fence-recover" help:"Who recovers, recorded in the audit."`
+}
+
+func (c *allocFenceRecoverCmd) Run(ctx context.Context, g *globals, stdout io.Writer) error {
+	return runAllocFenceRecover(ctx, g.DatabaseURL, *c, stdout)
 }
 
 // withWitness opens the database at dsn and the witness on natsURL.
