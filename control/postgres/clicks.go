@@ -164,18 +164,9 @@ type clickRollerSession struct {
 
 // AcquireClickRoller implements clickroll.Store on a dedicated connection.
 func (s *Store) AcquireClickRoller(ctx context.Context) (clickroll.Session, error) {
-	conn, err := s.pool.Acquire(ctx)
+	conn, err := s.lockConn(ctx, clickRollerLockKey, clickroll.ErrBusy)
 	if err != nil {
-		return nil, translate(err)
-	}
-	var ok bool
-	if err := conn.QueryRow(ctx, `SELECT pg_try_advisory_lock($1)`, clickRollerLockKey).Scan(&ok); err != nil {
-		conn.Release()
-		return nil, translate(err)
-	}
-	if !ok {
-		conn.Release()
-		return nil, clickroll.ErrBusy
+		return nil, err
 	}
 	return &clickRollerSession{conn: conn}, nil
 }
@@ -191,12 +182,7 @@ func (c *clickRollerSession) Alive(ctx context.Context) error {
 
 // Close releases the lock by closing the connection (a connection holding
 // a session lock must not go back to the pool).
-func (c *clickRollerSession) Close() {
-	conn := c.conn.Hijack()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	_ = conn.Close(ctx)
-}
+func (c *clickRollerSession) Close() { closeConn(c.conn) }
 
 // LiveLinkDrift is a tenant whose live-link counter disagreed with its rows.
 type LiveLinkDrift struct {
@@ -216,12 +202,7 @@ func (s *Store) ReconcileLiveLinks(ctx context.Context) ([]LiveLinkDrift, error)
 	}
 	// The session lock spans the read and the fix: a second control
 	// starting now waits and then reads a snapshot that has the fix.
-	defer func() {
-		c := conn.Hijack()
-		cctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = c.Close(cctx)
-	}()
+	defer closeConn(conn)
 	if _, err := conn.Exec(ctx, `SELECT pg_advisory_lock($1)`, reconcileLockKey); err != nil {
 		return nil, translate(err)
 	}

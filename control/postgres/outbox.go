@@ -103,21 +103,12 @@ type relaySession struct {
 
 // AcquireRelay implements outbox.Store on a dedicated connection.
 func (s *Store) AcquireRelay(ctx context.Context) (outbox.Session, error) {
-	conn, err := s.pool.Acquire(ctx)
+	conn, err := s.lockConn(ctx, relayLockKey, outbox.ErrBusy)
 	if err != nil {
-		return nil, translate(err)
-	}
-	var ok bool
-	if err := conn.QueryRow(ctx, `SELECT pg_try_advisory_lock($1)`, relayLockKey).Scan(&ok); err != nil {
-		conn.Release()
-		return nil, translate(err)
-	}
-	if !ok {
-		conn.Release()
-		return nil, outbox.ErrBusy
+		return nil, err
 	}
 	if _, err := conn.Exec(ctx, `LISTEN outbox`); err != nil {
-		conn.Hijack().Close(ctx) // drops the lock with the connection
+		closeConn(conn) // drops the lock with the connection
 		return nil, translate(err)
 	}
 	return &relaySession{conn: conn}, nil
@@ -134,9 +125,4 @@ func (r *relaySession) Wait(ctx context.Context) error {
 
 // Close releases the lock by closing the connection: a connection that
 // LISTENed or held a lock must not go back to the pool.
-func (r *relaySession) Close() {
-	conn := r.conn.Hijack()
-	ctx, cancel := context.WithTimeout(context.Background(), 5e9)
-	defer cancel()
-	_ = conn.Close(ctx)
-}
+func (r *relaySession) Close() { closeConn(r.conn) }

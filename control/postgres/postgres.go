@@ -1,5 +1,9 @@
-// Package postgres holds all of control's SQL. It is the only place that sees
-// pgx errors: it translates them into the domain errors of shared/link.
+// Package postgres holds control's SQL, the ID allocator's aside (that is
+// control/allocstore). It implements the store interfaces its consumers
+// declare (links, outbox, clickroll, snapshots, the API's authentication and
+// statistics) with their own value types, and it is, with allocstore, the
+// only place in control that sees pgx errors: it translates them into the
+// domain errors of shared/link and those of its consumers.
 package postgres
 
 import (
@@ -7,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -71,6 +76,34 @@ func (s *Store) Ping(ctx context.Context) error {
 		return translate(err)
 	}
 	return nil
+}
+
+// lockConn takes a dedicated connection holding the session advisory lock
+// key, or answers busy while another session holds it.
+func (s *Store) lockConn(ctx context.Context, key int64, busy error) (*pgxpool.Conn, error) {
+	conn, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return nil, translate(err)
+	}
+	var ok bool
+	if err := conn.QueryRow(ctx, `SELECT pg_try_advisory_lock($1)`, key).Scan(&ok); err != nil {
+		conn.Release()
+		return nil, translate(err)
+	}
+	if !ok {
+		conn.Release()
+		return nil, busy
+	}
+	return conn, nil
+}
+
+// closeConn closes a dedicated connection instead of giving it back: one
+// that held a session lock or LISTENed must not go back to the pool.
+func closeConn(conn *pgxpool.Conn) {
+	c := conn.Hijack()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_ = c.Close(ctx)
 }
 
 // translate maps driver errors to domain errors; anything unexpected keeps
