@@ -2,7 +2,6 @@ package outage
 
 import (
 	"fmt"
-	"math/rand/v2"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -73,42 +72,17 @@ func natsOutage(t *testing.T, outages, createsPerOutage int) {
 	// Load on edge a: readers follow known links without pause; creators
 	// create, each 201 followed at once.
 	var (
-		reads, readsDuringOutage, readFailures atomic.Int64
-		natsDown                               atomic.Bool
-		firstReadFailure, firstBad             atomic.Pointer[string]
-		createdDuring, notYet                  atomic.Int64
-		stop                                   = make(chan struct{})
-		wg                                     sync.WaitGroup
+		firstBad              atomic.Pointer[string]
+		createdDuring, notYet atomic.Int64
+		stop                  = make(chan struct{})
+		wg                    sync.WaitGroup
 	)
 	note := func(p *atomic.Pointer[string], format string, args ...any) {
 		msg := fmt.Sprintf(format, args...)
 		p.CompareAndSwap(nil, &msg)
 	}
-	for w := range 3 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			rng := rand.New(rand.NewPCG(uint64(w), 8))
-			for {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				code := knownCodes[rng.IntN(len(knownCodes))]
-				down := natsDown.Load()
-				status, loc, err := stack.Follow(a.URL, code)
-				reads.Add(1)
-				if down {
-					readsDuringOutage.Add(1)
-				}
-				if want := led.Get(code).URL; err != nil || status != http.StatusFound || loc != want {
-					readFailures.Add(1)
-					note(&firstReadFailure, "GET /%s (NATS down: %v): %d %q %v; want 302 %q", code, down, status, loc, err, want)
-				}
-			}
-		}()
-	}
+	rd := startReaders(t, 3, 8, a.URL, led, knownCodes, "NATS")
+	natsDown := &rd.Fault
 	for w, key := range s.keys {
 		wg.Add(1)
 		go func() {
@@ -147,7 +121,7 @@ func natsOutage(t *testing.T, outages, createsPerOutage int) {
 			}
 		}()
 	}
-	stopLoad := sync.OnceFunc(func() { close(stop); wg.Wait() })
+	stopLoad := sync.OnceFunc(func() { close(stop); wg.Wait(); rd.Stop() })
 	t.Cleanup(stopLoad)
 
 	var bootNotes []string
@@ -203,9 +177,7 @@ func natsOutage(t *testing.T, outages, createsPerOutage int) {
 	if msg := firstBad.Load(); msg != nil {
 		t.Fatalf("first wrong answer: %s", *msg)
 	}
-	if n := readFailures.Load(); n > 0 || readsDuringOutage.Load() == 0 {
-		t.Fatalf("%d of %d reads of known links failed (%d during outages); first: %v", n, reads.Load(), readsDuringOutage.Load(), firstReadFailure.Load())
-	}
+	rd.check(t)
 	led.CheckUnique(t)
 	led.CheckInDatabase(t, s.pg.Pool())
 	va := waitApplied(t, a, s.pg.Pool(), 2*time.Minute)
@@ -221,7 +193,7 @@ func natsOutage(t *testing.T, outages, createsPerOutage int) {
 
 	evidence.Record(t, evidence.ContractUnderLag,
 		"%d NATS outage(s) under load: %d reads of known links on the edge (%d while NATS was down), %d failed; %d creates answered 201 with NATS down, followed at once: %d answered 503 (never 404) until NATS came back; %s",
-		outages, reads.Load(), readsDuringOutage.Load(), readFailures.Load(), createdDuring.Load(), notYet.Load(), strings.Join(bootNotes, "; "))
+		outages, rd.reads.Load(), rd.during.Load(), rd.failures.Load(), createdDuring.Load(), notYet.Load(), strings.Join(bootNotes, "; "))
 	evidence.Record(t, evidence.Jumpable,
 		"after NATS came back both edges applied the outbox's newest version (%d, %d) and all %d 201s (%d created during outages) 302 with their targets on both",
 		va, vb, len(all), createdDuring.Load())

@@ -3,10 +3,7 @@ package outage
 import (
 	"context"
 	"fmt"
-	"math/rand/v2"
 	"net/http"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -46,41 +43,7 @@ func postgresOutage(t *testing.T, crash bool, cycles, refusedWanted int) {
 	known := led.Codes()
 	waitApplied(t, e, s.pg.Pool(), time.Minute)
 
-	var (
-		reads, readFailures, readsDown atomic.Int64
-		pgDown                         atomic.Bool
-		firstFailure                   atomic.Pointer[string]
-		stop                           = make(chan struct{})
-		wg                             sync.WaitGroup
-	)
-	for w := range 2 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			rng := rand.New(rand.NewPCG(uint64(w), 5))
-			for {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				code := known[rng.IntN(len(known))]
-				down := pgDown.Load()
-				status, loc, err := stack.Follow(e.URL, code)
-				reads.Add(1)
-				if down {
-					readsDown.Add(1)
-				}
-				if want := led.Get(code).URL; err != nil || status != http.StatusFound || loc != want {
-					readFailures.Add(1)
-					msg := fmt.Sprintf("GET /%s (PostgreSQL down: %v): %d %q %v", code, down, status, loc, err)
-					firstFailure.CompareAndSwap(nil, &msg)
-				}
-			}
-		}()
-	}
-	stopReads := sync.OnceFunc(func() { close(stop); wg.Wait() })
-	t.Cleanup(stopReads)
+	rd := startReaders(t, 2, 5, e.URL, led, known, "PostgreSQL")
 
 	var (
 		slowest   time.Duration
@@ -95,7 +58,7 @@ func postgresOutage(t *testing.T, crash bool, cycles, refusedWanted int) {
 		} else if err := s.pg.Stop(); err != nil {
 			t.Fatal(err)
 		}
-		pgDown.Store(true)
+		rd.Fault.Store(true)
 
 		// Every create is refused, each with an answer: 503, Retry-After, a
 		// problem body. Nothing is created meanwhile.
@@ -115,8 +78,8 @@ func postgresOutage(t *testing.T, crash bool, cycles, refusedWanted int) {
 		// 000's probes): it is reported, not asserted.
 		ready, _, _ := stack.Get(c.URL + "/readyz")
 		readyDown = append(readyDown, ready)
-		if readsDown.Load() == 0 {
-			stack.Eventually(t, "reads of known links while PostgreSQL is down", time.Minute, func() bool { return readsDown.Load() > 0 })
+		if rd.during.Load() == 0 {
+			stack.Eventually(t, "reads of known links while PostgreSQL is down", time.Minute, func() bool { return rd.during.Load() > 0 })
 		}
 
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -127,7 +90,7 @@ func postgresOutage(t *testing.T, crash bool, cycles, refusedWanted int) {
 		}
 		// The restart reset the harness's pool, which the stop cut
 		// (SQLSTATE 57P01): the checks below fail only on what control did.
-		pgDown.Store(false)
+		rd.Fault.Store(false)
 
 		// Creates succeed again (the pool reconnects; the first may still
 		// meet a dead connection), and each redirects at once.
@@ -156,10 +119,8 @@ func postgresOutage(t *testing.T, crash bool, cycles, refusedWanted int) {
 			}
 		}
 	}
-	stopReads()
-	if n := readFailures.Load(); n > 0 {
-		t.Fatalf("%d of %d reads of known links failed (%d while PostgreSQL was down); first: %s", n, reads.Load(), readsDown.Load(), *firstFailure.Load())
-	}
+	rd.Stop()
+	rd.check(t)
 	led.CheckUnique(t)
 	led.CheckInDatabase(t, s.pg.Pool())
 	var during int
@@ -181,7 +142,7 @@ func postgresOutage(t *testing.T, crash bool, cycles, refusedWanted int) {
 		how, cycles, cycles*refusedWanted, slowest.Round(time.Millisecond), readyDown, len(after))
 	evidence.Record(t, evidence.ContractUnderLag,
 		"PostgreSQL %s %d time(s): %d reads of the 100 known links on the edge (%d while it was down), %d failed",
-		how, cycles, reads.Load(), readsDown.Load(), readFailures.Load())
+		how, cycles, rd.reads.Load(), rd.during.Load(), rd.failures.Load())
 	evidence.Record(t, evidence.Jumpable,
 		"after PostgreSQL came back each of %d new 201s 302'd on the edge right after it; the edge applied the outbox's newest version %d; all %d links redirect",
 		len(after), applied, led.Len())

@@ -4,9 +4,12 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"net/http"
 	"os"
 	"os/exec"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -161,6 +164,64 @@ func (e *edge) knows(code string) bool {
 	}
 	_, ok := e.E.Snapshots.Lookup([]byte(code))
 	return ok
+}
+
+// readers follow known links on an edge without pause, from several
+// clients, until Stop (or the end of the test): every answer must be the
+// link's 302, whether or not the fault the test makes is on (Fault).
+type readers struct {
+	Fault                   atomic.Bool
+	reads, during, failures atomic.Int64
+	first                   atomic.Pointer[string]
+	stop                    chan struct{}
+	wg                      sync.WaitGroup
+	once                    sync.Once
+	fault                   string
+}
+
+func startReaders(t *testing.T, clients int, seed uint64, edgeURL string, led *stack.Ledger, known []string, fault string) *readers {
+	r := &readers{stop: make(chan struct{}), fault: fault}
+	for w := range clients {
+		r.wg.Go(func() {
+			rng := rand.New(rand.NewPCG(uint64(w), seed))
+			for {
+				select {
+				case <-r.stop:
+					return
+				default:
+				}
+				code := known[rng.IntN(len(known))]
+				down := r.Fault.Load()
+				status, loc, err := stack.Follow(edgeURL, code)
+				r.reads.Add(1)
+				if down {
+					r.during.Add(1)
+				}
+				if want := led.Get(code).URL; err != nil || status != http.StatusFound || loc != want {
+					r.failures.Add(1)
+					msg := fmt.Sprintf("GET /%s (%s down: %v): %d %q %v; want 302 %q", code, fault, down, status, loc, err, want)
+					r.first.CompareAndSwap(nil, &msg)
+				}
+			}
+		})
+	}
+	t.Cleanup(r.Stop)
+	return r
+}
+
+// Stop stops the readers and waits for them; a second call is a no-op.
+func (r *readers) Stop() { r.once.Do(func() { close(r.stop); r.wg.Wait() }) }
+
+// check fails the test if a read failed, or none ran during the fault.
+func (r *readers) check(t *testing.T) {
+	t.Helper()
+	if n := r.failures.Load(); n > 0 || r.during.Load() == 0 {
+		first := ""
+		if p := r.first.Load(); p != nil {
+			first = *p
+		}
+		t.Fatalf("%d of %d reads of known links failed (%d while %s was down); first: %s", n, r.reads.Load(), r.during.Load(), r.fault, first)
+	}
 }
 
 // waitApplied waits until the edge has applied the outbox's newest version.
