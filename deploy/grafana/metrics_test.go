@@ -158,11 +158,11 @@ func TestMetricsLeakNothingAndDashboardMatches(t *testing.T) {
 		}
 	}
 
-	control, err := scrape.Scrape(s.controlURL + "/metrics")
+	control, err := stack.Metrics(s.controlURL)
 	if err != nil {
 		t.Fatal(err)
 	}
-	edge, err := scrape.Scrape(s.edgeURL + "/metrics")
+	edge, err := stack.Metrics(s.edgeURL)
 	if err != nil {
 		t.Fatal(err)
 	}
