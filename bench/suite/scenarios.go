@@ -100,7 +100,7 @@ func (e *env) coldStart() error {
 		return err
 	}
 	t := time.Now()
-	if _, err := snapshots.New(e.st.pool, js, nil).Build(e.ctx, f, nil); err != nil {
+	if _, err := snapshots.New(e.st.pg.Store(), js, nil).Build(e.ctx, f, nil); err != nil {
 		f.Close()
 		return fmt.Errorf("build snapshot: %w", err)
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/edgelink/edgelink/control/postgres"
 	"github.com/edgelink/edgelink/control/snapshots"
 	"github.com/edgelink/edgelink/edge/edgeserver"
 	"github.com/edgelink/edgelink/gate/evidence"
@@ -157,7 +158,7 @@ func buildAndPublish(t *testing.T, pool *pgxpool.Pool, js jetstream.JetStream) s
 	t.Helper()
 	ctx := context.Background()
 	var buf bytes.Buffer
-	h, err := snapshots.New(pool, js, nil).Build(ctx, &buf, nil)
+	h, err := snapshots.New(postgres.New(pool), js, nil).Build(ctx, &buf, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
