@@ -2,7 +2,6 @@ package stack
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -51,17 +50,10 @@ type natsNode struct {
 // for a cluster, JetStream has a meta leader every node is current with.
 func StartNATS(ctx context.Context, cfg NATSConfig) (_ *NATS, err error) {
 	n := &NATS{}
-	defer func() {
-		if err != nil {
-			err = errors.Join(err, n.Close())
-		}
-	}()
-	dir := cfg.Dir
-	if dir == "" {
-		if dir, err = os.MkdirTemp("", "edgelink-stack-nats-"); err != nil {
-			return nil, err
-		}
-		n.temp = dir
+	defer closeOnError(&err, n.Close)
+	dir, err := folder(cfg.Dir, "nats", &n.temp)
+	if err != nil {
+		return nil, err
 	}
 	size := max(cfg.Nodes, 1)
 	ports, err := freePorts(2 * size)

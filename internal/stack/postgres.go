@@ -53,17 +53,10 @@ type Postgres struct {
 // database, and opens the harness's pool. Close stops it all.
 func StartPostgres(ctx context.Context, cfg PostgresConfig) (_ *Postgres, err error) {
 	p := &Postgres{}
-	defer func() {
-		if err != nil {
-			err = errors.Join(err, p.Close())
-		}
-	}()
-	dir := cfg.Dir
-	if dir == "" {
-		if dir, err = os.MkdirTemp("", "edgelink-stack-pg-"); err != nil {
-			return nil, err
-		}
-		p.temp = dir
+	defer closeOnError(&err, p.Close)
+	dir, err := folder(cfg.Dir, "pg", &p.temp)
+	if err != nil {
+		return nil, err
 	}
 	if p.Server, err = pgserver.Start(ctx, pgserver.Config{Dir: dir, Fast: !cfg.Durable, Settings: cfg.Settings}); err != nil {
 		return nil, fmt.Errorf("start PostgreSQL: %w", err)
@@ -163,17 +156,10 @@ func (p *Postgres) fault(f func() error) error {
 // ignored) and returns once it replayed the primary's current WAL.
 func (p *Postgres) StartReplica(ctx context.Context, cfg PostgresConfig) (_ *Postgres, err error) {
 	r := &Postgres{}
-	defer func() {
-		if err != nil {
-			err = errors.Join(err, r.Close())
-		}
-	}()
-	dir := cfg.Dir
-	if dir == "" {
-		if dir, err = os.MkdirTemp("", "edgelink-stack-replica-"); err != nil {
-			return nil, err
-		}
-		r.temp = dir
+	defer closeOnError(&err, r.Close)
+	dir, err := folder(cfg.Dir, "replica", &r.temp)
+	if err != nil {
+		return nil, err
 	}
 	if r.Server, err = p.Server.StartReplica(ctx, pgserver.Config{Dir: dir, Fast: !cfg.Durable}); err != nil {
 		return nil, fmt.Errorf("start replica: %w", err)

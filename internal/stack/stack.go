@@ -18,7 +18,9 @@ package stack
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -95,6 +97,25 @@ func (l *LogBuffer) Tail(n int) string {
 		out = "…" + out[len(out)-n:]
 	}
 	return out
+}
+
+// folder returns dir, or when it is empty a new temporary folder, which it
+// also records in *temp for the piece's Close to remove.
+func folder(dir, what string, temp *string) (string, error) {
+	if dir != "" {
+		return dir, nil
+	}
+	dir, err := os.MkdirTemp("", "edgelink-stack-"+what+"-")
+	*temp = dir
+	return dir, err
+}
+
+// closeOnError closes a piece that failed to start, joining what closing
+// it said to the error that stopped it.
+func closeOnError(err *error, close func() error) {
+	if *err != nil {
+		*err = errors.Join(*err, close())
+	}
 }
 
 // cleanup registers stop with t, reporting its error.
