@@ -26,7 +26,10 @@ func under(path, dir string) bool {
 	return path == mod+dir || strings.HasPrefix(path, mod+dir+"/")
 }
 
-func listModule(t *testing.T) map[string]*pkg {
+// module is the module's packages by import path.
+type module map[string]*pkg
+
+func listModule(t *testing.T) module {
 	t.Helper()
 	// -e: another package's broken build must not hide these rules.
 	cmd := exec.Command("go", "list", "-e", "-json=ImportPath,Name,Imports,TestImports,XTestImports,Deps,Error", mod+"...")
@@ -36,7 +39,7 @@ func listModule(t *testing.T) map[string]*pkg {
 	if err != nil {
 		t.Fatalf("go list: %v\n%s", err, stderr.String())
 	}
-	pkgs := map[string]*pkg{}
+	m := module{}
 	dec := json.NewDecoder(bytes.NewReader(out))
 	for {
 		var p pkg
@@ -45,17 +48,30 @@ func listModule(t *testing.T) map[string]*pkg {
 		} else if err != nil {
 			t.Fatalf("go list output: %v", err)
 		}
-		pkgs[p.ImportPath] = &p
+		m[p.ImportPath] = &p
 	}
-	return pkgs
+	return m
+}
+
+// each calls f with every package in import-path order.
+func (m module) each(f func(p *pkg)) {
+	for _, name := range slices.Sorted(func(yield func(string) bool) {
+		for name := range m {
+			if !yield(name) {
+				return
+			}
+		}
+	}) {
+		f(m[name])
+	}
 }
 
 // withTests is every package p's code and tests depend on, transitively.
-func withTests(pkgs map[string]*pkg, p *pkg) []string {
+func (m module) withTests(p *pkg) []string {
 	seen := map[string]bool{}
 	for _, direct := range slices.Concat(p.Imports, p.Deps, p.TestImports, p.XTestImports) {
 		seen[direct] = true
-		if q := pkgs[direct]; q != nil {
+		if q := m[direct]; q != nil {
 			for _, d := range q.Deps {
 				seen[d] = true
 			}
@@ -70,112 +86,156 @@ func withTests(pkgs map[string]*pkg, p *pkg) []string {
 	return out
 }
 
+// rule is one import rule: check returns a sentence for every import that
+// breaks it.
+type rule struct {
+	name  string
+	check func(m module) []string
+}
+
+var helpers = []string{"internal/pgtest", "internal/natstest", "internal/snapshottest", "internal/scrape"}
+
+// rules are the architecture's import rules.
+func rules() []rule {
+	return []rule{
+		{"SharedImportsNoEdgeControlOrInternal", func(m module) (bad []string) {
+			m.each(func(p *pkg) {
+				if !under(p.ImportPath, "shared") {
+					return
+				}
+				for _, d := range m.withTests(p) {
+					if under(d, "edge") || under(d, "control") || under(d, "internal") {
+						bad = append(bad, fmt.Sprintf("%s (or its tests) depends on %s: shared imports the standard library and outside modules only", p.ImportPath, d))
+					}
+				}
+			})
+			return bad
+		}},
+		{"EdgeAndControlNeverImportEachOther", func(m module) (bad []string) {
+			m.each(func(p *pkg) {
+				for _, sides := range [][2]string{{"edge", "control"}, {"control", "edge"}} {
+					if !under(p.ImportPath, sides[0]) {
+						continue
+					}
+					for _, d := range m.withTests(p) {
+						if under(d, sides[1]) {
+							bad = append(bad, fmt.Sprintf("%s (or its tests) depends on %s: %s and %s never import each other", p.ImportPath, d, sides[0], sides[1]))
+						}
+					}
+				}
+			})
+			return bad
+		}},
+		{"OnlyWiringImportsBothSides", func(m module) (bad []string) {
+			m.each(func(p *pkg) {
+				edge := slices.IndexFunc(p.Imports, func(s string) bool { return under(s, "edge") })
+				control := slices.IndexFunc(p.Imports, func(s string) bool { return under(s, "control") })
+				if edge < 0 || control < 0 {
+					return
+				}
+				wiring := (p.Name == "main" && strings.Contains(p.ImportPath, "/cmd/")) ||
+					under(p.ImportPath, "deploy/local") || under(p.ImportPath, "internal/stack")
+				if !wiring {
+					bad = append(bad, fmt.Sprintf("%s imports both %s and %s: only a cmd main, deploy/local and internal/stack wire both sides (use internal/stack)",
+						p.ImportPath, p.Imports[edge], p.Imports[control]))
+				}
+			})
+			return bad
+		}},
+		{"TestHelpersOnlyInTests", func(m module) (bad []string) {
+			m.each(func(p *pkg) {
+				if under(p.ImportPath, "internal/stack") || under(p.ImportPath, "bench") {
+					return
+				}
+				for _, imp := range p.Imports {
+					for _, h := range helpers {
+						if imp == mod+h {
+							bad = append(bad, fmt.Sprintf("%s imports test helper %s outside its _test.go files: only tests, internal/stack and bench/ may", p.ImportPath, imp))
+						}
+					}
+				}
+			})
+			return bad
+		}},
+		{"OnlyControlPostgresAndAllocstoreImportPgx", func(m module) (bad []string) {
+			m.each(func(p *pkg) {
+				if !under(p.ImportPath, "control") || under(p.ImportPath, "control/postgres") || under(p.ImportPath, "control/allocstore") {
+					return
+				}
+				for _, imp := range p.Imports {
+					if strings.HasPrefix(imp, "github.com/jackc/pgx/") {
+						bad = append(bad, fmt.Sprintf("%s imports %s: outside control/postgres and control/allocstore, control's non-test code reaches the database through them (driver errors are translated there only)", p.ImportPath, imp))
+					}
+				}
+			})
+			return bad
+		}},
+	}
+}
+
 // TestImportRules fails on every import that breaks one of the rules, one
 // subtest a rule, each naming the importer and what it imports.
 func TestImportRules(t *testing.T) {
-	pkgs := listModule(t)
-	var names []string
-	for name := range pkgs {
-		names = append(names, name)
-	}
-	slices.Sort(names)
-	each := func(f func(p *pkg)) {
-		for _, name := range names {
-			f(pkgs[name])
-		}
-	}
-
-	t.Run("SharedImportsNoEdgeControlOrInternal", func(t *testing.T) {
-		each(func(p *pkg) {
-			if !under(p.ImportPath, "shared") {
-				return
-			}
-			for _, d := range withTests(pkgs, p) {
-				if under(d, "edge") || under(d, "control") || under(d, "internal") {
-					t.Errorf("%s (or its tests) depends on %s: shared imports the standard library and outside modules only", p.ImportPath, d)
-				}
-			}
-		})
-	})
-
-	t.Run("EdgeAndControlNeverImportEachOther", func(t *testing.T) {
-		each(func(p *pkg) {
-			for side, other := range map[string]string{"edge": "control", "control": "edge"} {
-				if !under(p.ImportPath, side) {
-					continue
-				}
-				for _, d := range withTests(pkgs, p) {
-					if under(d, other) {
-						t.Errorf("%s (or its tests) depends on %s: %s and %s never import each other", p.ImportPath, d, side, other)
-					}
-				}
-			}
-		})
-	})
-
-	t.Run("OnlyWiringImportsBothSides", func(t *testing.T) {
-		each(func(p *pkg) {
-			var edge, control string
-			for _, imp := range p.Imports {
-				if under(imp, "edge") && edge == "" {
-					edge = imp
-				}
-				if under(imp, "control") && control == "" {
-					control = imp
-				}
-			}
-			if edge == "" || control == "" {
-				return
-			}
-			wiring := (p.Name == "main" && strings.Contains(p.ImportPath, "/cmd/")) ||
-				under(p.ImportPath, "deploy/local") || under(p.ImportPath, "internal/stack")
-			if !wiring {
-				t.Errorf("%s imports both %s and %s: only a cmd main, deploy/local and internal/stack wire both sides (use internal/stack)", p.ImportPath, edge, control)
-			}
-		})
-	})
-
-	t.Run("TestHelpersOnlyInTests", func(t *testing.T) {
-		helpers := []string{"internal/pgtest", "internal/natstest", "internal/snapshottest", "internal/scrape"}
-		each(func(p *pkg) {
-			if under(p.ImportPath, "internal/stack") || under(p.ImportPath, "bench") {
-				return
-			}
-			for _, imp := range p.Imports {
-				for _, h := range helpers {
-					if imp == mod+h {
-						t.Errorf("%s imports test helper %s outside its _test.go files: only tests, internal/stack and bench/ may", p.ImportPath, imp)
-					}
-				}
-			}
-		})
-	})
-
-	t.Run("OnlyControlPostgresAndAllocstoreImportPgx", func(t *testing.T) {
-		var offenders []string
-		each(func(p *pkg) {
-			if !under(p.ImportPath, "control") || under(p.ImportPath, "control/postgres") || under(p.ImportPath, "control/allocstore") {
-				return
-			}
-			for _, imp := range p.Imports {
-				if imp == "github.com/jackc/pgx/v5" || strings.HasPrefix(imp, "github.com/jackc/pgx/") {
-					offenders = append(offenders, fmt.Sprintf("%s imports %s", p.ImportPath, imp))
-				}
-			}
-		})
-		if len(offenders) > 0 {
-			t.Errorf("outside control/postgres and control/allocstore, control's non-test code must reach the database through them (driver errors are translated there only); %d imports break it:\n  %s",
-				len(offenders), strings.Join(offenders, "\n  "))
+	m := listModule(t)
+	m.each(func(p *pkg) {
+		// A package go list could not load is checked as far as it was
+		// listed; say so, so a rule does not pass for it unseen.
+		if p.Error != nil {
+			t.Logf("go list: %s: %s", p.ImportPath, p.Error.Err)
 		}
 	})
-
-	t.Run("ListedCleanly", func(t *testing.T) {
-		// A package go list could not load would make the rules above
-		// pass vacuously for it.
-		each(func(p *pkg) {
-			if p.Error != nil {
-				t.Logf("go list: %s: %s (its imports were checked as far as listed)", p.ImportPath, p.Error.Err)
+	for _, r := range rules() {
+		t.Run(r.name, func(t *testing.T) {
+			if bad := r.check(m); len(bad) > 0 {
+				t.Errorf("%d imports break the rule:\n  %s", len(bad), strings.Join(bad, "\n  "))
 			}
 		})
-	})
+	}
+}
+
+// TestRulesCatchViolations gives each rule a module that breaks it, and
+// one that keeps it: a rule that cannot fail would pass the tree unseen.
+func TestRulesCatchViolations(t *testing.T) {
+	p := func(path, name string, imports ...string) *pkg {
+		return &pkg{ImportPath: mod + path, Name: name, Imports: imports}
+	}
+	for _, c := range []struct {
+		rule      string
+		bad, good []*pkg
+	}{
+		{"SharedImportsNoEdgeControlOrInternal",
+			[]*pkg{{ImportPath: mod + "shared/link", TestImports: []string{mod + "internal/pgtest"}}},
+			[]*pkg{p("shared/link", "link", "strings")}},
+		{"EdgeAndControlNeverImportEachOther",
+			[]*pkg{{ImportPath: mod + "edge/store", XTestImports: []string{mod + "control/postgres"}}},
+			[]*pkg{p("edge/store", "store", mod+"shared/link")}},
+		{"OnlyWiringImportsBothSides",
+			[]*pkg{p("gate/report", "main", mod+"edge/edgeserver", mod+"control/controlserver")},
+			[]*pkg{p("control/cmd/control", "main", mod+"edge/x", mod+"control/y"), p("internal/stack/allinone", "allinone", mod+"edge/x", mod+"control/y")}},
+		{"TestHelpersOnlyInTests",
+			[]*pkg{p("edge/redirect", "redirect", mod+"internal/scrape")},
+			[]*pkg{p("bench/suite", "main", mod+"internal/scrape"), {ImportPath: mod + "edge/redirect", TestImports: []string{mod + "internal/natstest"}}}},
+		{"OnlyControlPostgresAndAllocstoreImportPgx",
+			[]*pkg{p("control/links", "links", "github.com/jackc/pgx/v5/pgxpool")},
+			[]*pkg{p("control/postgres", "postgres", "github.com/jackc/pgx/v5"), p("control/allocstore", "allocstore", "github.com/jackc/pgx/v5/pgxpool")}},
+	} {
+		i := slices.IndexFunc(rules(), func(r rule) bool { return r.name == c.rule })
+		if i < 0 {
+			t.Fatalf("no rule %s", c.rule)
+		}
+		r := rules()[i]
+		asModule := func(ps []*pkg) module {
+			m := module{}
+			for _, q := range ps {
+				m[q.ImportPath] = q
+			}
+			return m
+		}
+		if bad := r.check(asModule(c.bad)); len(bad) == 0 {
+			t.Errorf("%s: a module that breaks it passes", c.rule)
+		}
+		if bad := r.check(asModule(c.good)); len(bad) > 0 {
+			t.Errorf("%s: a module that keeps it fails: %v", c.rule, bad)
+		}
+	}
 }
