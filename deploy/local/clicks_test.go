@@ -57,12 +57,13 @@ func TestClicksChild(t *testing.T) {
 			}
 		}
 	case "edge":
-		err = edgeserver.Run(ctx, edgeserver.Config{HTTPAddr: "127.0.0.1:0", NATSURL: parts[1], Name: "edge-killed",
-			SnapshotDir: parts[2], RatePerIP: -1,
+		cfg := edgeserver.Config{HTTPAddr: "127.0.0.1:0", NATSURL: parts[1], Name: "edge-killed", SnapshotDir: parts[2],
 			// Only full batches are published (a flush is due in an hour),
 			// so clicks sit in the buffer; the counters go out every 100ms.
 			ClickBuffer: 4096, ClickFlushEvery: time.Hour, ClickReportEvery: 100 * time.Millisecond,
-			OnListen: func(a net.Addr) { fmt.Printf("listening %s\n", a) }})
+			OnListen: func(a net.Addr) { fmt.Printf("listening %s\n", a) }}
+		stack.OneClient(&cfg)
+		err = edgeserver.Run(ctx, cfg)
 	}
 	t.Fatalf("child %s stopped: %v", parts[0], err)
 }
@@ -243,7 +244,7 @@ func TestClicksExactlyOnceThroughKills(t *testing.T) {
 	var edge *edgeserver.Edge
 	r := allinone.New(t, allinone.Options{
 		Control: func(c *controlserver.Config) { c.NoClickRollup = true },
-		Edge:    func(c *edgeserver.Config) { c.RatePerIP = -1; c.OnStart = func(e *edgeserver.Edge) { edge = e } },
+		Edge:    func(c *edgeserver.Config) { stack.OneClient(c); c.OnStart = func(e *edgeserver.Edge) { edge = e } },
 	}).Ready
 	ctx := context.Background()
 	pool := dbPool(t, r)

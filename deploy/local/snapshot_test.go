@@ -282,7 +282,8 @@ func runEdge(t *testing.T, natsURL, dir string, adjust func(*edgeserver.Config))
 	cfg := edgeserver.Config{NATSURL: natsURL, Name: "snap-" + fmt.Sprint(rand.Uint32()), SnapshotDir: dir,
 		// Unknown codes go to the authority: a generous timeout keeps a
 		// busy test machine from turning a 404 into a 503.
-		RatePerIP: -1, AuthorityTimeout: 10 * time.Second}
+		AuthorityTimeout: 10 * time.Second}
+	stack.OneClient(&cfg)
 	if adjust != nil {
 		adjust(&cfg)
 	}

@@ -78,11 +78,12 @@ type edge struct {
 // is stopped when the test ends.
 func startEdge(t *testing.T, natsURL, dir string) *edge {
 	t.Helper()
-	e := stack.NewEdge(t, edgeserver.Config{NATSURL: natsURL, Name: fmt.Sprintf("gate-%d", rand.Uint32()),
-		SnapshotDir: dir, RatePerIP: -1,
+	cfg := edgeserver.Config{NATSURL: natsURL, Name: fmt.Sprintf("gate-%d", rand.Uint32()), SnapshotDir: dir,
 		// A busy 2-core machine must not turn an authority answer into
 		// a 503 by timing out.
-		AuthorityTimeout: 10 * time.Second})
+		AuthorityTimeout: 10 * time.Second}
+	stack.OneClient(&cfg)
+	e := stack.NewEdge(t, cfg)
 	return &edge{Edge: e, E: e.Parts()}
 }
 

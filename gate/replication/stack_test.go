@@ -66,8 +66,9 @@ func startControl(t *testing.T, cfg controlserver.Config) *stack.Control {
 // startEdge runs an edge on natsURL; it is stopped when the test ends.
 func startEdge(t *testing.T, natsURL string) (string, *edgeserver.Edge) {
 	t.Helper()
-	e := stack.NewEdge(t, edgeserver.Config{NATSURL: natsURL, Name: "gate-replication",
-		Log: testLog(t), SnapshotDir: t.TempDir(), RatePerIP: -1})
+	cfg := edgeserver.Config{NATSURL: natsURL, Name: "gate-replication", Log: testLog(t), SnapshotDir: t.TempDir()}
+	stack.OneClient(&cfg)
+	e := stack.NewEdge(t, cfg)
 	return e.URL, e.Parts()
 }
 
