@@ -134,7 +134,7 @@ var (
 	dExhausted   = desc("control_idalloc_exhausted", "1 once the namespace's last ID has been leased.", "namespace")
 	dCapacity    = desc("control_idalloc_capacity_ids", "The authority's space accounting by state: committed, wasted, reserved, remaining, total (refreshed periodically).", "namespace", "state")
 	dDaysLeft    = desc("control_idalloc_capacity_days_left", "Remaining IDs at the recent rate, in days (+Inf when idle).", "namespace")
-	dCodeSkips   = desc("control_links_generated_codes_skipped_total", "Generated IDs skipped because a custom link held their code (waste).")
+	dCodeSkips   = desc("control_links_generated_codes_skipped_total", "Generated IDs skipped (waste), by cause: taken (a link held their code already), reserved (their code is a reserved word).", "cause")
 	dSharedTx    = desc("control_links_create_transactions_total", "Create transactions (coalesced creates share one).")
 	dCoalesced   = desc("control_links_coalesced_creates_total", "Creates carried by shared transactions.")
 	dPublished   = desc("control_outbox_published_total", "Outbox events published to the change stream.")
@@ -145,7 +145,9 @@ var (
 	dRelayActive = desc("control_outbox_relay_active", "1 while this instance holds the relay lock (one instance publishes at a time).")
 	dReplica     = desc("control_authority_replica_lookups_total", "Edge lookups with a read replica configured, by source: replica (answered there), primary (asked of the primary after a replica miss, error or timeout), fallback_found (the primary found what the replica missed: replica lag), replica_failed.", "source")
 	dWitnessSkip = desc("control_idalloc_witness_skipped_total", "Leases made without the high-water witness (best-effort mode while NATS is unreachable): a failover then would go unseen.", "namespace")
-	dAuthAnswers = desc("control_authority_lookups_total", "Edge lookups answered, by outcome: found, not_found (404), failed, invalid.", "outcome")
+	dAuthAnswers = desc("control_authority_lookups_total", "Codes edges asked about, by outcome: found, not_found (404); and messages failed (answered unavailable) or invalid.", "outcome")
+	dQuestions   = desc("control_authority_questions_total", "Edge questions (messages of up to 128 codes) answered.")
+	dFrontiers   = desc("control_authority_frontier_reads_total", "Edge questions that read the allocation frontier (renewing edges' promise).")
 	dRollClicks  = desc("control_clickroll_clicks_total", "Clicks applied to the rollups.")
 	dRollLost    = desc("control_clickroll_messages_lost_total", "CLICKS messages the stream discarded before they were read.")
 	dRollPos     = desc("control_clickroll_position", "Last CLICKS stream sequence applied.")
@@ -159,7 +161,7 @@ type collector struct {
 func (x *collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{dCurrent, dStandby, dRunway, dRate, dLoads, dFailures, dWaits, dOpen, dSealed,
 		dWasted, dSwept, dPending, dFenced, dExhausted, dCapacity, dDaysLeft, dCodeSkips, dSharedTx, dCoalesced,
-		dPublished, dGapWaits, dRelaySkip, dRelayVer, dRelayAt, dRelayActive, dAuthAnswers, dReplica, dWitnessSkip,
+		dPublished, dGapWaits, dRelaySkip, dRelayVer, dRelayAt, dRelayActive, dAuthAnswers, dQuestions, dFrontiers, dReplica, dWitnessSkip,
 		dRollClicks, dRollLost, dRollPos} {
 		ch <- d
 	}
@@ -221,7 +223,8 @@ func (x *collector) Collect(ch chan<- prometheus.Metric) {
 	}
 	if l := x.s.Links; l != nil {
 		st := l.Stats()
-		counter(dCodeSkips, st.WastedIDs)
+		counter(dCodeSkips, st.WastedIDs, "taken")
+		counter(dCodeSkips, st.ReservedSkips, "reserved")
 		counter(dSharedTx, st.SharedTx)
 		counter(dCoalesced, st.Coalesced)
 	}
@@ -249,6 +252,8 @@ func (x *collector) Collect(ch chan<- prometheus.Metric) {
 		counter(dAuthAnswers, r.NotFound.Load(), "not_found")
 		counter(dAuthAnswers, r.Failed.Load(), "failed")
 		counter(dAuthAnswers, r.Invalid.Load(), "invalid")
+		counter(dQuestions, r.Questions.Load())
+		counter(dFrontiers, r.FrontierReads.Load())
 	}
 	if r := x.s.Roller; r != nil {
 		st := r.Stats()

@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/jackc/pgx/v5/pgtype"
 
@@ -46,4 +47,61 @@ func (s *Store) LookupForEdge(ctx context.Context, code string) (authority.Reply
 		r.ExpiresAt = expires.Time.UnixMilli()
 	}
 	return r, nil
+}
+
+// lookupCodes reads many codes and the change sequence in one statement on
+// the primary, each code at its index (see lookupForEdge for the sequence).
+const lookupCodes = `
+SELECT s.last_value, q.i, l.url, l.redirect_type, l.status, l.expires_at, l.version
+FROM change_version_seq s
+CROSS JOIN unnest($1::text[]) WITH ORDINALITY AS q(code, i)
+LEFT JOIN links l ON l.code = q.code COLLATE "C"`
+
+// LookupCodes answers an edge's question about codes: each link's state
+// (Found) or NotFound, in the order asked, and the change version reached
+// when they were read. Errors are the database's; the caller answers
+// Unavailable.
+func (s *Store) LookupCodes(ctx context.Context, codes []string) ([]authority.Reply, uint64, error) {
+	rows, err := s.pool.Query(ctx, lookupCodes, codes)
+	if err != nil {
+		return nil, 0, translate(err)
+	}
+	defer rows.Close()
+	out := make([]authority.Reply, len(codes))
+	var seq int64
+	for rows.Next() {
+		var (
+			i       int64
+			url     pgtype.Text
+			rt      pgtype.Int2
+			status  pgtype.Text
+			expires pgtype.Timestamptz
+			version pgtype.Int8
+		)
+		if err := rows.Scan(&seq, &i, &url, &rt, &status, &expires, &version); err != nil {
+			return nil, 0, translate(err)
+		}
+		if i < 1 || int(i) > len(codes) {
+			return nil, 0, fmt.Errorf("lookup codes: row for index %d of %d", i, len(codes))
+		}
+		r := &out[i-1]
+		if !version.Valid {
+			*r = authority.Reply{Kind: authority.NotFound}
+			continue
+		}
+		*r = authority.Reply{Kind: authority.Found, Version: uint64(version.Int64), Code: codes[i-1], URL: url.String,
+			RedirectType: link.RedirectType(rt.Int16), Status: link.Status(status.String)}
+		if expires.Valid {
+			r.ExpiresAt = expires.Time.UnixMilli()
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, 0, translate(err)
+	}
+	for i := range out {
+		if out[i].Kind == 0 {
+			return nil, 0, fmt.Errorf("lookup codes: no row for index %d of %d", i+1, len(codes))
+		}
+	}
+	return out, uint64(seq), nil
 }

@@ -40,3 +40,47 @@ func TestLookupForEdge(t *testing.T) {
 		t.Fatalf("LookupForEdge(00000a) = %+v, %v; want NotFound at >= %d", miss, err, l.Version)
 	}
 }
+
+// TestLookupCodes: many codes in one read, each answered at its index, byte
+// for byte (00000a is not 00000A), the same code twice included; NotFound
+// carries the change version reached.
+func TestLookupCodes(t *testing.T) {
+	ctx := context.Background()
+	st := New(pgtest.Pool(t))
+	tenant, err := st.CreateTenant(ctx, "acme")
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := &link.Link{ID: 10, Code: "00000A", TenantID: tenant, Namespace: "default", URL: "https://example.com/",
+		URLOriginal: "https://example.com/", RedirectType: 302}
+	if err := st.CreateLink(ctx, l, false); err != nil {
+		t.Fatal(err)
+	}
+	c := &link.Link{ID: 11, Code: "spring-sale", TenantID: tenant, Namespace: "default", URL: "https://example.com/s",
+		URLOriginal: "https://example.com/s", RedirectType: 307}
+	if err := st.CreateLink(ctx, c, true); err != nil {
+		t.Fatal(err)
+	}
+	codes := []string{"00000a", "00000A", "spring-sale", "nothing", "00000A"}
+	got, version, err := st.LookupCodes(ctx, codes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := authority.Reply{Kind: authority.Found, Version: l.Version, Code: "00000A", URL: "https://example.com/", RedirectType: 302, Status: link.Active}
+	want := []authority.Reply{
+		{Kind: authority.NotFound}, a,
+		{Kind: authority.Found, Version: c.Version, Code: "spring-sale", URL: "https://example.com/s", RedirectType: 307, Status: link.Active},
+		{Kind: authority.NotFound}, a,
+	}
+	if len(got) != len(want) {
+		t.Fatalf("LookupCodes(%q) = %d replies; want %d", codes, len(got), len(want))
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Errorf("reply %d (%s) = %+v; want %+v", i, codes[i], got[i], want[i])
+		}
+	}
+	if version < c.Version {
+		t.Errorf("version %d; want at least %d", version, c.Version)
+	}
+}

@@ -68,3 +68,54 @@ func (f *ReplicaFirst) LookupForEdge(ctx context.Context, code string) (authorit
 	}
 	return rep, nil
 }
+
+// LookupCodes implements Lookup: every code the replica has is answered from
+// it; the rest (and all of them when the replica fails or is slow) are
+// asked of the primary, whose version then stands for the NotFounds.
+func (f *ReplicaFirst) LookupCodes(ctx context.Context, codes []string) ([]authority.Reply, uint64, error) {
+	timeout := f.ReplicaTimeout
+	if timeout <= 0 {
+		timeout = 200 * time.Millisecond
+	}
+	rctx, cancel := context.WithTimeout(ctx, timeout)
+	reps, version, err := f.Replica.LookupCodes(rctx, codes)
+	cancel()
+	var missing []int
+	if err != nil {
+		f.ReplicaFailed.Add(1)
+		reps = make([]authority.Reply, len(codes))
+		for i := range codes {
+			missing = append(missing, i)
+		}
+	} else {
+		for i, r := range reps {
+			if r.Kind == authority.Found {
+				f.FromReplica.Add(1)
+			} else {
+				missing = append(missing, i)
+			}
+		}
+	}
+	if len(missing) == 0 {
+		return reps, version, nil
+	}
+	ask := make([]string, len(missing))
+	for j, i := range missing {
+		ask[j] = codes[i]
+	}
+	preps, pversion, perr := f.Primary.LookupCodes(ctx, ask)
+	if perr != nil {
+		if err != nil {
+			return nil, 0, fmt.Errorf("replica: %w; primary: %w", err, perr)
+		}
+		return nil, 0, fmt.Errorf("primary after a replica miss: %w", perr)
+	}
+	for j, i := range missing {
+		reps[i] = preps[j]
+		f.FromPrimary.Add(1)
+		if err == nil && preps[j].Kind == authority.Found {
+			f.Fallbacks.Add(1)
+		}
+	}
+	return reps, pversion, nil
+}

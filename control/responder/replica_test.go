@@ -18,10 +18,15 @@ type routeLookup struct {
 	slow  map[string]bool
 	fail  bool
 	calls int
+	asked []string
 }
 
 func (l *routeLookup) LookupForEdge(ctx context.Context, code string) (authority.Reply, error) {
 	l.calls++
+	return l.answer(ctx, code)
+}
+
+func (l *routeLookup) answer(ctx context.Context, code string) (authority.Reply, error) {
 	if l.slow[code] {
 		<-ctx.Done()
 		return authority.Reply{}, ctx.Err()
@@ -33,6 +38,58 @@ func (l *routeLookup) LookupForEdge(ctx context.Context, code string) (authority
 		return authority.Reply{Kind: authority.Found, Code: code, Version: 7}, nil
 	}
 	return authority.Reply{Kind: authority.NotFound, Version: 9}, nil
+}
+
+// LookupCodes answers each code as LookupForEdge would, failing as a whole
+// when any code fails; asked records the codes it was asked.
+func (l *routeLookup) LookupCodes(ctx context.Context, codes []string) ([]authority.Reply, uint64, error) {
+	l.calls++
+	l.asked = append(l.asked, codes...)
+	out := make([]authority.Reply, len(codes))
+	for i, c := range codes {
+		r, err := l.answer(ctx, c)
+		if err != nil {
+			return nil, 0, err
+		}
+		if r.Kind == authority.NotFound {
+			r.Version = 0 // a question's NotFound carries no version of its own
+		}
+		out[i] = r
+	}
+	return out, 9, nil
+}
+
+// TestReplicaFirstCodes: in a question, the codes the replica has are its
+// answers; only the others are asked of the primary, and all of them when
+// the replica fails.
+func TestReplicaFirstCodes(t *testing.T) {
+	replica := &routeLookup{found: map[string]bool{"00000A": true}}
+	primary := &routeLookup{found: map[string]bool{"00000A": true, "00000B": true}}
+	rf := &ReplicaFirst{Replica: replica, Primary: primary}
+	got, _, err := rf.LookupCodes(context.Background(), []string{"00000A", "00000B", "00000C"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	kinds := []authority.Kind{got[0].Kind, got[1].Kind, got[2].Kind}
+	if kinds[0] != authority.Found || kinds[1] != authority.Found || kinds[2] != authority.NotFound || got[1].Code != "00000B" {
+		t.Fatalf("answers %+v; want Found, Found (from the primary), NotFound", got)
+	}
+	if len(primary.asked) != 2 || primary.asked[0] != "00000B" || primary.asked[1] != "00000C" {
+		t.Errorf("the primary was asked %q; want only what the replica lacked", primary.asked)
+	}
+	if rf.Fallbacks.Load() != 1 || rf.FromReplica.Load() != 1 || rf.FromPrimary.Load() != 2 {
+		t.Errorf("counters: fallbacks %d, from replica %d, from primary %d; want 1, 1, 2",
+			rf.Fallbacks.Load(), rf.FromReplica.Load(), rf.FromPrimary.Load())
+	}
+	down := &ReplicaFirst{Replica: &routeLookup{fail: true}, Primary: &routeLookup{found: map[string]bool{"00000A": true}}}
+	got, _, err = down.LookupCodes(context.Background(), []string{"00000A", "00000C"})
+	if err != nil || got[0].Kind != authority.Found || got[1].Kind != authority.NotFound {
+		t.Fatalf("replica down: %+v, %v; want the primary's answers", got, err)
+	}
+	both := &ReplicaFirst{Replica: &routeLookup{fail: true}, Primary: &routeLookup{fail: true}}
+	if _, _, err := both.LookupCodes(context.Background(), []string{"00000A"}); err == nil {
+		t.Fatal("both down: no error; want one (the edge answers 503)")
+	}
 }
 
 func TestReplicaFirstRouting(t *testing.T) {

@@ -16,10 +16,23 @@ import (
 	"github.com/edgelink/edgelink/shared/authority"
 )
 
-// Lookup reads the authority's state of one code: the primary, or a
-// replica only through ReplicaFirst, which never answers NotFound from it.
+// Lookup reads the authority's state of codes: the primary, or a replica
+// only through ReplicaFirst, which never answers NotFound from it.
 type Lookup interface {
+	// LookupForEdge answers one code (the single-code protocol of edges
+	// from before questions; kept while they are upgraded).
 	LookupForEdge(ctx context.Context, code string) (authority.Reply, error)
+	// LookupCodes answers each code at its index, and the change version
+	// reached when they were read.
+	LookupCodes(ctx context.Context, codes []string) ([]authority.Reply, uint64, error)
+}
+
+// Frontiers reads every namespace's allocation frontier and ceiling on the
+// primary, ordered after any ceiling raise it does not see, and the promise
+// that goes with them: how long after an edge's question was sent no lease
+// ends above a ceiling it was told (control/allocstore).
+type Frontiers interface {
+	Frontiers(ctx context.Context) ([]authority.Frontier, time.Duration, error)
 }
 
 // Config bounds the responder.
@@ -40,15 +53,21 @@ type Config struct {
 
 // Responder serves lookups. Its counters are safe to read while Run runs.
 type Responder struct {
-	nc     *nats.Conn
-	lookup Lookup
-	cfg    Config
+	nc        *nats.Conn
+	lookup    Lookup
+	frontiers Frontiers
+	cfg       Config
 
-	Answered, NotFound, Failed, Invalid atomic.Uint64
+	// Answered, NotFound count codes answered found and not found;
+	// Failed the messages answered Unavailable; Invalid the malformed
+	// ones; Questions the messages on AskSubject and FrontierReads those
+	// that asked for the frontier.
+	Answered, NotFound, Failed, Invalid, Questions, FrontierReads atomic.Uint64
 }
 
-// New returns a responder answering on nc from lookup.
-func New(nc *nats.Conn, lookup Lookup, cfg Config) *Responder {
+// New returns a responder answering on nc from lookup, and the frontier from
+// frontiers (nil: questions that ask for it are answered without one).
+func New(nc *nats.Conn, lookup Lookup, frontiers Frontiers, cfg Config) *Responder {
 	if cfg.Concurrency <= 0 {
 		cfg.Concurrency = 8
 	}
@@ -61,34 +80,102 @@ func New(nc *nats.Conn, lookup Lookup, cfg Config) *Responder {
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
-	return &Responder{nc: nc, lookup: lookup, cfg: cfg}
+	return &Responder{nc: nc, lookup: lookup, frontiers: frontiers, cfg: cfg}
 }
 
-// Run subscribes in the queue group and answers until ctx is done, then
-// drains: requests already received are answered. A subscription made while
-// NATS is down is kept by the client and sent when it reconnects.
+// Run subscribes in the queue group, to questions and to single-code
+// lookups, and answers until ctx is done, then drains: requests already
+// received are answered. A subscription made while NATS is down is kept by
+// the client and sent when it reconnects.
 func (r *Responder) Run(ctx context.Context) error {
 	ch := make(chan *nats.Msg, r.cfg.Backlog)
-	sub, err := r.nc.ChanQueueSubscribe(authority.Subject, authority.QueueGroup, ch)
-	if err != nil {
-		return fmt.Errorf("authority: subscribe: %w", err)
+	var subs []*nats.Subscription
+	for _, subj := range []string{authority.AskSubject, authority.Subject} {
+		sub, err := r.nc.ChanQueueSubscribe(subj, authority.QueueGroup, ch)
+		if err != nil {
+			for _, s := range subs {
+				_ = s.Unsubscribe()
+			}
+			return fmt.Errorf("authority: subscribe %s: %w", subj, err)
+		}
+		_ = sub.SetPendingLimits(r.cfg.Backlog, -1)
+		subs = append(subs, sub)
 	}
-	_ = sub.SetPendingLimits(r.cfg.Backlog, -1)
 	var wg sync.WaitGroup
 	for range r.cfg.Concurrency {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			for msg := range ch {
-				r.answer(ctx, msg)
+				if msg.Subject == authority.AskSubject {
+					r.ask(ctx, msg)
+				} else {
+					r.answer(ctx, msg)
+				}
 			}
-		}()
+		})
 	}
 	<-ctx.Done()
-	_ = sub.Unsubscribe()
+	for _, s := range subs {
+		_ = s.Unsubscribe()
+	}
 	close(ch)
 	wg.Wait()
 	return nil
+}
+
+// ask answers one question: every code it names, read after it was sent,
+// and the frontier with its promise when it asks.
+func (r *Responder) ask(ctx context.Context, msg *nats.Msg) {
+	if msg.Reply == "" {
+		return
+	}
+	r.Questions.Add(1)
+	a := authority.Answer{Kind: authority.Found}
+	var q authority.Question
+	if err := authority.UnmarshalQuestion(msg.Data, &q); err != nil {
+		// Edges check what they send: this one is broken or hostile. It
+		// gets no answer it could take for "unknown".
+		r.Invalid.Add(1)
+		r.cfg.Log.Warn("authority question does not decode", "err", err)
+		r.respond(msg, &authority.Answer{Kind: authority.Unavailable})
+		return
+	}
+	lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.cfg.Timeout)
+	defer cancel()
+	var err error
+	if len(q.Codes) > 0 {
+		a.Replies, a.Version, err = r.lookup.LookupCodes(lctx, q.Codes)
+	}
+	if err == nil && q.Frontier && r.frontiers != nil {
+		r.FrontierReads.Add(1)
+		var promise time.Duration
+		a.Frontiers, promise, err = r.frontiers.Frontiers(lctx)
+		a.PromiseMillis = uint32(promise.Milliseconds())
+	}
+	if err != nil {
+		r.Failed.Add(1)
+		r.cfg.Log.Warn("authority question failed", "codes", len(q.Codes), "frontier", q.Frontier, "err", err)
+		r.respond(msg, &authority.Answer{Kind: authority.Unavailable})
+		return
+	}
+	for i := range a.Replies {
+		if a.Replies[i].Kind == authority.Found {
+			r.Answered.Add(1)
+			a.Replies[i].Code = "" // implied by the question
+		} else {
+			r.NotFound.Add(1)
+		}
+	}
+	r.respond(msg, &a)
+}
+
+func (r *Responder) respond(msg *nats.Msg, a *authority.Answer) {
+	b, err := authority.MarshalAnswer(make([]byte, 0, 256), a)
+	if err != nil {
+		r.Failed.Add(1)
+		r.cfg.Log.Error("authority answer does not encode", "err", err)
+		b, _ = authority.MarshalAnswer(nil, &authority.Answer{Kind: authority.Unavailable})
+	}
+	_ = msg.Respond(b)
 }
 
 func (r *Responder) answer(ctx context.Context, msg *nats.Msg) {

@@ -39,11 +39,41 @@ func (f *fakeLookup) LookupForEdge(ctx context.Context, code string) (authority.
 	return authority.Reply{Kind: authority.NotFound, Version: 9}, nil
 }
 
+func (f *fakeLookup) LookupCodes(ctx context.Context, codes []string) ([]authority.Reply, uint64, error) {
+	out := make([]authority.Reply, len(codes))
+	for i, c := range codes {
+		r, err := f.LookupForEdge(ctx, c)
+		if err != nil {
+			return nil, 0, err
+		}
+		r.Version = map[bool]uint64{true: r.Version, false: 0}[r.Kind == authority.Found]
+		out[i] = r
+	}
+	return out, 9, nil
+}
+
+type fakeFrontiers struct{ fail bool }
+
+func (f fakeFrontiers) Frontiers(context.Context) ([]authority.Frontier, time.Duration, error) {
+	if f.fail {
+		return nil, 0, errors.New("database down")
+	}
+	return []authority.Frontier{{Namespace: "default", Start: 1, End: 1000, Next: 100, Ceiling: 300}}, 1500 * time.Millisecond, nil
+}
+
 func start(t *testing.T, lookup Lookup, cfg Config) (*Responder, func(code string) authority.Reply) {
+	t.Helper()
+	r, ask, _ := startAsk(t, lookup, fakeFrontiers{}, cfg)
+	return r, ask
+}
+
+// startAsk runs a responder and returns it with a single-code asker and a
+// raw asker on AskSubject.
+func startAsk(t *testing.T, lookup Lookup, frontiers Frontiers, cfg Config) (*Responder, func(code string) authority.Reply, func(data []byte) []byte) {
 	t.Helper()
 	ns := natstest.Start(t)
 	nc, _ := ns.Connect(t)
-	r := New(nc, lookup, cfg)
+	r := New(nc, lookup, frontiers, cfg)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- r.Run(ctx) }()
@@ -76,7 +106,67 @@ func start(t *testing.T, lookup Lookup, cfg Config) (*Responder, func(code strin
 			return rep
 		}
 	}
-	return r, ask
+	raw := func(data []byte) []byte {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			msg, err := client.Request(authority.AskSubject, data, 5*time.Second)
+			if err == nil {
+				return msg.Data
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("question: %v", err)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	return r, ask, raw
+}
+
+// TestQuestions: a question is answered code by code at its index, with the
+// frontier and its promise when it asks; a database failure anywhere, or a
+// malformed question, is Unavailable as a whole, never a NotFound.
+func TestQuestions(t *testing.T) {
+	r, _, raw := startAsk(t, &fakeLookup{}, fakeFrontiers{}, Config{})
+	ask := func(q authority.Question) authority.Answer {
+		t.Helper()
+		b, err := authority.MarshalQuestion(nil, &q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var a authority.Answer
+		if err := authority.UnmarshalAnswer(raw(b), &q, &a); err != nil {
+			t.Fatalf("answer to %+v: %v", q, err)
+		}
+		return a
+	}
+	a := ask(authority.Question{Frontier: true, Codes: []string{"00000B", "00000A"}})
+	if a.Kind != authority.Found || a.Version != 9 || len(a.Replies) != 2 || a.Replies[0].Kind != authority.NotFound ||
+		a.Replies[1].Kind != authority.Found || a.Replies[1].Code != "00000A" || a.Replies[1].URL != "https://example.com/" {
+		t.Fatalf("answer %+v", a)
+	}
+	if len(a.Frontiers) != 1 || a.Frontiers[0].Ceiling != 300 || a.PromiseMillis != 1500 {
+		t.Fatalf("frontier %+v, promise %d ms; want the allocator's, 1500 ms", a.Frontiers, a.PromiseMillis)
+	}
+	if a := ask(authority.Question{Codes: []string{"00000A"}}); len(a.Frontiers) != 0 || a.PromiseMillis != 0 {
+		t.Errorf("a question without the frontier got %+v", a)
+	}
+	if a := ask(authority.Question{Codes: []string{"00000A", "broken"}}); a.Kind != authority.Unavailable {
+		t.Errorf("a question with a failing code: %+v; want Unavailable", a)
+	}
+	var a2 authority.Answer
+	if err := authority.UnmarshalAnswer(raw([]byte{2, 0, 1, 1, 'x'}), &authority.Question{}, &a2); err != nil || a2.Kind != authority.Unavailable {
+		t.Errorf("a malformed question: %+v, %v; want Unavailable", a2, err)
+	}
+	if r.Invalid.Load() != 1 || r.Questions.Load() != 4 || r.FrontierReads.Load() != 1 {
+		t.Errorf("counters: invalid %d, questions %d, frontier reads %d; want 1, 4, 1", r.Invalid.Load(), r.Questions.Load(), r.FrontierReads.Load())
+	}
+	_, _, raw = startAsk(t, &fakeLookup{}, fakeFrontiers{fail: true}, Config{})
+	q := authority.Question{Frontier: true, Codes: []string{"00000A"}}
+	b, _ := authority.MarshalQuestion(nil, &q)
+	if err := authority.UnmarshalAnswer(raw(b), &q, &a2); err != nil || a2.Kind != authority.Unavailable {
+		t.Errorf("the frontier unreadable: %+v, %v; want Unavailable", a2, err)
+	}
 }
 
 func TestAnswers(t *testing.T) {

@@ -108,11 +108,7 @@ func Unmarshal(b []byte, r *Reply) error {
 		if len(b) < 1 {
 			return fmt.Errorf("%w: truncated", errInvalid)
 		}
-		for s, c := range statusByte {
-			if c == b[0] {
-				r.Status = s
-			}
-		}
+		r.Status = statusOf(b[0])
 		b = b[1:]
 		rt, n := binary.Uvarint(b)
 		if n <= 0 || rt > 999 {

@@ -1,0 +1,311 @@
+package authority
+
+import (
+	"encoding/binary"
+	"fmt"
+
+	"github.com/edgelink/edgelink/shared/link"
+)
+
+// AskSubject receives questions: many codes in one message, and the
+// allocation frontier with its promise (see Answer). Control instances
+// answer it in QueueGroup, as they answer Subject.
+const AskSubject = "edgelink.authority.ask"
+
+// MaxCodes bounds the codes of one question. A found link carries its target
+// (at most 4 KiB), so an answer stays far below NATS's 1 MiB payload.
+const MaxCodes = 128
+
+// askFormat is the first byte of questions and answers on AskSubject.
+const askFormat byte = 2
+
+// Question is what an edge asks in one message.
+type Question struct {
+	// Frontier asks for every namespace's frontier and ceiling.
+	Frontier bool
+	// Codes are asked about one by one; each is answered in Answer.Replies
+	// at its index.
+	Codes []string
+}
+
+// Frontier is one namespace's allocation state, as the authority read it
+// after the question was sent.
+type Frontier struct {
+	Namespace string
+	// Start and End bound the namespace's IDs, [Start, End).
+	Start, End uint64
+	// Next is the namespace's counter: every confirmed lease ended at or
+	// below it, so no ID at or above it had been handed out when it was
+	// read.
+	Next uint64
+	// Ceiling is the highest end any lease may reach before the answer's
+	// promise runs out (see Answer.PromiseMillis). Next <= Ceiling <= End.
+	Ceiling uint64
+}
+
+// Answer is the authority's answer to one Question.
+type Answer struct {
+	// Kind is Found when the question was answered (each code's own answer
+	// is in Replies) and Unavailable when the authority could not read its
+	// database; the edge must then not take any code for unknown.
+	Kind Kind
+	// Version is the change version the authority had reached when it read
+	// (the newest value taken from the sequence, maybe by a transaction
+	// still running): a NotFound reply is as of it, and any change of the
+	// code with a newer version the edge applies later wins over it.
+	Version uint64
+	// PromiseMillis is how long after the question was *sent* the edge may
+	// rely on each frontier's Ceiling: the allocator confirms no lease
+	// ending above a ceiling an answer reported until at least twice that
+	// long after the ceiling was raised. Zero: no promise.
+	PromiseMillis uint32
+	// Frontiers, when the question asked for them, every namespace's.
+	Frontiers []Frontier
+	// Replies are the codes' answers, Found or NotFound, in the question's
+	// order; a Found reply's Code is the code asked.
+	Replies []Reply
+}
+
+// MarshalQuestion appends q's encoding to dst after checking it.
+//
+// Layout: format, flags (bit 0: frontier), uvarint count, then per code a
+// uvarint length and the code.
+func MarshalQuestion(dst []byte, q *Question) ([]byte, error) {
+	if len(q.Codes) > MaxCodes {
+		return nil, fmt.Errorf("%w: %d codes in one question, at most %d", errInvalid, len(q.Codes), MaxCodes)
+	}
+	if len(q.Codes) == 0 && !q.Frontier {
+		return nil, fmt.Errorf("%w: an empty question", errInvalid)
+	}
+	var flags byte
+	if q.Frontier {
+		flags |= 1
+	}
+	dst = append(dst, askFormat, flags)
+	dst = binary.AppendUvarint(dst, uint64(len(q.Codes)))
+	for i, c := range q.Codes {
+		if !link.ValidCodeSyntax(c) {
+			return nil, fmt.Errorf("%w: code %d of %d bytes is not a valid code", errInvalid, i, len(c))
+		}
+		dst = binary.AppendUvarint(dst, uint64(len(c)))
+		dst = append(dst, c...)
+	}
+	return dst, nil
+}
+
+// UnmarshalQuestion decodes and validates a question.
+func UnmarshalQuestion(b []byte, q *Question) error {
+	*q = Question{}
+	if len(b) < 3 || b[0] != askFormat || b[1]&^1 != 0 {
+		return fmt.Errorf("%w: bad question header", errInvalid)
+	}
+	q.Frontier = b[1]&1 != 0
+	b = b[2:]
+	n, k := binary.Uvarint(b)
+	if k <= 0 || n > MaxCodes {
+		return fmt.Errorf("%w: code count", errInvalid)
+	}
+	b = b[k:]
+	if n == 0 && !q.Frontier {
+		return fmt.Errorf("%w: an empty question", errInvalid)
+	}
+	q.Codes = make([]string, 0, n)
+	for range n {
+		l, k := binary.Uvarint(b)
+		if k <= 0 || l > uint64(len(b)-k) {
+			return fmt.Errorf("%w: truncated code", errInvalid)
+		}
+		c := b[k : k+int(l)]
+		if !link.ValidCodeSyntax(c) {
+			return fmt.Errorf("%w: code of %d bytes is not a valid code", errInvalid, len(c))
+		}
+		q.Codes = append(q.Codes, string(c))
+		b = b[k+int(l):]
+	}
+	if len(b) != 0 {
+		return fmt.Errorf("%w: trailing bytes", errInvalid)
+	}
+	return nil
+}
+
+// MarshalAnswer appends a's encoding to dst after checking it.
+//
+// Layout: format, kind, uvarint version, uvarint promise, uvarint count of
+// frontiers, each a uvarint-length name and uvarint start, end, next and
+// ceiling; uvarint count of replies, each a kind byte and for Found a
+// uvarint version, status byte, uvarint redirect type, varint expires-at
+// and a uvarint-length URL.
+func MarshalAnswer(dst []byte, a *Answer) ([]byte, error) {
+	if err := a.validate(); err != nil {
+		return nil, err
+	}
+	dst = append(dst, askFormat, byte(a.Kind))
+	dst = binary.AppendUvarint(dst, a.Version)
+	dst = binary.AppendUvarint(dst, uint64(a.PromiseMillis))
+	dst = binary.AppendUvarint(dst, uint64(len(a.Frontiers)))
+	for _, f := range a.Frontiers {
+		dst = binary.AppendUvarint(dst, uint64(len(f.Namespace)))
+		dst = append(dst, f.Namespace...)
+		for _, v := range [...]uint64{f.Start, f.End, f.Next, f.Ceiling} {
+			dst = binary.AppendUvarint(dst, v)
+		}
+	}
+	dst = binary.AppendUvarint(dst, uint64(len(a.Replies)))
+	for i := range a.Replies {
+		r := &a.Replies[i]
+		dst = append(dst, byte(r.Kind))
+		if r.Kind != Found {
+			continue
+		}
+		dst = binary.AppendUvarint(dst, r.Version)
+		dst = append(dst, statusByte[r.Status])
+		dst = binary.AppendUvarint(dst, uint64(r.RedirectType))
+		dst = binary.AppendVarint(dst, r.ExpiresAt)
+		dst = binary.AppendUvarint(dst, uint64(len(r.URL)))
+		dst = append(dst, r.URL...)
+	}
+	return dst, nil
+}
+
+// UnmarshalAnswer decodes and validates the answer to q: it must reply to
+// each of q's codes, in order, and carry frontiers only if q asked.
+func UnmarshalAnswer(b []byte, q *Question, a *Answer) error {
+	*a = Answer{}
+	if len(b) < 2 || b[0] != askFormat {
+		return fmt.Errorf("%w: bad answer header", errInvalid)
+	}
+	a.Kind = Kind(b[1])
+	b = b[2:]
+	var err error
+	next := func() uint64 {
+		v, k := binary.Uvarint(b)
+		if k <= 0 {
+			err = fmt.Errorf("%w: truncated answer", errInvalid)
+			return 0
+		}
+		b = b[k:]
+		return v
+	}
+	a.Version = next()
+	promise := next()
+	if promise > 1<<31 {
+		return fmt.Errorf("%w: promise of %d ms", errInvalid, promise)
+	}
+	a.PromiseMillis = uint32(promise)
+	nf := next()
+	if err != nil || nf > 1<<16 {
+		return fmt.Errorf("%w: frontier count", errInvalid)
+	}
+	for range nf {
+		l := next()
+		if err != nil || l > uint64(len(b)) {
+			return fmt.Errorf("%w: namespace", errInvalid)
+		}
+		f := Frontier{Namespace: string(b[:l])}
+		b = b[l:]
+		f.Start, f.End, f.Next, f.Ceiling = next(), next(), next(), next()
+		if err != nil {
+			return err
+		}
+		a.Frontiers = append(a.Frontiers, f)
+	}
+	nr := next()
+	if err != nil || nr > MaxCodes {
+		return fmt.Errorf("%w: reply count", errInvalid)
+	}
+	for i := range nr {
+		if len(b) < 1 {
+			return fmt.Errorf("%w: truncated reply", errInvalid)
+		}
+		r := Reply{Kind: Kind(b[0])}
+		b = b[1:]
+		if r.Kind == Found {
+			r.Version = next()
+			if err != nil || len(b) < 1 {
+				return fmt.Errorf("%w: truncated reply", errInvalid)
+			}
+			r.Status = statusOf(b[0])
+			b = b[1:]
+			rt := next()
+			if err != nil || rt > 999 {
+				return fmt.Errorf("%w: redirect type", errInvalid)
+			}
+			r.RedirectType = link.RedirectType(rt)
+			exp, k := binary.Varint(b)
+			if k <= 0 {
+				return fmt.Errorf("%w: expiry", errInvalid)
+			}
+			r.ExpiresAt, b = exp, b[k:]
+			ul := next()
+			if err != nil || ul > uint64(len(b)) {
+				return fmt.Errorf("%w: url", errInvalid)
+			}
+			r.URL, b = string(b[:ul]), b[ul:]
+			if int(i) < len(q.Codes) {
+				r.Code = q.Codes[i]
+			}
+		}
+		a.Replies = append(a.Replies, r)
+	}
+	if len(b) != 0 {
+		return fmt.Errorf("%w: trailing bytes", errInvalid)
+	}
+	if err := a.validate(); err != nil {
+		return err
+	}
+	if a.Kind == Found && (len(a.Replies) != len(q.Codes) || (len(a.Frontiers) > 0 && !q.Frontier)) {
+		return fmt.Errorf("%w: %d replies and %d frontiers to %d codes (frontier asked: %v)",
+			errInvalid, len(a.Replies), len(a.Frontiers), len(q.Codes), q.Frontier)
+	}
+	return nil
+}
+
+func statusOf(b byte) link.Status {
+	for s, c := range statusByte {
+		if c == b {
+			return s
+		}
+	}
+	return ""
+}
+
+func (a *Answer) validate() error {
+	switch a.Kind {
+	case Unavailable:
+		if len(a.Replies) != 0 || len(a.Frontiers) != 0 || a.PromiseMillis != 0 {
+			return fmt.Errorf("%w: an unavailable answer with content", errInvalid)
+		}
+		return nil
+	case Found:
+	default:
+		return fmt.Errorf("%w: answer kind %q", errInvalid, byte(a.Kind))
+	}
+	if len(a.Replies) > MaxCodes {
+		return fmt.Errorf("%w: %d replies", errInvalid, len(a.Replies))
+	}
+	for _, f := range a.Frontiers {
+		if f.Namespace == "" || len(f.Namespace) > 255 || f.Start >= f.End || f.Next < f.Start || f.Next > f.End ||
+			f.Ceiling < f.Next || f.Ceiling > f.End {
+			return fmt.Errorf("%w: frontier of %q: [%d, %d) next %d ceiling %d", errInvalid, f.Namespace, f.Start, f.End, f.Next, f.Ceiling)
+		}
+	}
+	for i := range a.Replies {
+		r := a.Replies[i]
+		switch r.Kind {
+		case NotFound:
+			if r.Version != 0 || r.Code != "" || r.URL != "" || r.Status != "" || r.RedirectType != 0 || r.ExpiresAt != 0 {
+				return fmt.Errorf("%w: reply %d: not found with link fields", errInvalid, i)
+			}
+		case Found:
+			if r.Code == "" {
+				r.Code = "0000" // the code is implied by the question; check the rest
+			}
+			if err := r.validate(); err != nil {
+				return fmt.Errorf("reply %d: %w", i, err)
+			}
+		default:
+			return fmt.Errorf("%w: reply %d of kind %q", errInvalid, i, byte(r.Kind))
+		}
+	}
+	return nil
+}
