@@ -110,6 +110,16 @@ func (s *Store) RaiseFloor(ctx context.Context, namespace string, to uint64, act
 		if tag.RowsAffected() != 1 {
 			return fmt.Errorf("advance counter of %s from %d: %d rows updated, want 1", namespace, next, tag.RowsAffected())
 		}
+		// Leases resume above `to` once the frontier's ceiling allows:
+		// raise it now, so that is CeilingDelay from here, not from the
+		// next lease.
+		var step int64
+		if err := tx.QueryRow(ctx, `SELECT step FROM alloc_namespaces WHERE namespace = $1`, namespace).Scan(&step); err != nil {
+			return err
+		}
+		if _, _, _, err := raiseCeiling(ctx, tx, namespace, min(upper, int64(to)+ceilingSegments*step)); err != nil {
+			return err
+		}
 		skip := max(next, topEnd) // IDs above the audit that nobody holds
 		res.SkipFrom = uint64(skip)
 		if skip == int64(to) {
@@ -280,7 +290,14 @@ func (s *Store) Widen(ctx context.Context, namespace string, to uint64) (uint64,
 		if tag.RowsAffected() != 1 {
 			return fmt.Errorf("widen %s: %d rows updated, want 1", namespace, tag.RowsAffected())
 		}
-		return nil
+		// The ceiling stopped at the old end; the new IDs come into use
+		// once a raise above it is in force, CeilingDelay from now.
+		var next, step int64
+		if err := tx.QueryRow(ctx, `SELECT next_id, step FROM alloc_namespaces WHERE namespace = $1`, namespace).Scan(&next, &step); err != nil {
+			return err
+		}
+		_, _, _, err = raiseCeiling(ctx, tx, namespace, min(int64(to), max(next, old)+ceilingSegments*step))
+		return err
 	})
 	switch {
 	case err == nil:

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/google/uuid"
 
@@ -12,13 +13,23 @@ import (
 	"github.com/edgelink/edgelink/internal/pgtest"
 )
 
+// allocLease leases a segment, waiting (as the loader does) while the
+// frontier's ceiling is being raised, as after a raise-floor or a widen.
 func allocLease(t *testing.T, s *Store, ns, instance string) idalloc.Segment {
 	t.Helper()
-	seg, err := s.Lease(context.Background(), idalloc.LeaseRequest{RequestID: uuid.NewString(), Namespace: ns, Instance: instance})
-	if err != nil {
-		t.Fatalf("lease: %v", err)
+	deadline := time.Now().Add(time.Minute)
+	for {
+		seg, err := s.Lease(context.Background(), idalloc.LeaseRequest{RequestID: uuid.NewString(), Namespace: ns, Instance: instance})
+		var wait *idalloc.CeilingWaitError
+		if errors.As(err, &wait) && time.Now().Before(deadline) {
+			time.Sleep(wait.Wait) // the raise comes into force then
+			continue
+		}
+		if err != nil {
+			t.Fatalf("lease: %v", err)
+		}
+		return seg
 	}
-	return seg
 }
 
 // TestRaiseFloor: the counter moves only forward, in one transaction with

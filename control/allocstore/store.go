@@ -78,6 +78,15 @@ func (s *Store) EnsureNamespace(ctx context.Context, ns idalloc.Namespace) error
 		}
 		return translate("ensure namespace", err, false)
 	}
+	// A new namespace's first ceiling is in force at once: edges promise
+	// nothing about IDs outside every namespace they were told of.
+	if _, err := s.pool.Exec(ctx, `
+		INSERT INTO alloc_ceilings (namespace, prev_ceiling, ceiling, ceiling_at)
+		SELECT namespace, least(upper_bound, next_id + $2 * step), least(upper_bound, next_id + $2 * step), 'epoch'
+		FROM alloc_namespaces WHERE namespace = $1
+		ON CONFLICT (namespace) DO NOTHING`, ns.Name, ceilingSegments); err != nil {
+		return translate("ensure namespace: ceiling", err, false)
+	}
 	var lower, upper, curStep int64
 	if err := s.pool.QueryRow(ctx, `SELECT lower_bound, upper_bound, step FROM alloc_namespaces WHERE namespace = $1`,
 		ns.Name).Scan(&lower, &upper, &curStep); err != nil {
@@ -124,6 +133,15 @@ func (s *Store) Lease(ctx context.Context, req idalloc.LeaseRequest) (idalloc.Se
 	}
 	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
 	seg, fresh, err := s.leaseInTx(ctx, tx, req)
+	var wait *raisedWait
+	if errors.As(err, &wait) {
+		// No room under the ceiling in force: the raise that makes room
+		// commits alone, and the loader comes back once it is in force.
+		if cerr := tx.Commit(ctx); cerr != nil {
+			return idalloc.Segment{}, translate("lease: commit the ceiling's raise", cerr, false)
+		}
+		return idalloc.Segment{}, wait.CeilingWaitError
+	}
 	if err != nil {
 		return idalloc.Segment{}, err
 	}
@@ -191,6 +209,11 @@ func (s *Store) leaseInTx(ctx context.Context, tx pgx.Tx, req idalloc.LeaseReque
 
 	start := nextID
 	end := start + min(step, upper-start)
+	inForce, err := s.ceiling(ctx, tx, req, start, end, step, upper)
+	if err != nil {
+		return seg, false, err
+	}
+	end = min(end, inForce)
 	tag, err := tx.Exec(ctx, `
 		UPDATE alloc_namespaces SET next_id = $3, updated_at = now()
 		WHERE namespace = $1 AND next_id = $2`, req.Namespace, start, end)
@@ -219,6 +242,89 @@ func (s *Store) leaseInTx(ctx context.Context, tx pgx.Tx, req idalloc.LeaseReque
 		RequestID: req.RequestID, Namespace: req.Namespace, Start: uint64(start), End: uint64(end),
 		Epoch: epoch, Instance: req.Instance,
 	}, true, nil
+}
+
+// CeilingDelay is how long a raise of the frontier's ceiling takes to come
+// into force. Edges rely on a ceiling for half of it after they asked
+// (Promise); the other half covers the clocks of two database servers
+// across a failover, which may disagree by up to that much.
+const CeilingDelay = 2 * time.Second
+
+// Promise is how long after an edge's question was sent it may rely on the
+// ceilings the answer gave.
+const Promise = CeilingDelay / 2
+
+// ceilingSegments is the least headroom, in segments, kept between a
+// lease's end and the announced ceiling.
+const ceilingSegments = 4
+
+// raisedWait is a lease that found no room under the ceiling in force after
+// raising it: the transaction commits the raise alone.
+type raisedWait struct{ *idalloc.CeilingWaitError }
+
+// ceiling returns the ceiling in force for a lease [start, end) in the
+// transaction that holds the namespace's counter row, raising the announced
+// ceiling first when it is less than half the headroom above end (the
+// headroom being ceilingSegments segments, or req.Ahead IDs when that is
+// more), up to the namespace's end. A raise takes the ceiling row's lock
+// before it reads the clock, so a frontier read that holds the row (FOR
+// SHARE) either sees the raise or precedes its clock reading (see
+// Frontiers). When start is at or above the ceiling in force it returns a
+// *raisedWait (the raise must commit) or an *idalloc.CeilingWaitError (a
+// raise is already on its way).
+func (s *Store) ceiling(ctx context.Context, tx pgx.Tx, req idalloc.LeaseRequest, start, end, step, upper int64) (int64, error) {
+	var inForce, announced int64
+	var wait float64 // seconds until the announced ceiling is in force
+	err := tx.QueryRow(ctx, `
+		SELECT CASE WHEN clock_timestamp() >= ceiling_at THEN ceiling ELSE prev_ceiling END, ceiling,
+		       (CASE WHEN clock_timestamp() >= ceiling_at THEN 0 ELSE extract(epoch FROM ceiling_at - clock_timestamp()) END)::float8
+		FROM alloc_ceilings WHERE namespace = $1`, req.Namespace).Scan(&inForce, &announced, &wait)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return 0, fmt.Errorf("%w: lease: namespace %q has no ceiling row", idalloc.ErrConfig, req.Namespace)
+	}
+	if err != nil {
+		return 0, translate("lease: read the ceiling", err, false)
+	}
+	headroom := max(ceilingSegments*step, int64(min(req.Ahead, uint64(upper))))
+	raised := false
+	if announced < upper && announced-end < headroom/2 {
+		if inForce, announced, wait, err = raiseCeiling(ctx, tx, req.Namespace, min(upper, end+headroom)); err != nil {
+			return 0, fmt.Errorf("lease: %w", err)
+		}
+		raised = true
+	}
+	if start < inForce {
+		return inForce, nil
+	}
+	w := &idalloc.CeilingWaitError{Namespace: req.Namespace, Wait: time.Duration(wait * float64(time.Second))}
+	if raised {
+		return 0, &raisedWait{w}
+	}
+	return 0, w
+}
+
+// raiseCeiling raises namespace's announced ceiling to want, in force
+// CeilingDelay from now, in tx; a ceiling already at or above want is left
+// as it is. It takes the row's lock before it reads the clock (see
+// Frontiers for why) and returns the ceiling in force now, the one
+// announced and the seconds until that one is in force.
+func raiseCeiling(ctx context.Context, tx pgx.Tx, namespace string, want int64) (inForce, announced int64, wait float64, err error) {
+	if _, err := tx.Exec(ctx, `SELECT 1 FROM alloc_ceilings WHERE namespace = $1 FOR UPDATE`, namespace); err != nil {
+		return 0, 0, 0, translate("lock the ceiling", err, false)
+	}
+	err = tx.QueryRow(ctx, `
+		UPDATE alloc_ceilings SET
+			prev_ceiling = CASE WHEN clock_timestamp() >= ceiling_at THEN ceiling ELSE prev_ceiling END,
+			ceiling = greatest(ceiling, $2),
+			ceiling_at = CASE WHEN ceiling >= $2 THEN ceiling_at ELSE clock_timestamp() + make_interval(secs => $3) END
+		WHERE namespace = $1
+		RETURNING CASE WHEN clock_timestamp() >= ceiling_at THEN ceiling ELSE prev_ceiling END, ceiling,
+			(CASE WHEN clock_timestamp() >= ceiling_at THEN 0 ELSE extract(epoch FROM ceiling_at - clock_timestamp()) END)::float8`,
+		namespace, want, CeilingDelay.Seconds()).Scan(&inForce, &announced, &wait)
+	if err != nil {
+		return 0, 0, 0, translate("raise the ceiling", err, false)
+	}
+	return inForce, announced, wait, nil
 }
 
 const heartbeatSQL = `

@@ -161,7 +161,8 @@ func Run(ctx context.Context, cfg Config) error {
 		return fmt.Errorf("alloc witness: %q is not one of required, best-effort, off", cfg.AllocWitness)
 	}
 	met := metrics.New()
-	alloc, err := idalloc.New(ctx, allocstore.New(pool), idalloc.Config{
+	allocStore := allocstore.New(pool)
+	alloc, err := idalloc.New(ctx, allocStore, idalloc.Config{
 		Namespaces: []idalloc.Namespace{ns}, AbandonAfter: abandon, Logger: log, Instance: cfg.Instance,
 		OnLoad:  met.ObserveLoad,
 		Witness: witness, WitnessBestEffort: cfg.AllocWitness == "best-effort",
@@ -258,10 +259,12 @@ func Run(ctx context.Context, cfg Config) error {
 		lookup, replicaLookups = rf, rf
 	}
 	// Edges ask about codes they do not know; answering stops with the API.
-	responder := responder.New(nc, lookup, responder.Config{Log: log})
-	g.Go(func() error { return responder.Run(ctx) })
+	// The frontier is always read on the primary: only there is it ordered
+	// against the ceiling's raises.
+	answers := responder.New(nc, lookup, allocStore, responder.Config{Log: log})
+	g.Go(func() error { return answers.Run(ctx) })
 	met.Attach(metrics.Sources{Alloc: alloc, Namespaces: []string{ns.Name}, Links: svc, Relay: relay,
-		Responder: responder, Roller: roller, Replica: replicaLookups})
+		Responder: answers, Roller: roller, Replica: replicaLookups})
 	// Scheduled snapshot builds stop with the API; a build cut short is
 	// simply not published.
 	sched := cfg.Snapshots

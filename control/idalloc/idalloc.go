@@ -50,7 +50,25 @@ var (
 	// ErrRejected: the load was not started because every loader slot was
 	// busy (Config.MaxConcurrentLoads).
 	ErrRejected = errors.New("idalloc: segment load rejected: no free loader slot")
+	// ErrCeilingWait: the namespace's frontier ceiling (the highest end a
+	// lease may have, which edges are promised for a while) leaves no room
+	// yet. The store has raised it; the raise takes effect after a delay,
+	// given by a *CeilingWaitError. Retryable: the loader waits that long.
+	ErrCeilingWait = errors.New("idalloc: the frontier's ceiling leaves no room yet")
 )
+
+// CeilingWaitError says how long until a raised ceiling takes effect. It
+// wraps ErrCeilingWait.
+type CeilingWaitError struct {
+	Namespace string
+	Wait      time.Duration
+}
+
+func (e *CeilingWaitError) Error() string {
+	return "namespace " + e.Namespace + ": the frontier's ceiling was raised and takes effect in " + e.Wait.String()
+}
+
+func (e *CeilingWaitError) Unwrap() error { return ErrCeilingWait }
 
 // Retryable reports whether err from Next is worth retrying later.
 func Retryable(err error) bool { return errors.Is(err, ErrUnavailable) }
@@ -90,6 +108,11 @@ type LeaseRequest struct {
 	// and must refuse (wrapping ErrFenced) without allocating. A committed
 	// lease found under RequestID is still returned.
 	Floor uint64
+	// Ahead is how many IDs this instance expects the namespace to take
+	// soon (its observed rate over a horizon well past the ceiling's
+	// delay), so the store raises the frontier's ceiling early enough that
+	// no lease has to wait for it.
+	Ahead uint64
 }
 
 // Witness keeps, outside the authority, the highest segment end confirmed
@@ -220,7 +243,7 @@ func utoa(u uint64) string {
 
 // classes are the failure classes of a segment load, as Stats and OnLoad
 // name them.
-var classes = [...]string{"lock_timeout", "unavailable", "commit_unknown", "rejected", "fenced", "exhausted", "other"}
+var classes = [...]string{"lock_timeout", "unavailable", "commit_unknown", "rejected", "fenced", "exhausted", "ceiling_wait", "other"}
 
 // Classes lists the failure classes of a segment load (Stats.LastFailure,
 // Stats.FailuresByClass, Config.OnLoad), for metrics to pre-create.
@@ -252,6 +275,8 @@ func classify(err error) string {
 		return "commit_unknown"
 	case errors.Is(err, ErrRejected):
 		return "rejected"
+	case errors.Is(err, ErrCeilingWait):
+		return "ceiling_wait"
 	case errors.Is(err, ErrStoreUnavailable), errors.Is(err, context.DeadlineExceeded):
 		return "unavailable"
 	default:

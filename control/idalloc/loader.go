@@ -171,7 +171,11 @@ func (n *nsAlloc) lease(ctx context.Context) (Segment, error) {
 	if err != nil {
 		return Segment{}, fmt.Errorf("lease segment: %w", err)
 	}
-	seg, err := n.a.store.Lease(lctx, LeaseRequest{RequestID: *req, Namespace: n.ns.Name, Instance: n.a.cfg.Instance, Floor: floor})
+	n.mu.Lock()
+	ahead := uint64(max(n.rate, n.instRate) * ceilingHorizon.Seconds())
+	n.mu.Unlock()
+	seg, err := n.a.store.Lease(lctx, LeaseRequest{RequestID: *req, Namespace: n.ns.Name, Instance: n.a.cfg.Instance,
+		Floor: floor, Ahead: ahead})
 	if err != nil {
 		return Segment{}, fmt.Errorf("lease segment: %w", err)
 	}
@@ -229,7 +233,25 @@ func (n *nsAlloc) publish(seg Segment, rate float64) {
 	n.wake()
 }
 
+// ceilingHorizon is how far ahead, at the observed rate, the loader asks
+// the store to keep the frontier's ceiling: well past the ceiling's delay
+// (allocstore.CeilingDelay), so a burst of creates never waits for it.
+const ceilingHorizon = 20 * time.Second
+
 func (n *nsAlloc) fail(err error) {
+	var wait *CeilingWaitError
+	if errors.As(err, &wait) {
+		// Not a failure: the ceiling was raised and takes effect soon.
+		n.mu.Lock()
+		n.lastErr = err
+		n.retryAt = n.a.cfg.Now().Add(wait.Wait)
+		close(n.ready)
+		n.ready = make(chan struct{})
+		n.mu.Unlock()
+		n.failures[classIndex(classify(err))].Add(1)
+		n.a.log.Info("idalloc: waiting for the frontier's ceiling", "namespace", n.ns.Name, "wait", wait.Wait)
+		return
+	}
 	n.failuresTotal.Add(1)
 	class := classify(err)
 	n.failures[classIndex(class)].Add(1)
