@@ -512,10 +512,10 @@ func TestRouteTableAndDocument(t *testing.T) {
 		t.Errorf("Routes = %v; want %v (a new top-level path shadows creators' codes: put it under /api)", Routes, want)
 	}
 	// Beside /api, control serves only the operational paths every
-	// binary serves, which the edge reserves too.
+	// binary serves (the edge under /-/, where no code can be).
 	for _, r := range Routes {
-		if r != "api" && !slices.Contains(link.EdgeRoutes, r) {
-			t.Errorf("top-level route %q is not one of link.EdgeRoutes %v", r, link.EdgeRoutes)
+		if r != "api" && !slices.Contains(link.EdgeRoutes, "/-/"+r) {
+			t.Errorf("top-level route %q is not one of link.EdgeRoutes %v under /-/", r, link.EdgeRoutes)
 		}
 	}
 	doc := loadDoc(t)

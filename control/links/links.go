@@ -52,7 +52,7 @@ type Service struct {
 	reserved map[string]bool
 	co       *coalescer
 
-	wasted atomic.Uint64
+	wasted, reservedSkips atomic.Uint64
 }
 
 // New returns a Service. It starts no goroutines: shared create
@@ -78,8 +78,9 @@ func New(store Store, ids IDSource, cfg Config) *Service {
 // Stats are the service's counters.
 type Stats struct {
 	// WastedIDs counts IDs taken for generated codes that a custom link
-	// already held: skipped, never handed out again.
-	WastedIDs uint64
+	// already held, ReservedSkips those whose code is a reserved word:
+	// skipped, never handed out again.
+	WastedIDs, ReservedSkips uint64
 	// SharedTx counts create transactions and Coalesced the creates they
 	// carried.
 	SharedTx, Coalesced uint64
@@ -87,7 +88,7 @@ type Stats struct {
 
 // Stats returns the counters so far.
 func (s *Service) Stats() Stats {
-	return Stats{WastedIDs: s.wasted.Load(), SharedTx: s.co.txs.Load(), Coalesced: s.co.items.Load()}
+	return Stats{WastedIDs: s.wasted.Load(), ReservedSkips: s.reservedSkips.Load(), SharedTx: s.co.txs.Load(), Coalesced: s.co.items.Load()}
 }
 
 // CreateRequest is what a creator asks for.

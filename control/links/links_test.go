@@ -14,6 +14,7 @@ import (
 	"github.com/edgelink/edgelink/control/links"
 	"github.com/edgelink/edgelink/control/postgres"
 	"github.com/edgelink/edgelink/internal/pgtest"
+	"github.com/edgelink/edgelink/shared/base62"
 	"github.com/edgelink/edgelink/shared/link"
 )
 
@@ -25,8 +26,9 @@ type counterIDs struct {
 	n    atomic.Uint64
 	gate chan struct{}
 
-	mu   sync.Mutex
-	done map[uint64][]bool // every Done call per ID
+	mu     sync.Mutex
+	done   map[uint64][]bool // every Done call per ID
+	handed []uint64          // every ID handed out
 }
 
 func (c *counterIDs) Done(id uint64, committed bool) {
@@ -46,7 +48,11 @@ func (c *counterIDs) NextID(ctx context.Context) (uint64, error) {
 			return 0, ctx.Err()
 		}
 	}
-	return c.n.Add(1), nil
+	id := c.n.Add(1)
+	c.mu.Lock()
+	c.handed = append(c.handed, id)
+	c.mu.Unlock()
+	return id, nil
 }
 
 // checkDone asserts the IDSource contract the allocator's sealing relies
@@ -68,7 +74,7 @@ func checkDone(t *testing.T, ids *counterIDs, pool *pgxpool.Pool) {
 	}
 	ids.mu.Lock()
 	defer ids.mu.Unlock()
-	for id := uint64(1); id <= ids.n.Load(); id++ {
+	for _, id := range ids.handed {
 		calls := ids.done[id]
 		if len(calls) != 1 {
 			t.Errorf("id %d released %d times (%v); want once", id, len(calls), calls)
@@ -244,6 +250,46 @@ func TestGeneratedCodeHeldByCustomLinkIsSkipped(t *testing.T) {
 	}
 	if w := svc.Stats().WastedIDs; w != 1 {
 		t.Fatalf("wasted %d IDs; want 1", w)
+	}
+	checkDone(t, ids, pool)
+}
+
+// TestGeneratedCodeNeverAReservedWord: with the counter at the ID of
+// "readyz" (the edge's old readiness path) the generator skips it and the
+// other cases of it that come next, counts each as waste, and answers the
+// first code that is no reserved word.
+func TestGeneratedCodeNeverAReservedWord(t *testing.T) {
+	ids := &counterIDs{}
+	svc, _, pool, tenant := setup(t, ids, links.Config{})
+	ctx := context.Background()
+	readyz, err := base62.Decode("readyz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	readyZ, _ := base62.Decode("readyZ")
+	ids.n.Store(readyz - 2) // hands out readyy, readyz, readz0, ...
+	var got []string
+	for range 3 {
+		c, err := svc.Create(ctx, tenant, links.CreateRequest{URL: "https://example.com/"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, c.Link.Code)
+	}
+	if want := "[readyy readz0 readz1]"; fmt.Sprint(got) != want {
+		t.Fatalf("generated codes %v; want %s (readyz skipped)", got, want)
+	}
+	// READYZ and the other cases are reserved too.
+	ids.n.Store(readyZ - 1)
+	c, err := svc.Create(ctx, tenant, links.CreateRequest{URL: "https://example.com/"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Link.Code == "readyZ" {
+		t.Fatalf("generated %q", c.Link.Code)
+	}
+	if s := svc.Stats(); s.ReservedSkips != 2 || s.WastedIDs != 0 {
+		t.Fatalf("stats %+v; want 2 reserved skips", s)
 	}
 	checkDone(t, ids, pool)
 }

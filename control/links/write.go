@@ -242,10 +242,8 @@ func (s *Service) insertAll(ctx context.Context, tx Tx, its []*item) error {
 					continue
 				}
 			}
-			id := it.link.ID
-			var err error
 			if !it.custom {
-				if it.link.Code, err = base62.Encode(id); err != nil {
+				if err := s.generateCode(ctx, it); err != nil {
 					it.err = fmt.Errorf("allocate id: %w", err)
 					continue
 				}
@@ -275,6 +273,29 @@ func (s *Service) insertAll(ctx context.Context, tx Tx, its []*item) error {
 		todo = again
 	}
 	return nil
+}
+
+// generateCode gives it the code of its ID, skipping IDs whose code is a
+// reserved word in any case (READYZ, Status): such an ID is wasted, counted
+// and never handed out, so no generated code can shadow a route or a
+// policy word. A 6-character word is 64 codes in all its cases, so skips are
+// rare and at most a few in a row.
+func (s *Service) generateCode(ctx context.Context, it *item) error {
+	for {
+		code, err := base62.Encode(it.link.ID)
+		if err != nil {
+			return err
+		}
+		if !s.reserved[lowerASCII(code)] {
+			it.link.Code = code
+			return nil
+		}
+		s.reservedSkips.Add(1)
+		s.cfg.Log.Info("generated code is a reserved word; skipping id", "id", it.link.ID)
+		if err := s.assignID(ctx, it); err != nil {
+			return err
+		}
+	}
 }
 
 // MaxBatch bounds the links of one batch create.
