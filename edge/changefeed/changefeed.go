@@ -149,6 +149,10 @@ func (f *Feed) waitResumed(ctx context.Context) {
 	}
 }
 
+// streamWait is how often the feed looks for a change stream that does not
+// exist yet.
+const streamWait = 100 * time.Millisecond
+
 // Run applies the stream until ctx is done. When the stream is missing or
 // NATS is down it retries with backoff; it returns only when ctx ends.
 func (f *Feed) Run(ctx context.Context) error {
@@ -163,8 +167,16 @@ func (f *Feed) Run(ctx context.Context) error {
 		}
 		if errors.Is(err, jetstream.ErrStreamNotFound) {
 			// Normal while control has not created the stream yet (a fresh
-			// cluster, or the local stack starting the edge first).
-			f.log.Debug("change feed waiting for the change stream", "retry_in", backoff)
+			// cluster, or the local stack starting the edge first). Asking
+			// is cheap and the stream comes with control's first start, so
+			// the wait does not grow: a fresh edge is ready within a beat
+			// of control.
+			f.log.Debug("change feed waiting for the change stream", "retry_in", streamWait)
+			select {
+			case <-ctx.Done():
+			case <-time.After(streamWait):
+			}
+			continue
 		} else {
 			f.log.Warn("change feed interrupted", "err", err, "seq", f.seq.Load(), "retry_in", backoff)
 		}

@@ -2,6 +2,7 @@ package edgeserver
 
 import (
 	"sync/atomic"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus"
@@ -24,7 +25,7 @@ func newRegistry(e *Edge, nc *nats.Conn) *prometheus.Registry {
 	}
 	u := func(x *atomic.Uint64) func() float64 { return func() float64 { return float64(x.Load()) } }
 
-	const requests = "Answers by outcome: redirect (3xx), not_found, gone (410), bad_method, bad_code, rate_limited (429), unavailable (503: the authority could not be asked)."
+	const requests = "Answers by outcome: redirect (3xx), not_found, gone (410), bad_method, bad_code (a path that is no code: 404), rate_limited (429: a 404 past the client's budget of them), unavailable (503: the authority could not be asked in time)."
 	counter("edge_requests_total", requests, u(&h.Hits), "outcome", "redirect")
 	counter("edge_requests_total", requests, u(&h.NotFound), "outcome", "not_found")
 	counter("edge_requests_total", requests, u(&h.Gone), "outcome", "gone")
@@ -57,19 +58,27 @@ func newRegistry(e *Edge, nc *nats.Conn) *prometheus.Registry {
 		}
 	}, "layer", "authority")
 
-	const miss = "Misses of the overlay and snapshot, by how they were settled: snapshot (legacy: snapshot answers), cache, negative_cache (a cached 404 for a code that cannot be recent), bloom_reject (certain 404 without the authority), authority (asked)."
+	const miss = "Misses of the overlay and snapshot, by how they were settled: snapshot (legacy: snapshot answers), cache, negative_cache (a cached 404 for a code that cannot be recent), bloom_reject (a sealed segment's code the hint rules out), frontier (above the allocation frontier's promised ceiling), authority (asked)."
 	counter("edge_miss_total", miss, u(&h.SnapshotHits), "layer", "snapshot")
 	counter("edge_miss_total", miss, u(&r.CacheHits), "layer", "cache")
 	counter("edge_miss_total", miss, u(&r.NegativeHits), "layer", "negative_cache")
 	counter("edge_miss_total", miss, u(&r.BloomRejects), "layer", "bloom_reject")
+	counter("edge_miss_total", miss, u(&r.BeyondFrontier), "layer", "frontier")
 	counter("edge_miss_total", miss, u(&r.AuthorityAsked), "layer", "authority")
 	counter("edge_authority_fallback_failures_total", "Authority fallbacks that got no answer (timeout, busy, NATS or control down): answered 503, never a guessed 404.", u(&r.AuthorityFailed))
-	counter("edge_authority_rate_limited_total", "Authority fallbacks refused by the per-client-IP limit (429).", u(&r.Limited))
 
-	counter("edge_authority_requests_total", "Authority round trips sent.", u(&a.Requests))
-	counter("edge_authority_coalesced_total", "Lookups that joined one in flight for the same code.", u(&a.Coalesced))
+	counter("edge_authority_requests_total", "Authority round trips sent (each carries up to 128 codes and, when due, the frontier question).", u(&a.Requests))
+	counter("edge_authority_questions_total", "Codes asked of the authority.", u(&a.Asked))
+	counter("edge_authority_coalesced_total", "Asks that joined a question for the same code.", u(&a.Coalesced))
 	counter("edge_authority_failures_total", "Authority round trips that failed or timed out.", u(&a.Failed))
-	counter("edge_authority_busy_total", "Lookups refused because the in-flight bound was reached.", u(&a.Busy))
+	counter("edge_authority_busy_total", "Asks shed with 503 because no round trip slot freed up in time or too many waited.", u(&a.Busy))
+	counter("edge_authority_promise_refreshes_total", "Answers that renewed the frontier's promise.", u(&a.Refreshes))
+	gauge("edge_authority_promise_seconds", "How long the frontier's promise in hand still holds (0: none; unknown codes then need a round trip).", func() float64 {
+		if p := a.Current(); p != nil {
+			return max(time.Until(p.Until).Seconds(), 0)
+		}
+		return 0
+	})
 
 	counter("edge_clicks_recorded_total", "Clicks taken into the ring.", u(&c.Recorded))
 	counter("edge_clicks_published_total", "Clicks published to the CLICKS stream.", u(&c.Published))

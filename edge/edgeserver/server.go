@@ -10,6 +10,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/netip"
 	"sync/atomic"
 	"time"
 
@@ -20,6 +21,7 @@ import (
 
 	"github.com/edgelink/edgelink/edge/changefeed"
 	"github.com/edgelink/edgelink/edge/clickpub"
+	"github.com/edgelink/edgelink/edge/clientip"
 	"github.com/edgelink/edgelink/edge/lookup"
 	"github.com/edgelink/edgelink/edge/ratelimit"
 	"github.com/edgelink/edgelink/edge/redirect"
@@ -43,13 +45,25 @@ type Config struct {
 	// it is rebuilt twice as large when the stream overfills it.
 	BloomCapacity uint
 	// AuthorityTimeout bounds one authority round trip (default 500ms);
-	// AuthorityConcurrency bounds lookups in flight (default 32).
-	AuthorityTimeout     time.Duration
-	AuthorityConcurrency int
-	// RatePerIP and BurstPerIP bound authority lookups per client IP
-	// (defaults 20/s, burst 100); a negative RatePerIP disables the limit.
-	RatePerIP  float64
-	BurstPerIP int
+	// AuthorityInflight bounds the round trips at once (default 8), and
+	// AuthorityMaxWait how long a question waits for one before the edge
+	// answers 503 (default 50ms): load is shed, not queued.
+	AuthorityTimeout  time.Duration
+	AuthorityInflight int
+	AuthorityMaxWait  time.Duration
+	// NotFoundRate and NotFoundBurst are each client IP's budget of 404s
+	// (defaults 50/s, burst 1,000); past it a 404 is answered 429. It is
+	// never spent on a code that exists. A negative NotFoundRate turns it
+	// off.
+	NotFoundRate  float64
+	NotFoundBurst int
+	// TrustedProxies are the addresses or CIDRs of proxies in front of the
+	// edge whose word on the client's address is taken: X-Forwarded-For
+	// from them, or, with ProxyProtocol, the PROXY protocol header they
+	// must then send (v1 or v2; connections from anyone else are read
+	// as they are).
+	TrustedProxies []string
+	ProxyProtocol  bool
 	// ClickBuffer bounds clicks waiting to be published (default 65,536).
 	ClickBuffer int
 	// ClickFlushEvery bounds how long a click waits to be published
@@ -128,69 +142,31 @@ func Run(ctx context.Context, cfg Config) error {
 	feed := changefeed.New(js, applied, log)
 	syncer := snapsync.New(js, applied, feed, snapsync.Config{Dir: cfg.SnapshotDir, Poll: cfg.SnapshotPoll,
 		BootWait: cfg.SnapshotBootWait, Log: log})
-	client := lookup.New(nc, lookup.Config{Timeout: cfg.AuthorityTimeout, Concurrency: cfg.AuthorityConcurrency})
-	var limiter resolve.Limiter
-	if cfg.RatePerIP > 0 {
-		limiter = ratelimit.New(cfg.RatePerIP, cfg.BurstPerIP, 100_000, nil)
-	}
+	client := lookup.New(nc, lookup.Config{Timeout: cfg.AuthorityTimeout, Inflight: cfg.AuthorityInflight,
+		MaxWait: cfg.AuthorityMaxWait})
 	res := &resolve.Resolver{
-		Cache: cache, Hint: hint, Segments: segments, Authority: client, Limiter: limiter,
-		Complete: feed.Complete,
+		Cache: cache, Hint: hint, Segments: segments, Authority: client, Complete: feed.Complete,
 	}
 	rec := clickpub.New(js, clickpub.Config{Edge: cfg.Name, Buffer: cfg.ClickBuffer, Log: log,
 		FlushEvery: cfg.ClickFlushEvery, ReportEvery: cfg.ClickReportEvery})
 	e := &Edge{Feed: feed, Resolver: res, Authority: client, Clicks: rec, Overlay: overlay, Segments: segments,
 		Snapshots: snaps, Syncer: syncer}
-	// Readiness is lost only for reasons of this edge's own: booting,
-	// replaying the stream after boot while the stream is reachable, or a
-	// gap in what it applied (it may hold stale links until its re-sync
-	// from a snapshot). What every edge shares (NATS down, a slow stream)
-	// is reported as degraded but keeps it in service: it answers every
-	// link it knows, and 503 (never a guessed 404) for recent ones it
-	// cannot check.
-	var inService atomic.Bool
-	h := &redirect.Handler{Store: applied, Miss: res, Clicks: rec, Ready: func() error {
-		p := feed.Position()
-		switch {
-		case !syncer.Booted():
-			return errors.New("booting: loading the snapshot")
-		case p.Gaps > 0:
-			return fmt.Errorf("re-syncing: %d gaps in the change stream", p.Gaps)
-		case inService.Load():
-			return nil
-		case nc.IsConnected() && !p.CaughtUp:
-			return fmt.Errorf("catching up: %d changes pending", p.Pending)
+	proxies, err := clientip.New(cfg.TrustedProxies)
+	if err != nil {
+		return err
+	}
+	h := &redirect.Handler{Store: applied, Miss: res, Clicks: rec}
+	if cfg.NotFoundRate > 0 {
+		h.NotFoundLimit = ratelimit.New(cfg.NotFoundRate, cfg.NotFoundBurst, 100_000, nil)
+	}
+	if len(cfg.TrustedProxies) > 0 && !cfg.ProxyProtocol {
+		h.ClientIP = func(ctx *fasthttp.RequestCtx) netip.Addr {
+			return proxies.Client(ctx.RemoteIP(), ctx.Request.Header.PeekAll(fasthttp.HeaderXForwardedFor))
 		}
-		inService.Store(true)
-		return nil
-	}, Degraded: func() string {
-		p := feed.Position()
-		switch {
-		case !nc.IsConnected():
-			return "change stream unreachable; serving known links, recent ones answer 503"
-		case !p.CaughtUp || p.Pending > cfg.MaxReadyLag:
-			return fmt.Sprintf("lagging: %d changes pending", p.Pending)
-		}
-		return ""
-	}}
-	// Startup: the snapshot (or, with none published, the empty store the
-	// stream is replayed into) is loaded. Live: the process makes
-	// progress; NATS, control or PostgreSQL being down is not a reason to
-	// restart an edge that serves what it knows.
-	h.Started = func() error {
-		if !syncer.Booted() {
-			return errors.New("booting: loading the snapshot")
-		}
-		return nil
 	}
 	var beat atomic.Int64
 	beat.Store(time.Now().UnixNano())
-	h.Live = func() error {
-		if since := time.Since(time.Unix(0, beat.Load())); since > liveStall {
-			return fmt.Errorf("stalled: the edge's heartbeat has not run for %s", since.Round(time.Second))
-		}
-		return nil
-	}
+	newProbes(syncer, feed, nc, cfg.MaxReadyLag, &beat).attach(h)
 	e.Handler = h
 	reg := newRegistry(e, nc)
 	h.Metrics = func(w io.Writer) { _ = prom.WriteText(w, reg) }
@@ -210,9 +186,9 @@ func Run(ctx context.Context, cfg Config) error {
 		// level, not to stderr: the edge logs nothing per request.
 		Logger: debugLog{log},
 	}
-	ln, err := net.Listen("tcp", cfg.HTTPAddr)
+	ln, err := listen(cfg.HTTPAddr, cfg.ProxyProtocol, cfg.TrustedProxies)
 	if err != nil {
-		return fmt.Errorf("listen: %w", err)
+		return err
 	}
 	if cfg.OnListen != nil {
 		cfg.OnListen(ln.Addr())
@@ -240,6 +216,7 @@ func Run(ctx context.Context, cfg Config) error {
 	g.Go(func() error { return growHint(feedCtx, hint, overlay, cfg.BloomCapacity) })
 	g.Go(func() error { heartbeat(feedCtx, &beat); return nil })
 	g.Go(func() error { return rec.Run(clickCtx) })
+	g.Go(func() error { return client.Run(feedCtx) })
 	g.Go(func() error { return srv.Serve(ln) })
 	<-ctx.Done()
 	feed.Resume() // a paused feed must not hold up shutdown
@@ -258,11 +235,11 @@ func defaults(c *Config) {
 	if c.BloomCapacity == 0 {
 		c.BloomCapacity = 4_000_000
 	}
-	if c.RatePerIP == 0 {
-		c.RatePerIP = 20
+	if c.NotFoundRate == 0 {
+		c.NotFoundRate = 50
 	}
-	if c.BurstPerIP <= 0 {
-		c.BurstPerIP = 100
+	if c.NotFoundBurst <= 0 {
+		c.NotFoundBurst = 1000
 	}
 	if c.MaxReadyLag == 0 {
 		c.MaxReadyLag = 1000
@@ -292,24 +269,6 @@ func growHint(ctx context.Context, hint *store.Hint, overlay *store.Overlay, cap
 		}
 		hint.Rebuild(capacity, each)
 		overlay.Range(func(e *store.Entry) bool { hint.Add(e.Code); return true })
-	}
-}
-
-// liveStall is how long the heartbeat may go without running before /livez
-// fails: a scheduler stall or deadlock that long is not going away.
-const liveStall = 30 * time.Second
-
-// heartbeat stamps beat every second until ctx is done.
-func heartbeat(ctx context.Context, beat *atomic.Int64) {
-	t := time.NewTicker(time.Second)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case now := <-t.C:
-			beat.Store(now.UnixNano())
-		}
 	}
 }
 

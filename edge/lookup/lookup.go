@@ -1,26 +1,35 @@
-// Package lookup asks control about codes the edge does not know:
-// coalesced per code, bounded in concurrency, timed out. See
-// shared/authority for the protocol.
+// Package lookup asks control about codes the edge does not know, many codes
+// to a message, and keeps the allocation frontier's promise that lets the
+// edge answer most unknown codes without asking at all. See shared/authority
+// for the protocol and docs/visibility.md for why each 404 it allows is
+// safe.
+//
+// Questions are combined in time: a code asked while every round trip slot
+// is busy waits (at most Config.MaxWait) and goes out with every other code
+// that arrived meanwhile, up to authority.MaxCodes in one message. Asking
+// is bounded (Config.MaxPending codes waiting, Config.Inflight round trips)
+// and shed quickly with ErrBusy rather than queued for the whole timeout.
 package lookup
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
-	"golang.org/x/sync/singleflight"
 
 	"github.com/edgelink/edgelink/shared/authority"
 )
 
-// Errors a lookup may end with. None of them means "not found": the edge
+// Errors a question may end with. None of them means "not found": the edge
 // answers 503 for them, never 404.
 var (
 	ErrUnavailable = errors.New("authority unavailable")
-	ErrBusy        = errors.New("authority lookups at their concurrency bound")
+	ErrBusy        = errors.New("authority questions at their bound")
 )
 
 // Requester is the part of a NATS connection the client uses.
@@ -29,28 +38,59 @@ type Requester interface {
 	IsConnected() bool
 }
 
-// Config bounds the client.
+// Config bounds the client. Zero values take the defaults.
 type Config struct {
 	// Timeout bounds one round trip (default 500ms).
 	Timeout time.Duration
-	// Concurrency is the most lookups in flight from this edge (default
-	// 32). A lookup waits for a slot at most until its own timeout.
-	Concurrency int
+	// MaxWait bounds how long a code waits for a round trip slot before
+	// the edge answers 503 (default 50ms).
+	MaxWait time.Duration
+	// Inflight is the most round trips at once (default 8).
+	Inflight int
+	// MaxPending is the most codes waiting for a slot (default 4,096).
+	MaxPending int
+	// MaxPromise caps the promise an answer may give (default 5s), in case
+	// a control is misconfigured.
+	MaxPromise time.Duration
+	// Now is the clock (default time.Now); it must carry a monotonic
+	// reading, since promises are measured from the moment a question was
+	// sent.
+	Now func() time.Time
 }
 
-// Client is safe for concurrent use.
+// Client is safe for concurrent use. Run must be running for questions to
+// be sent.
 type Client struct {
-	nc    Requester
-	cfg   Config
-	sem   chan struct{}
-	group singleflight.Group
-	// clock orders arrivals and flight starts; see Lookup.
-	clock atomic.Uint64
+	nc  Requester
+	cfg Config
 
-	// Requests counts round trips to the authority; Coalesced counts
-	// lookups that shared another's round trip; Failed counts round trips
-	// that ended in an error.
-	Requests, Coalesced, Failed, Busy atomic.Uint64
+	work    chan struct{} // a token: there may be something to send
+	promise atomic.Pointer[Promise]
+	// refresh is set when the promise should be renewed; the sender that
+	// takes it asks for the frontier.
+	refresh atomic.Bool
+
+	mu      sync.Mutex
+	clock   uint64 // orders arrivals and sends
+	pending []*question
+	byCode  map[string]*question // queued or in flight
+	// fwait are the misses waiting for a frontier read after they arrived
+	// (see Settle).
+	fwait []*frontierWaiter
+	// failedAt is when a frontier question last failed, so a failing
+	// authority is not asked in a loop (retryArmed: a wake-up is set for
+	// when it may be asked again); frontierSent is the last frontier
+	// question's place in the clock.
+	failedAt     time.Time
+	retryArmed   bool
+	frontierSent uint64
+	asking       bool // a frontier question is in flight
+
+	// Requests counts round trips, Asked the codes they carried,
+	// Coalesced the waits that shared another's question, Failed the
+	// round trips that ended in an error, Busy the codes shed, Refreshes
+	// the answers that renewed the promise.
+	Requests, Asked, Coalesced, Failed, Busy, Refreshes atomic.Uint64
 }
 
 // New returns a client asking over nc.
@@ -58,77 +98,496 @@ func New(nc Requester, cfg Config) *Client {
 	if cfg.Timeout <= 0 {
 		cfg.Timeout = 500 * time.Millisecond
 	}
-	if cfg.Concurrency <= 0 {
-		cfg.Concurrency = 32
+	if cfg.MaxWait <= 0 {
+		cfg.MaxWait = 50 * time.Millisecond
 	}
-	return &Client{nc: nc, cfg: cfg, sem: make(chan struct{}, cfg.Concurrency)}
+	if cfg.Inflight <= 0 {
+		cfg.Inflight = 8
+	}
+	if cfg.MaxPending <= 0 {
+		cfg.MaxPending = 4096
+	}
+	if cfg.MaxPromise <= 0 {
+		cfg.MaxPromise = 5 * time.Second
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	return &Client{nc: nc, cfg: cfg, work: make(chan struct{}, 1), byCode: make(map[string]*question)}
 }
 
-type flight struct {
-	rep     authority.Reply
-	startAt uint64
+// Promise is what one answer said of the allocation frontier. It is
+// immutable.
+type Promise struct {
+	// Until is when the ceilings stop holding: the question's send time
+	// plus the answer's promise.
+	Until time.Time
+	// Life is how long the promise was given for.
+	Life time.Duration
+	// Frontiers by Start.
+	Frontiers []authority.Frontier
 }
 
-// Lookup asks the authority about code. Concurrent lookups of one code share
-// a round trip, with one rule that keeps the visibility contract: a
-// NotFound from a round trip that started before this lookup arrived is not
-// trusted (the link may have been created in between, with its 201 already
-// sent), so the lookup asks once more; that second round trip started after
-// it arrived. A Found is always shared: a link, once created, exists.
-func (c *Client) Lookup(code string) (authority.Reply, error) {
-	arrived := c.clock.Add(1)
+// Beyond reports whether a generated code with ID id is certainly unknown at
+// time at: it lies in a namespace at or above the ceiling the authority
+// promised, and the promise holds at at. An ID in no namespace the answer
+// named is not beyond anything: links may hold such codes from before the
+// namespace's range began (an import).
+func (p *Promise) Beyond(id uint64, at time.Time) bool {
+	if p == nil || !at.Before(p.Until) {
+		return false
+	}
+	f, ok := namespace(p.Frontiers, id)
+	return ok && id >= f.Ceiling
+}
+
+// Promise returns the newest promise if it holds now, else nil. Once a
+// quarter of it has passed it asks for a new one in the background, so a
+// steady stream of misses never finds it gone. It does not allocate.
+func (c *Client) Promise() *Promise {
+	p := c.promise.Load()
+	now := c.cfg.Now()
+	if p == nil || !now.Before(p.Until) {
+		c.wantFrontier()
+		return nil
+	}
+	if p.Until.Sub(now) < p.Life*3/4 {
+		c.wantFrontier()
+	}
+	return p
+}
+
+// namespace returns the frontier of the namespace holding id.
+func namespace(fs []authority.Frontier, id uint64) (authority.Frontier, bool) {
+	i, _ := slices.BinarySearchFunc(fs, id, func(f authority.Frontier, id uint64) int {
+		switch {
+		case f.End <= id:
+			return -1
+		case f.Start > id:
+			return 1
+		}
+		return 0
+	})
+	if i == len(fs) || fs[i].Start > id || id >= fs[i].End {
+		return authority.Frontier{}, false
+	}
+	return fs[i], true
+}
+
+// Settle reports whether no generated code with ID id can have been created
+// before the call, as far as the allocation frontier can tell: the promise
+// in hand puts id at or above its namespace's ceiling (no waiting); or, when
+// no promise holds or id lies between the counter and the ceiling, a
+// frontier read after the call finds id at or above the counter. It reports
+// false, so the code must be asked about itself, for an ID below the counter
+// (leased: its segment may be open) or outside every namespace. Waiting is
+// bounded as for Ask.
+func (c *Client) Settle(id uint64) (bool, error) {
+	if p := c.Promise(); p != nil {
+		if p.Beyond(id, c.cfg.Now()) {
+			return true, nil
+		}
+		if f, ok := namespace(p.Frontiers, id); !ok || id < f.Next {
+			return false, nil
+		}
+	}
+	fs, err := c.freshFrontier()
+	if err != nil {
+		return false, err
+	}
+	f, ok := namespace(fs, id)
+	return ok && id >= f.Next, nil
+}
+
+type frontierWaiter struct {
+	arrived uint64
+	done    chan frontierResult // buffered: the sender never blocks on it
+}
+
+type frontierResult struct {
+	fs  []authority.Frontier // by Start
+	err error
+}
+
+// freshFrontier waits for the frontiers read by a question sent after the
+// call: one such read settles every miss waiting for it.
+func (c *Client) freshFrontier() ([]authority.Frontier, error) {
+	if !c.nc.IsConnected() {
+		c.Failed.Add(1)
+		return nil, fmt.Errorf("%w: nats not connected", ErrUnavailable)
+	}
+	w := &frontierWaiter{done: make(chan frontierResult, 1)}
+	c.mu.Lock()
+	if len(c.fwait) >= c.cfg.MaxPending {
+		c.mu.Unlock()
+		c.Busy.Add(1)
+		return nil, ErrBusy
+	}
+	c.clock++
+	w.arrived = c.clock
+	c.fwait = append(c.fwait, w)
+	c.mu.Unlock()
+	c.wantFrontier()
+	c.poke()
+	t := time.NewTimer(c.cfg.MaxWait)
+	defer t.Stop()
 	for {
-		v, err, shared := c.group.Do(code, func() (any, error) {
-			f := flight{startAt: c.clock.Add(1)}
-			rep, err := c.ask(code)
-			f.rep = rep
-			return f, err
-		})
-		if shared {
-			c.Coalesced.Add(1)
+		select {
+		case r := <-w.done:
+			return r.fs, r.err
+		case <-t.C:
 		}
-		if err != nil {
-			return authority.Reply{}, err
+		if c.withdrawFrontier(w) {
+			c.Busy.Add(1)
+			return nil, ErrBusy
 		}
-		f := v.(flight)
-		if f.rep.Kind == authority.Found || f.startAt > arrived {
-			return f.rep, nil
-		}
+		t.Reset(c.cfg.Timeout)
 	}
 }
 
-func (c *Client) ask(code string) (authority.Reply, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), c.cfg.Timeout)
-	defer cancel()
+// withdrawFrontier takes w back if no frontier question has been sent since
+// it arrived.
+func (c *Client) withdrawFrontier(w *frontierWaiter) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.asking && c.frontierSent > w.arrived {
+		return false // the question that answers it is on its way
+	}
+	n := len(c.fwait)
+	c.fwait = slices.DeleteFunc(c.fwait, func(x *frontierWaiter) bool { return x == w })
+	return len(c.fwait) < n
+}
+
+// Current is the newest promise, held or not, without asking for a new one
+// (for metrics).
+func (c *Client) Current() *Promise { return c.promise.Load() }
+
+func (c *Client) wantFrontier() {
+	if !c.refresh.Load() && c.refresh.CompareAndSwap(false, true) {
+		c.poke()
+	}
+}
+
+func (c *Client) poke() {
+	select {
+	case c.work <- struct{}{}:
+	default:
+	}
+}
+
+type question struct {
+	code    string
+	waiters []*waiter
+	sent    uint64 // the clock when sent; 0 while queued
+}
+
+type waiter struct {
+	arrived uint64
+	done    chan result // buffered: the sender never blocks on it
+}
+
+type result struct {
+	rep authority.Reply
+	err error
+}
+
+// Ask asks the authority about code and waits for the answer: a Found, or
+// a NotFound read after Ask was called (so a link created before it was
+// called, even a moment before, is Found). It waits at most MaxWait for a
+// round trip slot (then ErrBusy) and a round trip's timeout for the answer.
+func (c *Client) Ask(code string) (authority.Reply, error) {
 	if !c.nc.IsConnected() {
 		c.Failed.Add(1)
 		return authority.Reply{}, fmt.Errorf("%w: nats not connected", ErrUnavailable)
 	}
-	select {
-	case c.sem <- struct{}{}:
-		defer func() { <-c.sem }()
-	case <-ctx.Done():
-		c.Busy.Add(1)
-		return authority.Reply{}, ErrBusy
+	w := &waiter{done: make(chan result, 1)}
+	c.mu.Lock()
+	c.clock++
+	w.arrived = c.clock
+	q := c.byCode[code]
+	if q == nil {
+		if len(c.pending) >= c.cfg.MaxPending {
+			c.mu.Unlock()
+			c.Busy.Add(1)
+			return authority.Reply{}, ErrBusy
+		}
+		q = &question{code: code}
+		c.byCode[code] = q
+		c.pending = append(c.pending, q)
+	} else {
+		c.Coalesced.Add(1)
 	}
+	q.waiters = append(q.waiters, w)
+	c.mu.Unlock()
+	c.poke()
+
+	// Queued, it waits MaxWait for a slot; sent, the sender answers within
+	// the round trip's timeout, or queues it again behind an answer that
+	// predates it, when it waits for a slot once more.
+	t := time.NewTimer(c.cfg.MaxWait)
+	defer t.Stop()
+	for {
+		select {
+		case r := <-w.done:
+			return r.rep, r.err
+		case <-t.C:
+		}
+		if c.withdraw(code, w) {
+			c.Busy.Add(1)
+			return authority.Reply{}, ErrBusy
+		}
+		t.Reset(c.cfg.Timeout)
+	}
+}
+
+// withdraw takes w back if its code has not been sent yet (or was queued
+// again after an answer that predates it), reporting whether it did.
+func (c *Client) withdraw(code string, w *waiter) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	q := c.byCode[code]
+	if q == nil || q.sent != 0 || !slices.Contains(q.waiters, w) {
+		return false
+	}
+	q.waiters = slices.DeleteFunc(q.waiters, func(x *waiter) bool { return x == w })
+	if len(q.waiters) == 0 {
+		delete(c.byCode, code)
+		c.pending = slices.DeleteFunc(c.pending, func(x *question) bool { return x == q })
+	}
+	return true
+}
+
+// Run sends questions until ctx is done, with Config.Inflight round trips at
+// most at once.
+func (c *Client) Run(ctx context.Context) error {
+	var wg sync.WaitGroup
+	for range c.cfg.Inflight {
+		wg.Go(func() {
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case <-c.work:
+				}
+				for c.sendOne(ctx) {
+				}
+			}
+		})
+	}
+	wg.Wait()
+	c.failAll(fmt.Errorf("%w: the edge is stopping", ErrUnavailable))
+	return nil
+}
+
+// frontierRetry is the least time between two frontier questions while the
+// authority fails to answer them.
+const frontierRetry = 250 * time.Millisecond
+
+// sendOne sends the oldest queued codes (and the frontier question, when
+// it is wanted) in one message and hands out the answers. It reports
+// whether it sent anything.
+func (c *Client) sendOne(ctx context.Context) bool {
+	now := c.cfg.Now()
+	c.mu.Lock()
+	q := authority.Question{}
+	if wanted := c.refresh.Load() || len(c.fwait) > 0; wanted && !c.asking {
+		if wait := frontierRetry - now.Sub(c.failedAt); wait <= 0 {
+			q.Frontier = true
+			c.asking = true
+			c.refresh.Store(false)
+		} else if !c.retryArmed {
+			c.retryArmed = true
+			time.AfterFunc(wait, func() {
+				c.mu.Lock()
+				c.retryArmed = false
+				c.mu.Unlock()
+				c.poke()
+			})
+		}
+	}
+	n := min(len(c.pending), authority.MaxCodes)
+	batch := slices.Clone(c.pending[:n])
+	c.pending = slices.Delete(c.pending, 0, n)
+	if n == 0 && !q.Frontier {
+		c.mu.Unlock()
+		return false
+	}
+	c.clock++
+	sent := c.clock
+	if q.Frontier {
+		c.frontierSent = sent
+	}
+	for _, b := range batch {
+		b.sent = sent
+		q.Codes = append(q.Codes, b.code)
+	}
+	more := len(c.pending) > 0 || c.refresh.Load()
+	c.mu.Unlock()
+	if more {
+		c.poke() // another slot may take the rest
+	}
+
+	a, err := c.ask(ctx, &q)
+	if q.Frontier {
+		if err == nil {
+			c.keep(now, &a)
+		}
+		if err != nil {
+			c.mu.Lock()
+			c.failedAt = now
+			c.mu.Unlock()
+		}
+		c.settle(sent, &a, err)
+		if err != nil && c.promise.Load() == nil {
+			c.wantFrontier() // ask again, after frontierRetry
+		}
+	}
+	c.answer(batch, &a, err)
+	return true
+}
+
+// settle hands the frontiers of the question sent at sent to every miss
+// that arrived before it, and asks again for those that came later.
+func (c *Client) settle(sent uint64, a *authority.Answer, err error) {
+	r := frontierResult{err: err}
+	if err == nil {
+		r.fs = slices.Clone(a.Frontiers)
+		slices.SortFunc(r.fs, func(a, b authority.Frontier) int { return compareUint(a.Start, b.Start) })
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.asking = false
+	late := c.fwait[:0]
+	for _, w := range c.fwait {
+		if w.arrived < sent {
+			w.done <- r
+			continue
+		}
+		late = append(late, w)
+	}
+	clear(c.fwait[len(late):])
+	c.fwait = late
+	if len(late) > 0 {
+		c.refresh.Store(true)
+		c.poke()
+	}
+}
+
+// keep makes a's frontiers the promise, measured from sentAt, unless the
+// promise in hand lasts longer.
+func (c *Client) keep(sentAt time.Time, a *authority.Answer) {
+	life := min(time.Duration(a.PromiseMillis)*time.Millisecond, c.cfg.MaxPromise)
+	if life <= 0 {
+		return
+	}
+	p := &Promise{Until: sentAt.Add(life), Life: life, Frontiers: slices.Clone(a.Frontiers)}
+	slices.SortFunc(p.Frontiers, func(a, b authority.Frontier) int { return compareUint(a.Start, b.Start) })
+	for {
+		old := c.promise.Load()
+		if old != nil && !old.Until.Before(p.Until) {
+			return
+		}
+		if c.promise.CompareAndSwap(old, p) {
+			c.Refreshes.Add(1)
+			return
+		}
+	}
+}
+
+func compareUint(a, b uint64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// answer hands each question of batch its reply. A NotFound answers only
+// the waiters that arrived before the question was sent; the others ask
+// again.
+func (c *Client) answer(batch []*question, a *authority.Answer, err error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	requeued := false
+	for i, q := range batch {
+		var r result
+		switch {
+		case err != nil:
+			r.err = err
+		case a.Replies[i].Kind == authority.Found:
+			r.rep = a.Replies[i]
+		default:
+			r.rep = authority.Reply{Kind: authority.NotFound, Version: a.Version}
+		}
+		late := q.waiters[:0:0]
+		for _, w := range q.waiters {
+			if r.err == nil && r.rep.Kind == authority.NotFound && w.arrived > q.sent {
+				late = append(late, w)
+				continue
+			}
+			w.done <- r
+		}
+		if len(late) > 0 {
+			q.waiters, q.sent = late, 0
+			c.pending = append(c.pending, q)
+			requeued = true
+			continue
+		}
+		if c.byCode[q.code] == q {
+			delete(c.byCode, q.code)
+		}
+	}
+	if requeued {
+		c.poke()
+	}
+}
+
+func (c *Client) failAll(err error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for code, q := range c.byCode {
+		for _, w := range q.waiters {
+			w.done <- result{err: err}
+		}
+		delete(c.byCode, code)
+	}
+	c.pending = nil
+	for _, w := range c.fwait {
+		w.done <- frontierResult{err: err}
+	}
+	c.fwait = nil
+}
+
+// ask makes one round trip.
+func (c *Client) ask(ctx context.Context, q *authority.Question) (authority.Answer, error) {
+	var a authority.Answer
 	c.Requests.Add(1)
-	msg, err := c.nc.RequestWithContext(ctx, authority.Subject, []byte(code))
+	c.Asked.Add(uint64(len(q.Codes)))
+	if !c.nc.IsConnected() {
+		c.Failed.Add(1)
+		return a, fmt.Errorf("%w: nats not connected", ErrUnavailable)
+	}
+	b, err := authority.MarshalQuestion(make([]byte, 0, 16+8*len(q.Codes)), q)
 	if err != nil {
 		c.Failed.Add(1)
-		return authority.Reply{}, fmt.Errorf("%w: %w", ErrUnavailable, err)
+		return a, fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}
-	var rep authority.Reply
-	if err := authority.Unmarshal(msg.Data, &rep); err != nil {
+	ctx, cancel := context.WithTimeout(ctx, c.cfg.Timeout)
+	defer cancel()
+	msg, err := c.nc.RequestWithContext(ctx, authority.AskSubject, b)
+	if err != nil {
 		c.Failed.Add(1)
-		return authority.Reply{}, fmt.Errorf("%w: %w", ErrUnavailable, err)
+		return a, fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}
-	switch {
-	case rep.Kind == authority.Unavailable:
+	if err := authority.UnmarshalAnswer(msg.Data, q, &a); err != nil {
 		c.Failed.Add(1)
-		return authority.Reply{}, fmt.Errorf("%w: control could not read its database", ErrUnavailable)
-	case rep.Kind == authority.Found && rep.Code != code:
-		c.Failed.Add(1)
-		return authority.Reply{}, fmt.Errorf("%w: asked for %q, answered %q", ErrUnavailable, code, rep.Code)
+		return a, fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}
-	return rep, nil
+	if a.Kind != authority.Found {
+		c.Failed.Add(1)
+		return a, fmt.Errorf("%w: control could not read its database", ErrUnavailable)
+	}
+	return a, nil
 }

@@ -1,10 +1,14 @@
-// Package ratelimit bounds how often one client IP may make the edge ask the
-// authority. Redirects answered from memory are never limited: only misses
-// cost the control plane anything, and a scan is a stream of misses.
+// Package ratelimit is the edge's abuse policy against scans: a budget of
+// 404s per client IP. The edge spends a token only when its answer would be
+// 404, so a link that exists, a fresh one included, is never refused, and a
+// client past its budget gets 429 instead of learning what does not exist.
+// The authority's own load is bounded elsewhere (edge/lookup), by combining
+// questions, never by refusing clients.
 package ratelimit
 
 import (
 	"hash/maphash"
+	"net/netip"
 	"sync"
 	"time"
 )
@@ -24,7 +28,7 @@ type PerIP struct {
 
 type shard struct {
 	mu sync.Mutex
-	m  map[string]*bucket
+	m  map[netip.Addr]*bucket
 }
 
 type bucket struct {
@@ -41,27 +45,27 @@ func New(rate float64, burst int, maxIPs int, now func() time.Time) *PerIP {
 	}
 	l := &PerIP{rate: rate, burst: float64(max(burst, 1)), maxPerShrd: max(maxIPs/shards, 16), now: now, seed: maphash.MakeSeed()}
 	for i := range l.shards {
-		l.shards[i].m = make(map[string]*bucket)
+		l.shards[i].m = make(map[netip.Addr]*bucket)
 	}
 	return l
 }
 
 // Allow takes a token for ip, reporting whether one was there.
-func (l *PerIP) Allow(ip []byte) bool {
+func (l *PerIP) Allow(ip netip.Addr) bool {
 	if l == nil || l.rate <= 0 {
 		return true
 	}
-	sh := &l.shards[maphash.Bytes(l.seed, ip)%shards]
+	sh := &l.shards[maphash.Comparable(l.seed, ip)%shards]
 	now := l.now().UnixNano()
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	b, ok := sh.m[string(ip)]
+	b, ok := sh.m[ip]
 	if !ok {
 		if len(sh.m) >= l.maxPerShrd {
 			l.evict(sh, now)
 		}
 		b = &bucket{tokens: l.burst, last: now}
-		sh.m[string(ip)] = b
+		sh.m[ip] = b
 	}
 	b.tokens = min(l.burst, b.tokens+float64(now-b.last)/1e9*l.rate)
 	b.last = now

@@ -1,7 +1,7 @@
 package ratelimit
 
 import (
-	"fmt"
+	"net/netip"
 	"testing"
 	"time"
 )
@@ -9,7 +9,7 @@ import (
 func TestPerIP(t *testing.T) {
 	now := time.Unix(1000, 0)
 	l := New(10, 5, 1000, func() time.Time { return now })
-	a, b := []byte{10, 0, 0, 1}, []byte{10, 0, 0, 2}
+	a, b := netip.MustParseAddr("10.0.0.1"), netip.MustParseAddr("10.0.0.2")
 	for i := range 5 {
 		if !l.Allow(a) {
 			t.Fatalf("request %d of the burst refused", i)
@@ -30,7 +30,7 @@ func TestPerIP(t *testing.T) {
 func TestTableIsBounded(t *testing.T) {
 	l := New(1, 1, 64, nil)
 	for i := range 10000 {
-		l.Allow([]byte(fmt.Sprint(i)))
+		l.Allow(netip.AddrFrom4([4]byte{10, byte(i >> 16), byte(i >> 8), byte(i)}))
 	}
 	n := 0
 	for i := range l.shards {
@@ -43,7 +43,7 @@ func TestTableIsBounded(t *testing.T) {
 
 func TestAllowDoesNotAllocate(t *testing.T) {
 	l := New(1e9, 1e9, 100, nil)
-	ip := []byte{10, 0, 0, 1}
+	ip := netip.MustParseAddr("10.0.0.1")
 	l.Allow(ip)
 	if n := testing.AllocsPerRun(100, func() { l.Allow(ip) }); n != 0 {
 		t.Fatalf("Allow allocated %v times", n)

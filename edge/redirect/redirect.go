@@ -4,6 +4,7 @@ package redirect
 
 import (
 	"io"
+	"net/netip"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -26,7 +27,14 @@ type Finder interface {
 // Resolver answers a code neither the overlay nor the snapshot holds: the
 // long-tail cache and the authority. It may block for a bounded time.
 type Resolver interface {
-	Resolve(code, clientIP []byte) (*store.Entry, resolve.Outcome)
+	Resolve(code []byte) (*store.Entry, resolve.Outcome)
+}
+
+// Limiter is the abuse policy on 404s: it takes a token for a client IP and
+// reports whether one was there. It is asked only when the answer would be
+// 404, so it never stands between a link that exists and its redirect.
+type Limiter interface {
+	Allow(ip netip.Addr) bool
 }
 
 // ClickRecorder takes a click per redirect: the code, the request's
@@ -39,6 +47,8 @@ type ClickRecorder interface {
 
 // Counters are the handler's outcome counts; fields are updated atomically.
 type Counters struct {
+	// Limited counts 404s answered 429 because the client spent its
+	// budget of them.
 	Hits, NotFound, Gone, BadMethod, BadCode, Limited, Unavailable atomic.Uint64
 	// SnapshotHits counts answers taken from the snapshot, OverlayHits
 	// those taken from the overlay and Resolved those the resolver found
@@ -48,15 +58,19 @@ type Counters struct {
 
 // Handler answers redirects. Store holds the overlay and the snapshot
 // (the newer version of a code wins); Miss (optional) resolves what both
-// lack, else a miss is a 404. Started backs
-// /startupz, Ready /readyz and Live /livez (nil: always OK), Metrics
-// (optional) /metrics; Now is injectable for expiry tests.
+// lack, else a miss is a 404. NotFoundLimit (optional) is the per-client
+// budget of 404s, past which a 404 is answered 429; ClientIP (optional) says
+// who the client is (default: the socket's peer). Started backs
+// /-/startupz, Ready /-/readyz and Live /-/livez (nil: always OK), Metrics
+// (optional) /-/metrics; Now is injectable for expiry tests.
 type Handler struct {
-	Store   Finder
-	Miss    Resolver
-	Clicks  ClickRecorder
-	Started func() error
-	Ready   func() error
+	Store         Finder
+	Miss          Resolver
+	NotFoundLimit Limiter
+	ClientIP      func(ctx *fasthttp.RequestCtx) netip.Addr
+	Clicks        ClickRecorder
+	Started       func() error
+	Ready         func() error
 	// Degraded (optional) names what the edge serves without: a /readyz
 	// that passes Ready answers 200 with "degraded: <reason>" instead of
 	// "ok". Degraded is not unready: an outage of NATS or control is
@@ -79,20 +93,22 @@ var (
 	textNotFound   = []byte("404 not found\n")
 	textGone       = []byte("410 gone: this link is no longer active\n")
 	textBadMethod  = []byte("405 method not allowed: use GET or HEAD\n")
-	textLimited    = []byte("429 too many requests for unknown links; retry later\n")
+	textLimited    = []byte("429 too many requests for unknown links from this address; retry later\n")
 	textUnavail    = []byte("503 this link cannot be checked right now; retry shortly\n")
 	headerRetry    = []byte(fasthttp.HeaderRetryAfter)
 	retryAfter     = []byte("1")
-	pathMetrics    = "/metrics"
 	textPlain      = []byte("text/plain; charset=utf-8")
 	robotsTxt      = []byte("User-agent: *\nDisallow:\n")
-	pathLivez      = "/livez"
-	pathReadyz     = "/readyz"
-	pathStartupz   = "/startupz"
-	pathRobots     = "/robots.txt"
-	pathFavicon    = "/favicon.ico"
-	methodGet      = []byte(fasthttp.MethodGet)
-	methodHead     = []byte(fasthttp.MethodHead)
+	// The edge's own paths: none is one path segment of code characters,
+	// so no code can shadow them (link.EdgeRoutes).
+	pathMetrics  = "/-/metrics"
+	pathLivez    = "/-/livez"
+	pathReadyz   = "/-/readyz"
+	pathStartupz = "/-/startupz"
+	pathRobots   = "/robots.txt"
+	pathFavicon  = "/favicon.ico"
+	methodGet    = []byte(fasthttp.MethodGet)
+	methodHead   = []byte(fasthttp.MethodHead)
 )
 
 // Serve is the fasthttp request handler. The hit path does not allocate.
@@ -105,15 +121,11 @@ func (h *Handler) Serve(ctx *fasthttp.RequestCtx) {
 		return
 	}
 	path := ctx.Path()
-	if len(path) < 2 {
-		h.Counters.NotFound.Add(1)
-		h.text(ctx, fasthttp.StatusNotFound, textNotFound)
+	if len(path) < 2 || !link.ValidCodeSyntax(path[1:]) {
+		h.serveOwn(ctx, path)
 		return
 	}
 	code := path[1:]
-	if h.serveOwn(ctx, path) {
-		return
-	}
 	hit, ok := h.Store.Find(code)
 	if !ok {
 		e := h.resolve(ctx, code)
@@ -174,27 +186,43 @@ func (h *Handler) answer(ctx *fasthttp.RequestCtx, code []byte, active bool, exp
 // nil after writing the answer itself.
 func (h *Handler) resolve(ctx *fasthttp.RequestCtx, code []byte) *store.Entry {
 	if h.Miss == nil {
-		h.Counters.NotFound.Add(1)
-		h.text(ctx, fasthttp.StatusNotFound, textNotFound)
+		h.notFound(ctx, &h.Counters.NotFound)
 		return nil
 	}
-	e, outcome := h.Miss.Resolve(code, ctx.RemoteIP())
+	e, outcome := h.Miss.Resolve(code)
 	switch outcome {
 	case resolve.Found:
 		return e
-	case resolve.Limited:
-		h.Counters.Limited.Add(1)
-		ctx.Response.Header.SetCanonical(headerRetry, retryAfter)
-		h.text(ctx, fasthttp.StatusTooManyRequests, textLimited)
 	case resolve.Unavailable:
 		h.Counters.Unavailable.Add(1)
 		ctx.Response.Header.SetCanonical(headerRetry, retryAfter)
 		h.text(ctx, fasthttp.StatusServiceUnavailable, textUnavail)
 	default:
-		h.Counters.NotFound.Add(1)
-		h.text(ctx, fasthttp.StatusNotFound, textNotFound)
+		h.notFound(ctx, &h.Counters.NotFound)
 	}
 	return nil
+}
+
+// notFound answers 404, counted in n, or 429 once the client has spent its
+// budget of 404s: the abuse policy against scans, which never touches a
+// code that exists (that one was answered before it got here).
+func (h *Handler) notFound(ctx *fasthttp.RequestCtx, n *atomic.Uint64) {
+	if h.NotFoundLimit != nil && !h.NotFoundLimit.Allow(h.clientIP(ctx)) {
+		h.Counters.Limited.Add(1)
+		ctx.Response.Header.SetCanonical(headerRetry, retryAfter)
+		h.text(ctx, fasthttp.StatusTooManyRequests, textLimited)
+		return
+	}
+	n.Add(1)
+	h.text(ctx, fasthttp.StatusNotFound, textNotFound)
+}
+
+func (h *Handler) clientIP(ctx *fasthttp.RequestCtx) netip.Addr {
+	if h.ClientIP != nil {
+		return h.ClientIP(ctx)
+	}
+	a, _ := netip.AddrFromSlice(ctx.RemoteIP())
+	return a.Unmap()
 }
 
 // now is the request's time: fasthttp reads the clock once per request
@@ -206,48 +234,37 @@ func (h *Handler) now(ctx *fasthttp.RequestCtx) time.Time {
 	return ctx.Time()
 }
 
-// serveOwn answers the edge's own routes, which control reserves so they can
-// never be codes, and 404 for any other path that is not a code. It reports
-// whether it answered.
-func (h *Handler) serveOwn(ctx *fasthttp.RequestCtx, path []byte) bool {
+// serveOwn answers a path that is not a code: the edge's own routes, and
+// 404 for anything else.
+func (h *Handler) serveOwn(ctx *fasthttp.RequestCtx, path []byte) {
 	switch string(path) {
 	case pathLivez:
 		h.probe(ctx, h.Live)
-		return true
 	case pathReadyz:
 		if h.Degraded != nil && (h.Ready == nil || h.Ready() == nil) {
 			if reason := h.Degraded(); reason != "" {
 				h.text(ctx, fasthttp.StatusOK, []byte("degraded: "+reason+"\n"))
-				return true
+				return
 			}
 		}
 		h.probe(ctx, h.Ready)
-		return true
 	case pathStartupz:
 		h.probe(ctx, h.Started)
-		return true
 	case pathMetrics:
 		if h.Metrics == nil {
 			h.text(ctx, fasthttp.StatusNotFound, textNotFound)
-			return true
+			return
 		}
 		ctx.Response.Header.SetBytesKV(headerCache, cacheControl)
 		ctx.SetContentType("text/plain; version=0.0.4; charset=utf-8")
 		h.Metrics(ctx)
-		return true
 	case pathRobots:
 		h.text(ctx, fasthttp.StatusOK, robotsTxt)
-		return true
 	case pathFavicon:
 		ctx.SetStatusCode(fasthttp.StatusNoContent)
-		return true
+	default:
+		h.notFound(ctx, &h.Counters.BadCode)
 	}
-	if link.ValidCodeSyntax(path[1:]) {
-		return false
-	}
-	h.Counters.BadCode.Add(1)
-	h.text(ctx, fasthttp.StatusNotFound, textNotFound)
-	return true
 }
 
 // probe answers 200 when check passes (or is nil), else 503 with its reason.

@@ -2,6 +2,7 @@ package redirect
 
 import (
 	"bufio"
+	"net/netip"
 	"slices"
 	"strings"
 	"sync"
@@ -36,15 +37,12 @@ func (l *lookupRecorder) Find(code []byte) (store.Hit, bool) {
 	return l.Finder.Find(code)
 }
 
-// mapResolver answers the authority's part: found, limited, unavailable or
-// not found, by code.
+// mapResolver answers the authority's part: found, unavailable or not
+// found, by code.
 type mapResolver map[string]*store.Entry
 
-func (m mapResolver) Resolve(code, ip []byte) (*store.Entry, resolve.Outcome) {
-	switch string(code) {
-	case "limit1":
-		return nil, resolve.Limited
-	case "unav01":
+func (m mapResolver) Resolve(code []byte) (*store.Entry, resolve.Outcome) {
+	if string(code) == "unav01" {
 		return nil, resolve.Unavailable
 	}
 	if e, ok := m[string(code)]; ok {
@@ -100,13 +98,26 @@ func newFuzzHandler(t testing.TB) (*Handler, *lookupRecorder, map[string]fuzzAns
 	}
 	want["zzzzzz"] = fuzzAnswer{302, "https://from-authority.example/"}
 	want["gone-1"] = fuzzAnswer{410, ""}
-	want["limit1"] = fuzzAnswer{429, ""}
 	want["unav01"] = fuzzAnswer{503, ""}
 	rec := &lookupRecorder{Finder: a}
 	h := &Handler{Store: rec, Miss: miss, Now: func() time.Time { return now },
-		Clicks: clickpub.New(nil, clickpub.Config{Buffer: 1 << 10})}
+		Clicks: clickpub.New(nil, clickpub.Config{Buffer: 1 << 10}), NotFoundLimit: overBudget{},
+		ClientIP: func(ctx *fasthttp.RequestCtx) netip.Addr {
+			if string(ctx.Request.Header.Peek("X-Client")) == "over" {
+				return overAddr
+			}
+			return netip.Addr{}
+		}}
 	return h, rec, want
 }
+
+// overBudget is the 404 budget of a client that sends "X-Client: over":
+// spent.
+type overBudget struct{}
+
+func (overBudget) Allow(ip netip.Addr) bool { return ip != overAddr }
+
+var overAddr = netip.MustParseAddr("192.0.2.99")
 
 // FuzzServe: whatever method, path, query and headers a client sends,
 // the handler does not panic; it answers only statuses it documents,
@@ -121,7 +132,9 @@ func FuzzServe(f *testing.F) {
 		{"GET", "/00000C", ""},
 		{"GET", "/summer_sale", ""},
 		{"GET", "/zzzzzz", ""},
-		{"GET", "/limit1", ""},
+		{"GET", "/nope01", "X-Client: over"},
+		{"GET", "/00000A", "X-Client: over"},
+		{"GET", "/not.a.code", "X-Client: over"},
 		{"GET", "/unav01", ""},
 		{"GET", "/%2F%2Fevil.com", ""},
 		{"GET", "//evil.com", ""},
@@ -145,6 +158,11 @@ func FuzzServe(f *testing.F) {
 		{"GET", "/readyz", ""},
 		{"GET", "/startupz", ""},
 		{"GET", "/metrics", ""},
+		{"GET", "/-/livez", ""},
+		{"GET", "/-/readyz", ""},
+		{"GET", "/-/metrics", ""},
+		{"GET", "/-/", ""},
+		{"GET", "/-", ""},
 		{"GET", "/robots.txt", ""},
 		{"GET", "/favicon.ico", ""},
 		{"GET", "/LIVEZ", ""},
@@ -182,7 +200,8 @@ func FuzzServe(f *testing.F) {
 		path := string(ctx.Path())
 		code := strings.TrimPrefix(path, "/")
 		getOrHead := m == fasthttp.MethodGet || m == fasthttp.MethodHead
-		isCode := getOrHead && strings.HasPrefix(path, "/") && link.ValidCodeSyntax(code) && !slices.Contains(link.EdgeRoutes, code)
+		isCode := getOrHead && strings.HasPrefix(path, "/") && link.ValidCodeSyntax(code)
+		over := string(ctx.Request.Header.Peek("X-Client")) == "over"
 		desc := func() string { return m + " " + string(ctx.RequestURI()) + " (path " + path + ")" }
 
 		switch status {
@@ -205,6 +224,9 @@ func FuzzServe(f *testing.F) {
 		if isCode != (len(rec.asked) == 1) || len(rec.asked) > 1 {
 			t.Fatalf("%s: looked up %q; a code path is looked up exactly once, anything else never", desc(), rec.asked)
 		}
+		if status == 429 && !over {
+			t.Fatalf("%s: 429 for a client within its 404 budget", desc())
+		}
 		if !isCode {
 			if loc != "" || status >= 300 && status < 400 {
 				t.Fatalf("%s: %d Location %q for a path that is not a code", desc(), status, loc)
@@ -217,6 +239,9 @@ func FuzzServe(f *testing.F) {
 		w, known := want[code]
 		if !known {
 			w = fuzzAnswer{404, ""}
+		}
+		if w.status == 404 && over {
+			w.status = 429 // a 404, past the client's budget; never a link that exists
 		}
 		if status != w.status || loc != w.location {
 			t.Fatalf("%s: %d Location %q; want %d %q", desc(), status, loc, w.status, w.location)

@@ -2,6 +2,7 @@ package redirect
 
 import (
 	"errors"
+	"net/netip"
 	"strings"
 	"testing"
 	"time"
@@ -59,8 +60,16 @@ func TestAnswers(t *testing.T) {
 		{"GET", "/00000A/extra", 404, ""},
 		{"GET", "/%00%00%00", 404, ""},
 		{"GET", "/" + string(make([]byte, 300)), 404, ""},
-		{"GET", "/livez", 200, ""},
-		{"GET", "/readyz", 200, ""},
+		{"GET", "/-/livez", 200, ""},
+		{"GET", "/-/readyz", 200, ""},
+		{"GET", "/-/startupz", 200, ""},
+		{"GET", "/-/metrics", 404, ""}, // no metrics configured
+		{"GET", "/robots.txt", 200, ""},
+		{"GET", "/favicon.ico", 204, ""},
+		// The old probe paths are codes now, and none exists.
+		{"GET", "/livez", 404, ""},
+		{"GET", "/readyz", 404, ""},
+		{"GET", "/-/nothing", 404, ""},
 	}
 	for _, tt := range tests {
 		ctx := do(h, tt.method, tt.uri)
@@ -106,7 +115,7 @@ type fixedResolver struct {
 	outcome resolve.Outcome
 }
 
-func (f fixedResolver) Resolve(code, ip []byte) (*store.Entry, resolve.Outcome) {
+func (f fixedResolver) Resolve(code []byte) (*store.Entry, resolve.Outcome) {
 	return f.e, f.outcome
 }
 
@@ -118,7 +127,6 @@ func TestMissAnswers(t *testing.T) {
 		retry   string
 	}{
 		{resolve.NotFound, nil, 404, ""},
-		{resolve.Limited, nil, 429, "1"},
 		{resolve.Unavailable, nil, 503, "1"},
 		{resolve.Found, &store.Entry{Code: "zzzzzz", URL: "https://from-authority", RedirectType: 307, Status: link.Active, Version: 9}, 307, ""},
 		{resolve.Found, &store.Entry{Code: "zzzzzz", Status: link.Disabled, Version: 9}, 410, ""},
@@ -194,19 +202,87 @@ func TestProbes(t *testing.T) {
 		}
 	}
 	startErr, readyErr, liveErr = errors.New("booting: loading the snapshot"), errors.New("catching up"), errors.New("stalled")
-	check("/startupz", 503, "booting")
-	check("/readyz", 503, "catching up")
-	check("/livez", 503, "stalled")
+	check("/-/startupz", 503, "booting")
+	check("/-/readyz", 503, "catching up")
+	check("/-/livez", 503, "stalled")
 	startErr, readyErr, liveErr = nil, nil, nil
-	for _, p := range []string{"/startupz", "/readyz", "/livez"} {
+	for _, p := range []string{"/-/startupz", "/-/readyz", "/-/livez"} {
 		check(p, 200, "ok")
 	}
 	// Degraded is in service: 200 with the reason, unless also unready.
 	degraded := "change stream unreachable"
 	h.Degraded = func() string { return degraded }
-	check("/readyz", 200, "degraded: change stream unreachable")
+	check("/-/readyz", 200, "degraded: change stream unreachable")
 	readyErr = errors.New("booting")
-	check("/readyz", 503, "booting")
+	check("/-/readyz", 503, "booting")
 	readyErr, degraded = nil, ""
-	check("/readyz", 200, "ok")
+	check("/-/readyz", 200, "ok")
+}
+
+// budget allows n 404s per client IP, counting what it was asked.
+type budget struct {
+	n     int
+	asked map[string]int
+}
+
+func (b *budget) Allow(ip netip.Addr) bool {
+	b.asked[ip.String()]++
+	return b.asked[ip.String()] <= b.n
+}
+
+// TestNotFoundBudget: past its budget of 404s a client gets 429 with
+// Retry-After for an unknown code, but every code that exists still answers
+// (302, 410), for that client too, and the budget is never asked for them.
+func TestNotFoundBudget(t *testing.T) {
+	h, _ := newHandler()
+	b := &budget{n: 2, asked: map[string]int{}}
+	h.NotFoundLimit = b
+	h.ClientIP = func(ctx *fasthttp.RequestCtx) netip.Addr {
+		return netip.MustParseAddr(string(ctx.Request.Header.Peek("X-Test-Client")))
+	}
+	h.Miss = fixedResolver{nil, resolve.NotFound}
+	get := func(path, client string) *fasthttp.RequestCtx {
+		var ctx fasthttp.RequestCtx
+		var req fasthttp.Request
+		req.Header.SetMethod("GET")
+		req.Header.Set("X-Test-Client", client)
+		req.SetRequestURI(path)
+		ctx.Init(&req, nil, nil)
+		h.Serve(&ctx)
+		return &ctx
+	}
+	for i, want := range []int{404, 404, 429, 429} {
+		path := []string{"/nope01", "/not-a-code.php", "/nope02", "/nope03"}[i]
+		ctx := get(path, "10.0.0.1")
+		if got := ctx.Response.StatusCode(); got != want {
+			t.Fatalf("unknown %s #%d from a: %d; want %d", path, i, got, want)
+		}
+		if want == 429 && string(ctx.Response.Header.Peek("Retry-After")) == "" {
+			t.Errorf("429 without Retry-After")
+		}
+	}
+	asked := b.asked["10.0.0.1"]
+	for _, tt := range []struct {
+		path string
+		want int
+	}{{"/00000A", 302}, {"/off001", 410}, {"/-/livez", 200}} {
+		if got := get(tt.path, "10.0.0.1").Response.StatusCode(); got != tt.want {
+			t.Errorf("%s from a client past its budget: %d; want %d", tt.path, got, tt.want)
+		}
+	}
+	h.Miss = fixedResolver{&store.Entry{Code: "fresh1", URL: "https://fresh", RedirectType: 302, Status: link.Active, Version: 9}, resolve.Found}
+	if got := get("/fresh1", "10.0.0.1").Response.StatusCode(); got != 302 {
+		t.Errorf("a fresh link found by the authority, from a client past its budget: %d; want 302", got)
+	}
+	if b.asked["10.0.0.1"] != asked {
+		t.Errorf("the budget was asked %d times for codes that exist; want never", b.asked["10.0.0.1"]-asked)
+	}
+	h.Miss = fixedResolver{nil, resolve.NotFound}
+	if got := get("/nope04", "10.0.0.2").Response.StatusCode(); got != 404 {
+		t.Errorf("another client: %d; want 404", got)
+	}
+	if h.Counters.Limited.Load() != 2 || h.Counters.NotFound.Load() != 2 || h.Counters.BadCode.Load() != 1 {
+		t.Errorf("counters: limited %d, not found %d, bad code %d; want 2, 2, 1",
+			h.Counters.Limited.Load(), h.Counters.NotFound.Load(), h.Counters.BadCode.Load())
+	}
 }

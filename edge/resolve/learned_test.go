@@ -80,17 +80,17 @@ func TestRecentMissSkipsCacheUnlessLearned(t *testing.T) {
 	if _, ok := r.Cache.Get(foreign); !ok {
 		t.Fatal("setup: planted entry not cached")
 	}
-	if _, got := r.Resolve(foreign, nil); got != NotFound || auth.calls.Load() != 1 {
+	if _, got := r.Resolve(foreign); got != NotFound || auth.calls.Load() != 1 {
 		t.Fatalf("unlearned recent code: %d after %d calls; want NotFound from the authority", got, auth.calls.Load())
 	}
 	// Learned through the authority: the next miss is a cache hit.
 	known := code(2500)
-	if _, got := r.Resolve(known, nil); got != Found {
+	if _, got := r.Resolve(known); got != Found {
 		t.Fatalf("Resolve(known) = %d", got)
 	}
 	r.Cache.Wait()
 	before := auth.calls.Load()
-	if e, got := r.Resolve(known, nil); got != Found || e.Code != string(known) || auth.calls.Load() != before {
+	if e, got := r.Resolve(known); got != Found || e.Code != string(known) || auth.calls.Load() != before {
 		t.Fatalf("learned positive not served from the cache: %d, calls %d→%d", got, before, auth.calls.Load())
 	}
 }

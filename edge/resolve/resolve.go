@@ -1,6 +1,7 @@
 // Package resolve answers the codes neither the overlay nor the snapshot
-// holds, walking the rest of the edge's layers: bloom hint and sealed
-// segments (a certain 404) → long-tail cache → authority.
+// holds, walking the rest of the edge's layers: bloom hint over sealed
+// segments and the frontier's promise (certain 404s) → long-tail cache →
+// authority.
 package resolve
 
 import (
@@ -20,37 +21,40 @@ const (
 	Found Outcome = iota
 	// NotFound is a certain 404.
 	NotFound
-	// Limited: the client asked the authority too often (429).
-	Limited
 	// Unavailable: the code could be recent and the authority could not be
-	// asked (503 with Retry-After, never a guessed 404).
+	// asked in time (503 with Retry-After, never a guessed 404).
 	Unavailable
 )
 
-// Authority asks control about one code.
+// Authority answers what the edge's layers cannot: it asks control about
+// a code, many codes to a message, and holds the allocation frontier's
+// promise (edge/lookup.Client).
 type Authority interface {
-	Lookup(code string) (authority.Reply, error)
+	// Ask answers code by a Found, or by a NotFound read after Ask was
+	// called.
+	Ask(code string) (authority.Reply, error)
+	// Settle reports whether the allocation frontier proves that no
+	// generated code with ID id was created before the call: its promised
+	// ceiling, or a frontier read after the call. False means only asking
+	// about the code itself can tell.
+	Settle(id uint64) (bool, error)
 }
 
-// Limiter bounds authority lookups per client IP.
-type Limiter interface {
-	Allow(ip []byte) bool
-}
-
-// Resolver is safe for concurrent use. Cache and Limiter may be nil.
+// Resolver is safe for concurrent use. Cache may be nil.
 type Resolver struct {
 	Cache     *store.Cache
 	Hint      *store.Hint
 	Segments  *store.Segments
 	Authority Authority
-	Limiter   Limiter
 	// Complete reports that the change feed has applied every change up to
-	// its version (no gap). Without it no miss is answered without the
-	// authority.
+	// its version (no gap). Without it no miss is answered from sealed
+	// segments.
 	Complete func() bool
 
-	// Counters.
-	CacheHits, NegativeHits, BloomRejects, AuthorityAsked, AuthorityFailed, Limited atomic.Uint64
+	// Counters: answers from the cache (positive, negative), from the
+	// bloom over sealed segments, from the frontier's promise, and the
+	// codes asked of the authority and the asks that failed.
+	CacheHits, NegativeHits, BloomRejects, BeyondFrontier, AuthorityAsked, AuthorityFailed atomic.Uint64
 
 	learned atomic.Pointer[learned]
 }
@@ -66,15 +70,34 @@ func (r *Resolver) learnedCodes() *learned {
 }
 
 // Resolve answers a code neither the overlay nor the snapshot holds. It
-// blocks at most for the authority's timeout.
-func (r *Resolver) Resolve(code []byte, clientIP []byte) (*store.Entry, Outcome) {
-	old := r.cannotBeRecent(code)
+// blocks at most for the authority's bounds (edge/lookup.Config). Each
+// NotFound carries its proof (docs/visibility.md): the code's segment is
+// sealed in what the edge applied and the hint rules it out; or the
+// frontier's promise puts its ID above every lease; or the authority read it
+// as unknown after this call began.
+func (r *Resolver) Resolve(code []byte) (*store.Entry, Outcome) {
+	id, generated := generatedID(code)
+	if generated && id == 0 {
+		return nil, NotFound // the sentinel: never a link's code
+	}
+	old := generated && r.sealed(id)
 	// A code that cannot be recent and that the hint rules out is a
 	// certain 404, whatever the cache holds: every live code is in the
 	// hint. Checked first because it is the cheapest answer to a scan.
 	if old && r.Hint != nil && !r.Hint.MayContain(code) {
 		r.BloomRejects.Add(1)
 		return nil, NotFound
+	}
+	// Above the allocation frontier no lease can have been confirmed, so
+	// no create answered: the answer for almost every random code, from
+	// the promise in hand without waiting. An error here (NATS down) is
+	// not an answer: a cached positive may still hold, and asking fails
+	// the same way below.
+	if generated && !old && r.Authority != nil {
+		if unknown, err := r.Authority.Settle(id); err == nil && unknown {
+			r.BeyondFrontier.Add(1)
+			return nil, NotFound
+		}
 	}
 	// For a code that could be recent only a cached positive may answer,
 	// and the learned filter knows every code cached positively.
@@ -99,12 +122,8 @@ func (r *Resolver) Resolve(code []byte, clientIP []byte) (*store.Entry, Outcome)
 		}
 		return nil, Unavailable
 	}
-	if r.Limiter != nil && !r.Limiter.Allow(clientIP) {
-		r.Limited.Add(1)
-		return nil, Limited
-	}
 	r.AuthorityAsked.Add(1)
-	rep, err := r.Authority.Lookup(string(code))
+	rep, err := r.Authority.Ask(string(code))
 	if err != nil {
 		// Busy, timed out, NATS down, control's database down: all the
 		// same to the client, who may retry.
@@ -130,19 +149,24 @@ func (r *Resolver) Resolve(code []byte, clientIP []byte) (*store.Entry, Outcome)
 	return e, Found
 }
 
-// cannotBeRecent reports whether code, if it existed, would certainly be
-// known already: a generated code (exactly six base62 characters; control
-// never issues a custom code of that shape) whose ID lies in a segment the
-// applied stream has sealed, with no gap in what was applied. The sealed
-// event comes after every create of the segment committed, so those creates
-// precede it on the stream.
-func (r *Resolver) cannotBeRecent(code []byte) bool {
-	if len(code) != base62.Length || r.Segments == nil || r.Complete == nil || !r.Complete() {
-		return false
+// generatedID decodes a code of the generator's shape (exactly six base62
+// characters; control never gives a custom code that shape).
+func generatedID(code []byte) (uint64, bool) {
+	if len(code) != base62.Length {
+		return 0, false
 	}
 	id, err := base62.Digits(code)
-	if err != nil {
+	return id, err == nil
+}
+
+// sealed reports whether a generated code with ID id, if it existed, would
+// certainly be known already: the ID lies in a segment the applied stream
+// has sealed, with no gap in what was applied. The sealed event comes after
+// every create of the segment committed, so those creates precede it on the
+// stream.
+func (r *Resolver) sealed(id uint64) bool {
+	if r.Segments == nil || r.Complete == nil || !r.Complete() {
 		return false
 	}
-	return id != 0 && r.Segments.Sealed(id)
+	return r.Segments.Sealed(id)
 }

@@ -12,12 +12,20 @@ import (
 )
 
 type fakeAuthority struct {
-	calls atomic.Int64
-	links map[string]authority.Reply
-	err   error
+	calls   atomic.Int64
+	links   map[string]authority.Reply
+	err     error
+	ceiling uint64 // IDs at or above it are beyond the frontier; 0: no promise
 }
 
-func (f *fakeAuthority) Lookup(code string) (authority.Reply, error) {
+func (f *fakeAuthority) Settle(id uint64) (bool, error) {
+	if f.ceiling == 0 {
+		return false, f.err
+	}
+	return id >= f.ceiling, nil
+}
+
+func (f *fakeAuthority) Ask(code string) (authority.Reply, error) {
 	f.calls.Add(1)
 	if f.err != nil {
 		return authority.Reply{}, f.err
@@ -28,10 +36,6 @@ func (f *fakeAuthority) Lookup(code string) (authority.Reply, error) {
 	return authority.Reply{Kind: authority.NotFound, Version: 100}, nil
 }
 
-type denyAll struct{}
-
-func (denyAll) Allow([]byte) bool { return false }
-
 func code(id uint64) []byte {
 	c, err := base62.Encode(id)
 	if err != nil {
@@ -40,9 +44,9 @@ func code(id uint64) []byte {
 	return []byte(c)
 }
 
-// newResolver has segment [1000, 2000) sealed and [2000, 3000) open; the
-// authority knows ID 1500 (sealed, also in the hint), ID 2500 (open) and a
-// custom code.
+// newResolver has segment [1000, 2000) sealed and [2000, 3000) open, and
+// the frontier's promise at 5000; the authority knows ID 1500 (sealed, also
+// in the hint), ID 2500 (open) and a custom code.
 func newResolver(t *testing.T) (*Resolver, *fakeAuthority) {
 	t.Helper()
 	cache, err := store.NewCache(1000)
@@ -54,7 +58,7 @@ func newResolver(t *testing.T) (*Resolver, *fakeAuthority) {
 	segs := new(store.Segments)
 	segs.Seal(1000, 2000)
 	hint.Add(string(code(1500)))
-	auth := &fakeAuthority{links: map[string]authority.Reply{}}
+	auth := &fakeAuthority{links: map[string]authority.Reply{}, ceiling: 5000}
 	for _, c := range []string{string(code(1500)), string(code(2500)), "my-campaign"} {
 		auth.links[c] = authority.Reply{Kind: authority.Found, Version: 7, Code: c, URL: "https://example.com/" + c, RedirectType: 302, Status: link.Active}
 	}
@@ -72,7 +76,11 @@ func TestLayers(t *testing.T) {
 		{"sealed, in bloom: asked", code(1500), Found, true},
 		{"open segment, unknown: asked", code(2999), NotFound, true},
 		{"open segment, created: asked", code(2500), Found, true},
-		{"never leased: asked", code(900), NotFound, true},
+		{"never leased, below the ceiling: asked", code(900), NotFound, true},
+		{"beyond the frontier's promise: certain 404", code(5000), NotFound, false},
+		{"far beyond it: certain 404", code(base62.MaxID), NotFound, false},
+		{"the sentinel 000000", []byte("000000"), NotFound, false},
+		{"below the ceiling, open: asked", code(4999), NotFound, true},
 		{"custom code: asked", []byte("my-campaign"), Found, true},
 		{"custom unknown: asked", []byte("no-such"), NotFound, true},
 		{"case matters: 0000g4 is ID 2608, open", []byte("0000g4"), NotFound, true},
@@ -80,7 +88,7 @@ func TestLayers(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			r, auth := newResolver(t)
-			_, got := r.Resolve(tt.code, nil)
+			_, got := r.Resolve(tt.code)
 			if got != tt.want {
 				t.Errorf("Resolve(%s) = %d; want %d", tt.code, got, tt.want)
 			}
@@ -98,7 +106,7 @@ func TestNegativeCache(t *testing.T) {
 	fp := code(1777)
 	r.Hint.Add(string(fp))
 	for range 3 {
-		if _, got := r.Resolve(fp, nil); got != NotFound {
+		if _, got := r.Resolve(fp); got != NotFound {
 			t.Fatalf("Resolve(false positive) = %d; want NotFound", got)
 		}
 		r.Cache.Wait()
@@ -110,19 +118,19 @@ func TestNegativeCache(t *testing.T) {
 	// A code that could be recent: its negative answer is never trusted,
 	// since the link may be created (201) right after.
 	recent := code(2600)
-	if _, got := r.Resolve(recent, nil); got != NotFound {
+	if _, got := r.Resolve(recent); got != NotFound {
 		t.Fatalf("first probe = %d; want NotFound", got)
 	}
 	r.Cache.Wait()
 	auth.links[string(recent)] = authority.Reply{Kind: authority.Found, Version: 200, Code: string(recent), URL: "https://new", RedirectType: 302, Status: link.Active}
-	e, got := r.Resolve(recent, nil)
+	e, got := r.Resolve(recent)
 	if got != Found || e.URL != "https://new" {
 		t.Fatalf("after create: %v %+v; want Found https://new", got, e)
 	}
 	r.Cache.Wait()
 	// Now cached positively: no further round trip.
 	before := auth.calls.Load()
-	if _, got := r.Resolve(recent, nil); got != Found || auth.calls.Load() != before {
+	if _, got := r.Resolve(recent); got != Found || auth.calls.Load() != before {
 		t.Fatalf("cached positive not used: %d, calls %d→%d", got, before, auth.calls.Load())
 	}
 }
@@ -130,7 +138,7 @@ func TestNegativeCache(t *testing.T) {
 func TestGapsDisableShortcut(t *testing.T) {
 	r, auth := newResolver(t)
 	r.Complete = func() bool { return false }
-	if _, got := r.Resolve(code(1234), nil); got != NotFound || auth.calls.Load() != 1 {
+	if _, got := r.Resolve(code(1234)); got != NotFound || auth.calls.Load() != 1 {
 		t.Fatalf("with a gap, a sealed bloom-negative must go to the authority: %d, %d calls", got, auth.calls.Load())
 	}
 }
@@ -139,23 +147,20 @@ func TestUnavailableIsNever404(t *testing.T) {
 	r, auth := newResolver(t)
 	auth.err = errors.New("nats down")
 	for _, c := range [][]byte{code(2999), []byte("my-campaign"), code(1500)} {
-		if _, got := r.Resolve(c, nil); got != Unavailable {
+		if _, got := r.Resolve(c); got != Unavailable {
 			t.Errorf("Resolve(%s) with the authority down = %d; want Unavailable", c, got)
 		}
 	}
-	// A certain miss needs no authority.
-	if _, got := r.Resolve(code(1234), nil); got != NotFound {
-		t.Errorf("sealed bloom-negative with the authority down = %d; want NotFound", got)
+	// A certain miss needs no authority: sealed and ruled out by the hint,
+	// or beyond the promise (which outlives the connection to control).
+	for _, c := range [][]byte{code(1234), code(7000)} {
+		if _, got := r.Resolve(c); got != NotFound {
+			t.Errorf("Resolve(%s), a certain miss, with the authority down = %d; want NotFound", c, got)
+		}
 	}
-}
-
-func TestRateLimited(t *testing.T) {
-	r, auth := newResolver(t)
-	r.Limiter = denyAll{}
-	if _, got := r.Resolve(code(2999), []byte{1, 2, 3, 4}); got != Limited || auth.calls.Load() != 0 {
-		t.Fatalf("limited client: %d, %d calls; want Limited and no call", got, auth.calls.Load())
-	}
-	if _, got := r.Resolve(code(1234), []byte{1, 2, 3, 4}); got != NotFound {
-		t.Fatalf("a certain miss is answered even to a limited client: %d", got)
+	// Without a promise, a code above every segment is no longer certain.
+	auth.ceiling = 0
+	if _, got := r.Resolve(code(7000)); got != Unavailable {
+		t.Errorf("Resolve(beyond, no promise) with the authority down = %d; want Unavailable", got)
 	}
 }

@@ -88,10 +88,12 @@ var (
 	ErrUnavailable  = errors.New("temporarily unavailable")
 )
 
-// EdgeRoutes are the paths an edge answers itself instead of treating them
-// as codes. Control reserves them (with its own routes) so no custom code
-// can shadow them.
-var EdgeRoutes = []string{"livez", "readyz", "startupz", "metrics", "robots.txt", "favicon.ico"}
+// EdgeRoutes are the paths an edge answers itself. None is one path segment
+// of code characters, so no code can ever shadow them: probes and scrapes
+// live under /-/ (a code is one segment, and "-" alone is too short to be
+// one), the rest hold a '.'. Control still reserves their first segments,
+// with its own routes.
+var EdgeRoutes = []string{"/-/livez", "/-/readyz", "/-/startupz", "/-/metrics", "/robots.txt", "/favicon.ico"}
 
 // Errors of the creator API's lifecycle and idempotency.
 var (

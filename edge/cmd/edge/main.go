@@ -27,12 +27,15 @@ type cli struct {
 	Name     string `default:"edge" env:"EDGELINK_EDGE_NAME" help:"Name of this edge in logs and NATS."`
 	LogLevel string `default:"info" enum:"debug,info,warn,error" env:"EDGELINK_LOG_LEVEL" help:"Log level."`
 
-	CacheEntries     int64         `default:"1000000" env:"EDGELINK_EDGE_CACHE_ENTRIES" help:"Entries in the long-tail cache of authority answers."`
-	BloomCapacity    uint          `default:"4000000" env:"EDGELINK_EDGE_BLOOM_CAPACITY" help:"Codes the bloom hint is sized for (1% false positives); it grows when overfilled."`
-	AuthorityTimeout time.Duration `default:"500ms" env:"EDGELINK_EDGE_AUTHORITY_TIMEOUT" help:"Bound on one authority lookup."`
-	AuthorityLimit   int           `default:"32" env:"EDGELINK_EDGE_AUTHORITY_CONCURRENCY" help:"Authority lookups in flight at most."`
-	RatePerIP        float64       `name:"rate-per-ip" default:"20" env:"EDGELINK_EDGE_RATE_PER_IP" help:"Authority lookups per second per client IP (negative: unlimited)."`
-	BurstPerIP       int           `name:"burst-per-ip" default:"100" env:"EDGELINK_EDGE_BURST_PER_IP" help:"Burst of authority lookups per client IP."`
+	CacheEntries      int64         `default:"1000000" env:"EDGELINK_EDGE_CACHE_ENTRIES" help:"Entries in the long-tail cache of authority answers."`
+	BloomCapacity     uint          `default:"4000000" env:"EDGELINK_EDGE_BLOOM_CAPACITY" help:"Codes the bloom hint is sized for (1% false positives); it grows when overfilled."`
+	AuthorityTimeout  time.Duration `default:"500ms" env:"EDGELINK_EDGE_AUTHORITY_TIMEOUT" help:"Bound on one authority round trip."`
+	AuthorityInflight int           `default:"8" env:"EDGELINK_EDGE_AUTHORITY_INFLIGHT" help:"Authority round trips at once (each carries up to 128 codes)."`
+	AuthorityMaxWait  time.Duration `default:"50ms" env:"EDGELINK_EDGE_AUTHORITY_MAX_WAIT" help:"How long an unknown code may wait for a round trip slot before it is answered 503 with Retry-After."`
+	NotFoundRate      float64       `name:"not-found-rate" default:"50" env:"EDGELINK_EDGE_NOT_FOUND_RATE" help:"404s per second per client IP before 429 (negative: no budget). A code that exists is never refused."`
+	NotFoundBurst     int           `name:"not-found-burst" default:"1000" env:"EDGELINK_EDGE_NOT_FOUND_BURST" help:"Burst of 404s per client IP."`
+	TrustedProxies    []string      `name:"trusted-proxies" env:"EDGELINK_EDGE_TRUSTED_PROXIES" help:"Proxies (addresses or CIDRs, comma-separated) whose X-Forwarded-For, or PROXY protocol header with --proxy-protocol, names the client."`
+	ProxyProtocol     bool          `name:"proxy-protocol" env:"EDGELINK_EDGE_PROXY_PROTOCOL" help:"Connections from --trusted-proxies must start with a PROXY protocol (v1/v2) header naming the client."`
 
 	SnapshotDir      string        `name:"snapshot-dir" env:"EDGELINK_EDGE_SNAPSHOT_DIR" help:"Folder keeping the newest snapshot, loaded at boot without NATS (default .data/edge-<name>; 'none' keeps none)."`
 	SnapshotPoll     time.Duration `name:"snapshot-poll" default:"30s" env:"EDGELINK_EDGE_SNAPSHOT_POLL" help:"How often the snapshot bucket is listed besides being watched."`
@@ -85,6 +88,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, onListen 
 	}
 	return edgeserver.Run(ctx, edgeserver.Config{HTTPAddr: c.Listen, NATSURL: c.NATSURL, Name: c.Name, Log: log, OnListen: onListen,
 		CacheEntries: c.CacheEntries, BloomCapacity: c.BloomCapacity, AuthorityTimeout: c.AuthorityTimeout,
-		AuthorityConcurrency: c.AuthorityLimit, RatePerIP: c.RatePerIP, BurstPerIP: c.BurstPerIP,
+		AuthorityInflight: c.AuthorityInflight, AuthorityMaxWait: c.AuthorityMaxWait,
+		NotFoundRate: c.NotFoundRate, NotFoundBurst: c.NotFoundBurst,
+		TrustedProxies: c.TrustedProxies, ProxyProtocol: c.ProxyProtocol,
 		SnapshotDir: c.SnapshotDir, SnapshotPoll: c.SnapshotPoll, SnapshotBootWait: c.SnapshotBootWait})
 }
