@@ -39,6 +39,10 @@ func composeFile(t testing.TB) string {
 // the Dockerfile's targets under the images Kubernetes runs, and their
 // command lines, environment and healthchecks are ones the binaries accept
 // and serve.
+// readyPath is where each image answers readiness: the edge's own paths are
+// under /-/, where no code can be.
+var readyPath = map[string]string{"edgelink/control": "/readyz", "edgelink/edge": "/-/readyz"}
+
 func checkCompose(t testing.TB, proj *types.Project, df *dockerfile, k8sTag string) (p problems) {
 	t.Helper()
 	// The repository root, as seen from deploy/compose.
@@ -147,11 +151,11 @@ func checkCompose(t testing.TB, proj *types.Project, df *dockerfile, k8sTag stri
 				p.add("%s: healthcheck URL: %v", where, err)
 			case u.Port() != fmt.Sprint(port):
 				p.add("%s: healthcheck on port %s, but the binary listens on %d", where, u.Port(), port)
-			case u.Path != "/readyz" || !served(u.Path):
-				p.add("%s: healthcheck path %q: want /readyz, served by %s", where, u.Path, img)
+			case u.Path != readyPath[img] || !served(u.Path):
+				p.add("%s: healthcheck path %q: want %s, served by %s", where, u.Path, readyPath[img], img)
 			}
 		} else {
-			p.add("%s: healthcheck %v: want [CMD /usr/local/bin/httpcheck http://127.0.0.1:PORT/readyz] (the image has no shell)", where, svc.HealthCheck)
+			p.add("%s: healthcheck %v: want [CMD /usr/local/bin/httpcheck http://127.0.0.1:PORT%s] (the image has no shell)", where, svc.HealthCheck, readyPath[img])
 		}
 	}
 	return p
@@ -193,7 +197,7 @@ func TestComposeChecksCatchMistakes(t *testing.T) {
 		{"control skips the migration", "      migrate:\n        condition: service_completed_successfully\n", "", "service control: does not wait for migrate"},
 		{"unknown flag", `command: ["serve", "--listen=:8080"]`, `command: ["serve", "--listen=:8080", "--stream-replica=1"]`, "unknown flag --stream-replica"},
 		{"variable no binary reads", "      EDGELINK_PUBLIC_URL:", "      EDGELINK_SHORT_URL:", "sets EDGELINK_SHORT_URL"},
-		{"healthcheck on the wrong port", "http://127.0.0.1:8081/readyz", "http://127.0.0.1:8080/readyz", "healthcheck on port 8080, but the binary listens on 8081"},
+		{"healthcheck on the wrong port", "http://127.0.0.1:8081/-/readyz", "http://127.0.0.1:8080/-/readyz", "healthcheck on port 8080, but the binary listens on 8081"},
 		{"wrong target", "      target: edge\n", "      target: edge-build\n", `build target "edge-build"`},
 		{"tag drift", "image: edgelink/edge:dev", "image: edgelink/edge:latest", `but Kubernetes runs tag "dev"`},
 		{"DSN to no service", "@postgres:5432/edgelink\n    depends_on:\n      postgres:\n        condition: service_healthy\n    restart: \"no\"", "@db:5432/edgelink\n    depends_on:\n      postgres:\n        condition: service_healthy\n    restart: \"no\"", `names host "db"`},

@@ -551,7 +551,11 @@ func checkServed(t testing.TB, c *cluster) (p problems) {
 		"edgelink/control": controlServes,
 		"edgelink/edge":    edgeServes(t),
 	}
-	want := map[string]string{"startup": "/startupz", "readiness": "/readyz", "liveness": "/livez"}
+	// The edge's own paths are under /-/, where no code can be.
+	want := map[string]map[string]string{
+		"edgelink/control": {"startup": "/startupz", "readiness": "/readyz", "liveness": "/livez"},
+		"edgelink/edge":    {"startup": "/-/startupz", "readiness": "/-/readyz", "liveness": "/-/livez"},
+	}
 	for _, e := range c.edgelinkContainers(t) {
 		if e.w.kind == "Job" {
 			continue
@@ -572,8 +576,8 @@ func checkServed(t testing.TB, c *cluster) (p problems) {
 				p.add("%s: %s probe is not an HTTP GET", where, kind)
 				continue
 			}
-			if pr.HTTPGet.Path != want[kind] {
-				p.add("%s: %s probe path %q, want %q", where, kind, pr.HTTPGet.Path, want[kind])
+			if w := want[e.image][kind]; pr.HTTPGet.Path != w {
+				p.add("%s: %s probe path %q, want %q", where, kind, pr.HTTPGet.Path, w)
 			}
 			if !served[e.image](pr.HTTPGet.Path) {
 				p.add("%s: %s probe path %q is not served by %s", where, kind, pr.HTTPGet.Path, e.image)
@@ -604,7 +608,7 @@ func controlServes(p string) bool { return slices.Contains(api.Routes, strings.T
 func edgeServes(t testing.TB) func(string) bool {
 	lits := stringLiterals(t, filepath.Join(repoRoot(t), "edge", "redirect"))
 	return func(p string) bool {
-		return slices.Contains(link.EdgeRoutes, strings.TrimPrefix(p, "/")) && lits[p]
+		return slices.Contains(link.EdgeRoutes, p) && lits[p]
 	}
 }
 
@@ -784,8 +788,9 @@ func TestKubernetesChecksCatchMistakes(t *testing.T) {
 		{"bad quantity", "control.yaml", "memory: 1Gi\n", "memory: 1GB-ish\n", "quantities must match"},
 		{"selector off its template", "control.yaml", "  selector:\n    matchLabels:\n      app.kubernetes.io/name: control\n  strategy:",
 			"  selector:\n    matchLabels:\n      app.kubernetes.io/name: ctrl\n  strategy:", "does not match its template's labels"},
-		{"probe path not served", "edge.yaml", "path: /startupz", "path: /started", `"/started" is not served by edgelink/edge`},
-		{"probe missing", "edge.yaml", "          livenessProbe:\n            httpGet:\n              path: /livez\n              port: http\n            periodSeconds: 10\n            timeoutSeconds: 3\n            failureThreshold: 6\n", "",
+		{"probe path not served", "edge.yaml", "path: /-/startupz", "path: /-/started", `"/-/started" is not served by edgelink/edge`},
+		{"old probe path: a code now", "edge.yaml", "path: /-/readyz", "path: /readyz", `readiness probe path "/readyz", want "/-/readyz"`},
+		{"probe missing", "edge.yaml", "          livenessProbe:\n            httpGet:\n              path: /-/livez\n              port: http\n            periodSeconds: 10\n            timeoutSeconds: 3\n            failureThreshold: 6\n", "",
 			"container edge: no liveness probe"},
 		{"probe on another port", "control.yaml", `args: ["serve", "--listen=:8080"]`, `args: ["serve", "--listen=:9090"]`, "but the binary listens on 9090"},
 		{"no memory limit", "edge.yaml", "              cpu: \"2\"\n              memory: 2Gi\n", "              cpu: \"2\"\n", "memory needs both a request and a limit"},
