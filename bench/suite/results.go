@@ -392,7 +392,7 @@ func (e *env) memSection(b *strings.Builder) {
 		p("%s\n", t.Markdown())
 	}
 	if len(r.cold) > 0 {
-		p("Cold start: from spawning the process to its first correct 302 (the edge: and to `/readyz` 200, i.e. caught up), and its memory then (nginx's summed over its processes, as above). The snapshot was built by control's builder (`control/snapshots`) in %s, %.1f MiB (%.1f bytes per link), and published to the object store. The \"snapshot\" row is shared/snapshot's reader served directly by a minimal fasthttp server (the format's own cost). ",
+		p("Cold start: from spawning the process to its first correct 302 (the edge: and to `/-/readyz` 200, i.e. caught up), and its memory then (nginx's summed over its processes, as above). The snapshot was built by control's builder (`control/snapshots`) in %s, %.1f MiB (%.1f bytes per link), and published to the object store. The \"snapshot\" row is shared/snapshot's reader served directly by a minimal fasthttp server (the format's own cost). ",
 			r.snapBuild.Round(100*time.Millisecond), float64(r.snapBytes)/(1<<20), float64(r.snapBytes)/n)
 		if r.edgeSnapBoot {
 			p("The edge row is the edge binary booting from that snapshot: it fetched the published snapshot from JetStream into an empty folder, loaded it and replayed the stream after it.\n\n")

@@ -145,7 +145,7 @@ func (e *env) coldStart() error {
 			err = waitHTTP(e.ctx, s.url+"/"+e.codes[k], 302, 10*time.Minute)
 			if err == nil && kind == "edgelink-edge" {
 				// Ready means caught up with the stream: every link known.
-				err = waitHTTP(e.ctx, s.url+"/readyz", 200, 10*time.Minute)
+				err = waitHTTP(e.ctx, s.url+"/-/readyz", 200, 10*time.Minute)
 			}
 			took := time.Since(t0)
 			_, rss := measure.Usage(s.pids())

@@ -142,7 +142,7 @@ func startStack(ctx context.Context, dir string, procs *measure.Group, edgeBin s
 	if err != nil {
 		return nil, err
 	}
-	if err := waitHTTP(ctx, s.edgeURL+"/livez", 200, 60*time.Second); err != nil {
+	if err := waitHTTP(ctx, s.edgeURL+"/-/livez", 200, 60*time.Second); err != nil {
 		return nil, fmt.Errorf("edge: %w", err)
 	}
 	return s, nil
@@ -269,9 +269,9 @@ func (s *benchStack) dump(ctx context.Context) (codes, urls []string, maxVersion
 
 var reMetric = regexp.MustCompile(`(?m)^([a-z_]+(?:\{[^}]*\})?) ([0-9.e+-]+)$`)
 
-// edgeMetrics reads the edge's /metrics into a map by series name.
+// edgeMetrics reads the edge's /-/metrics into a map by series name.
 func edgeMetrics(ctx context.Context, base string) (map[string]float64, error) {
-	req, _ := http.NewRequestWithContext(ctx, "GET", base+"/metrics", nil)
+	req, _ := http.NewRequestWithContext(ctx, "GET", base+"/-/metrics", nil)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		return nil, err

@@ -145,15 +145,21 @@ func TestMetricsLeakNothingAndDashboardMatches(t *testing.T) {
 		}
 	}
 
-	// Both binaries answer the probe paths the manifests point at.
-	for _, base := range []string{s.controlURL, s.edgeURL} {
+	// Both binaries answer the probe paths the manifests point at: the
+	// edge's under /-/.
+	// Readiness follows the change feed catching up, which trails the
+	// last create by a moment: poll, with a bound.
+	for _, base := range []string{s.controlURL, s.edgeURL + "/-"} {
 		for _, p := range []string{"/startupz", "/readyz", "/livez"} {
-			status, _, err := stack.Get(base + p)
-			if err != nil {
-				t.Fatal(err)
-			}
+			var status int
+			var body string
+			_ = stack.Poll(t.Context(), "GET "+base+p, 30*time.Second, func() bool {
+				var err error
+				status, body, err = stack.Get(base + p)
+				return err == nil && status == http.StatusOK
+			})
 			if status != http.StatusOK {
-				t.Errorf("GET %s%s: %d; want 200 on a started, caught-up stack", base, p, status)
+				t.Errorf("GET %s%s: %d %q; want 200 on a started, caught-up stack", base, p, status, body)
 			}
 		}
 	}
@@ -162,7 +168,7 @@ func TestMetricsLeakNothingAndDashboardMatches(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	edge, err := stack.Metrics(s.edgeURL)
+	edge, err := stack.EdgeMetrics(s.edgeURL)
 	if err != nil {
 		t.Fatal(err)
 	}

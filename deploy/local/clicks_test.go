@@ -62,7 +62,6 @@ func TestClicksChild(t *testing.T) {
 			// so clicks sit in the buffer; the counters go out every 100ms.
 			ClickBuffer: 4096, ClickFlushEvery: time.Hour, ClickReportEvery: 100 * time.Millisecond,
 			OnListen: func(a net.Addr) { fmt.Printf("listening %s\n", a) }}
-		stack.OneClient(&cfg)
 		err = edgeserver.Run(ctx, cfg)
 	}
 	t.Fatalf("child %s stopped: %v", parts[0], err)
@@ -244,7 +243,7 @@ func TestClicksExactlyOnceThroughKills(t *testing.T) {
 	var edge *edgeserver.Edge
 	r := allinone.New(t, allinone.Options{
 		Control: func(c *controlserver.Config) { c.NoClickRollup = true },
-		Edge:    func(c *edgeserver.Config) { stack.OneClient(c); c.OnStart = func(e *edgeserver.Edge) { edge = e } },
+		Edge:    func(c *edgeserver.Config) { c.OnStart = func(e *edgeserver.Edge) { edge = e } },
 	}).Ready
 	ctx := context.Background()
 	pool := dbPool(t, r)

@@ -22,7 +22,6 @@ func startEdgeStack(t *testing.T, natsURL string, edge func(*edgeserver.Config))
 	t.Helper()
 	var parts *edgeserver.Edge
 	s := allinone.New(t, allinone.Options{NATSURL: natsURL, Edge: func(c *edgeserver.Config) {
-		stack.OneClient(c) // one test client asks for thousands of fresh codes
 		if edge != nil {
 			edge(c)
 		}
@@ -158,7 +157,7 @@ func waitCaughtUp(t *testing.T, e *edgeserver.Edge, what string, cond func() boo
 
 // readyz asks an edge's readiness probe.
 func readyz(edgeURL string) (int, string) {
-	status, body, err := stack.Get(edgeURL + "/readyz")
+	status, body, err := stack.Get(edgeURL + "/-/readyz")
 	if err != nil {
 		return -1, err.Error()
 	}

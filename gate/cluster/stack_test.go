@@ -44,7 +44,6 @@ func startEdge(t testing.TB, name string, cfg edgeserver.Config) *edge {
 	t.Helper()
 	e := &edge{name: name, log: &feedLog{}}
 	cfg.Name = name
-	stack.OneClient(&cfg) // one load generator asks for every fresh code
 	cfg.Log = slog.New(e.log)
 	var err error
 	if e.Edge, err = stack.StartEdge(context.Background(), cfg); err != nil {

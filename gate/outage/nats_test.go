@@ -201,7 +201,7 @@ func natsOutage(t *testing.T, outages, createsPerOutage int) {
 
 // readyz asks an edge's readiness probe.
 func readyz(edgeURL string) (int, string) {
-	status, body, err := stack.Get(edgeURL + "/readyz")
+	status, body, err := stack.Get(edgeURL + "/-/readyz")
 	if err != nil {
 		return 0, err.Error()
 	}

@@ -82,7 +82,6 @@ func startEdge(t *testing.T, natsURL, dir string) *edge {
 		// A busy 2-core machine must not turn an authority answer into
 		// a 503 by timing out.
 		AuthorityTimeout: 10 * time.Second}
-	stack.OneClient(&cfg)
 	e := stack.NewEdge(t, cfg)
 	return &edge{Edge: e, E: e.Parts()}
 }

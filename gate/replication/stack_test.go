@@ -67,7 +67,6 @@ func startControl(t *testing.T, cfg controlserver.Config) *stack.Control {
 func startEdge(t *testing.T, natsURL string) (string, *edgeserver.Edge) {
 	t.Helper()
 	cfg := edgeserver.Config{NATSURL: natsURL, Name: "gate-replication", Log: testLog(t), SnapshotDir: t.TempDir()}
-	stack.OneClient(&cfg)
 	e := stack.NewEdge(t, cfg)
 	return e.URL, e.Parts()
 }

@@ -153,7 +153,7 @@ func testInfoLogsCarryNoLinkDataOrKeys(t *testing.T, s *env) {
 		t.Fatal(err)
 	}
 	stack.Eventually(t, "the edge counts the bad event", 30*time.Second, func() bool {
-		return strings.Contains(raw(t, s.edgeAddr, "GET /metrics HTTP/1.1\r\nHost: edge\r\nConnection: close\r\n\r\n").String(), "edge_changefeed_bad_events_total 1")
+		return strings.Contains(raw(t, s.edgeAddr, "GET /-/metrics HTTP/1.1\r\nHost: edge\r\nConnection: close\r\n\r\n").String(), "edge_changefeed_bad_events_total 1")
 	})
 
 	// The edge answered the last change (waitStatus above), so the relay

@@ -205,9 +205,15 @@ func Get(url string) (int, string, error) {
 	return resp.StatusCode, string(b), err
 }
 
-// Metrics scrapes baseURL/metrics.
-func Metrics(baseURL string) (map[string]*dto.MetricFamily, error) {
-	return scrape.Scrape(baseURL + "/metrics")
+// Metrics scrapes control's metrics at controlURL/metrics.
+func Metrics(controlURL string) (map[string]*dto.MetricFamily, error) {
+	return scrape.Scrape(controlURL + "/metrics")
+}
+
+// EdgeMetrics scrapes an edge's metrics, at edgeURL/-/metrics: the edge's
+// own paths are under /-/, where no code can be.
+func EdgeMetrics(edgeURL string) (map[string]*dto.MetricFamily, error) {
+	return scrape.Scrape(edgeURL + "/-/metrics")
 }
 
 // FollowUntil asks the edge at edgeURL for code until done holds for its

@@ -159,9 +159,3 @@ func (e *Edge) Restart(ctx context.Context) error {
 	e.mu.Unlock()
 	return e.start(ctx)
 }
-
-// OneClient sets cfg for a test whose one client (one IP) asks the edge
-// for many fresh codes: no per-client budget, so a test never meets the
-// abuse policy it does not test. The one place the limit's field is named
-// outside the edge.
-func OneClient(cfg *edgeserver.Config) { cfg.RatePerIP = -1 }
