@@ -41,4 +41,3 @@ func WriteText(w io.Writer, g prometheus.Gatherer) error {
 
 // TextContentType is the content type of WriteText's output.
 const TextContentType = "text/plain; version=0.0.4; charset=utf-8"
-
