@@ -32,6 +32,12 @@ type attackResult struct {
 	FirstWrong   string         `json:"first_wrong,omitempty"`
 	LoadCPUSecs  float64        `json:"load_cpu_seconds"`
 	RequestsSent int            `json:"sent"`
+	// Unknown counts the answers to requests for unknown codes (a 404 is
+	// right), and UnknownBy what they were answered: 404, 429 (the
+	// client's budget of 404s spent), 503 (shed or the authority out of
+	// reach).
+	Unknown   int            `json:"unknown"`
+	UnknownBy map[string]int `json:"unknown_by"`
 }
 
 // attack runs the paced generator (pace) in its own process, so it can be
@@ -44,6 +50,7 @@ func attack(args []string) error {
 	rate := fs.Int("rate", 1000, "requests per second")
 	d := fs.Duration("duration", 3*time.Second, "attack length")
 	conns := fs.Int("connections", 64, "keep-alive connections")
+	sources := fs.Int("sources", 0, "distinct loopback source addresses the connections come from (127.1.x.y); 0 is the default one")
 	check := fs.Bool("check", true, "check status and Location of every answer")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -64,25 +71,32 @@ func attack(args []string) error {
 	if !ok {
 		return fmt.Errorf("attack: -url %q: want http://host:port", *base)
 	}
-	cfg := paceConfig{addr: addr, rate: *rate, duration: *d, conns: *conns, timeout: 5 * time.Second}
+	cfg := paceConfig{addr: addr, rate: *rate, duration: *d, conns: *conns, sources: *sources, timeout: 5 * time.Second}
 	for _, q := range reqs {
 		cfg.paths = append(cfg.paths, q.Path)
 	}
-	if *check {
-		cfg.answer = func(i, status int, location []byte) bool {
-			q := &reqs[i%len(reqs)]
-			if status == http.StatusTooManyRequests || status == http.StatusServiceUnavailable {
-				return true // refused, counted apart
-			}
-			return status == q.Status && (status != http.StatusFound || string(location) == q.Location)
+	unknownBy := map[int]int{}
+	unknown := 0
+	cfg.answer = func(i, status int, location []byte) bool {
+		q := &reqs[i%len(reqs)]
+		if q.Status == http.StatusNotFound {
+			unknown++
+			unknownBy[status]++
 		}
+		if !*check || status == http.StatusTooManyRequests || status == http.StatusServiceUnavailable {
+			return true // not judged, or refused: counted apart
+		}
+		return status == q.Status && (status != http.StatusFound || string(location) == q.Location)
 	}
 	p, err := pace(cfg)
 	if err != nil {
 		return err
 	}
 	r := attackResult{Codes: map[string]int{}, Wrong: p.wrong, Errors: p.errors, RequestsSent: p.sent,
-		Requests: uint64(len(p.latencies)), Rate: float64(p.sent) / d.Seconds()}
+		Requests: uint64(len(p.latencies)), Rate: float64(p.sent) / d.Seconds(), Unknown: unknown, UnknownBy: map[string]int{}}
+	for code, n := range unknownBy {
+		r.UnknownBy[strconv.Itoa(code)] = n
+	}
 	if p.elapsed > 0 {
 		r.Throughput = float64(len(p.latencies)) / p.elapsed.Seconds()
 	}

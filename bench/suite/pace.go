@@ -14,14 +14,19 @@ import (
 )
 
 // paceConfig is one open-loop run: request i is due at start + i/rate and
-// goes out on the first idle keep-alive connection.
+// goes out on the keep-alive connection idle the longest, so every
+// connection (and so every source address) carries its share.
 type paceConfig struct {
 	addr     string   // host:port, IPv4
 	paths    []string // request targets, replayed in order
 	rate     int
 	duration time.Duration
 	conns    int
-	timeout  time.Duration // a request unanswered this long after it was due is an error
+	// sources, when positive, is how many distinct loopback addresses the
+	// connections come from (127.1.x.y, round robin): clients, as the
+	// edge's per-client policy tells them apart. Zero: the default source.
+	sources int
+	timeout time.Duration // a request unanswered this long after it was due is an error
 	// answer, if set, judges an answer to paths[i%len(paths)]: it returns
 	// false for a wrong one.
 	answer func(i, status int, location []byte) bool
@@ -96,6 +101,13 @@ func pace(cfg paceConfig) (res paceResult, err error) {
 			return res, fmt.Errorf("pace: socket: %w", err)
 		}
 		defer unix.Close(fd)
+		if cfg.sources > 0 {
+			j := i % cfg.sources
+			src := &unix.SockaddrInet4{Addr: [4]byte{127, byte(1 + j>>16), byte(j >> 8), byte(j)}}
+			if err := unix.Bind(fd, src); err != nil {
+				return res, fmt.Errorf("pace: bind %v: %w", src.Addr, err)
+			}
+		}
 		if err := unix.Connect(fd, sa); err != nil {
 			return res, fmt.Errorf("pace: connect %s: %w", cfg.addr, err)
 		}
@@ -134,8 +146,11 @@ func pace(cfg paceConfig) (res paceResult, err error) {
 	for {
 		now := time.Since(start)
 		for res.sent < total && dueAt(res.sent) <= now && len(idle) > 0 {
-			ci := idle[len(idle)-1]
-			idle = idle[:len(idle)-1]
+			// The longest idle first: with one connection per client,
+			// each client sends its share, as real ones do, rather than
+			// the few most recently answered carrying all the load.
+			ci := idle[0]
+			idle = idle[:copy(idle, idle[1:])]
 			c := conns[ci]
 			if c.dead {
 				continue // closed by the server while idle

@@ -3,6 +3,7 @@ package main
 import (
 	"net"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -137,5 +138,39 @@ func TestParseAnswer(t *testing.T) {
 	b := []byte(full)
 	if n := testing.AllocsPerRun(100, func() { parseAnswer(b) }); n != 0 {
 		t.Fatalf("parseAnswer allocated %v times", n)
+	}
+}
+
+// TestPaceFromManyAddresses: with sources set, the connections come from
+// that many loopback addresses, as many clients would.
+func TestPaceFromManyAddresses(t *testing.T) {
+	ln, err := net.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	seen := map[string]bool{}
+	srv := &fasthttp.Server{Handler: func(ctx *fasthttp.RequestCtx) {
+		mu.Lock()
+		seen[ctx.RemoteIP().String()] = true
+		mu.Unlock()
+		ctx.SetStatusCode(404)
+	}}
+	go srv.Serve(ln)
+	t.Cleanup(func() { _ = srv.Shutdown() })
+	// At this rate one connection could carry it all: the idle ones take
+	// turns, so all six (three addresses) are used.
+	res, err := pace(paceConfig{addr: ln.Addr().String(), paths: []string{"/x"}, rate: 500, duration: 200 * time.Millisecond, conns: 6, sources: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.errors != 0 || len(res.latencies) != res.sent {
+		t.Fatalf("sent %d, answered %d, errors %d", res.sent, len(res.latencies), res.errors)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	want := map[string]bool{"127.1.0.0": true, "127.1.0.1": true, "127.1.0.2": true}
+	if len(seen) != 3 || !seen["127.1.0.0"] || !seen["127.1.0.1"] || !seen["127.1.0.2"] {
+		t.Fatalf("requests came from %v; want %v", seen, want)
 	}
 }

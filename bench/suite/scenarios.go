@@ -234,7 +234,7 @@ func (e *env) soakRun() error {
 		for i := 0; time.Now().Before(deadline) && ctx.Err() == nil; i++ {
 			d := min(time.Minute, time.Until(deadline))
 			for _, s := range []*server{edge, gm} {
-				_, _, err := e.paced(s, "soak", "unpinned", i, e.mixFile, e.o.soakRate, d/2)
+				_, _, err := e.paced(s, "soak", "unpinned", i, e.mixFile, e.o.soakRate, e.o.conns, d/2)
 				if err != nil {
 					errs = err
 				}

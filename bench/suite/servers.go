@@ -29,13 +29,13 @@ import (
 const (
 	kindBare  = "bare"  // fasthttp, constant 302: the stack's ceiling
 	kindGoMap = "gomap" // net/http with a Go map
-	kindRedis = "redis" // fasthttp, one Redis GET per request (seed 001's design)
+	kindRedis = "redis" // fasthttp, one Redis GET per request (a cache-aside jump path)
 	// kindSnapshot serves a snapshot file through shared/snapshot (cold
 	// start and memory only).
 	kindSnapshot = "snapshot"
 )
 
-// redisKeyPrefix is seed 001's key layout: short:link:{code} → URL.
+// redisKeyPrefix is the usual cache-aside key layout: short:link:{code} → URL.
 const redisKeyPrefix = "short:link:"
 
 func serve(args []string) error {
@@ -200,7 +200,7 @@ func startSelf(procs *measure.Group, self, kind, linksFile, redisAddr string, lo
 
 // startRedis starts Debian's redis-server on a loopback port with its data
 // in a temporary folder, persistence off, and loads the links with
-// pipelined SETs (no TTL, as in seed 001).
+// pipelined SETs (no TTL: the hot set of a cache-aside design that never expires).
 func startRedis(ctx context.Context, procs *measure.Group, dir string, codes, urls []string, logw *os.File) (addr string, p *measure.Proc, err error) {
 	port, err := freePort()
 	if err != nil {
