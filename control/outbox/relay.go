@@ -105,9 +105,10 @@ type Relay struct {
 	lastSeq uint64
 	prev    uint64
 
-	published atomic.Uint64
-	gapsWaits atomic.Uint64
-	skipped   atomic.Uint64
+	published   atomic.Uint64
+	gapsWaits   atomic.Uint64
+	gapRechecks atomic.Uint64
+	skipped     atomic.Uint64
 	// For metrics: the last version on the stream, when it was published,
 	// and whether this instance holds the relay lock. Edges' applied
 	// versions against version give the change feed's end-to-end lag.
@@ -156,6 +157,9 @@ func StreamConfig(retention time.Duration, replicas int) jetstream.StreamConfig 
 // Stats are the relay's counters.
 type Stats struct {
 	Published, GapWaits, Skipped uint64
+	// GapRechecks counts the times a hole's holders were asked whether
+	// they had ended, so a test can tell many rechecks from few.
+	GapRechecks uint64
 	// Version is the newest version on the change stream as this relay
 	// last saw it; LastPublish when it last published (zero: not yet);
 	// Active whether this instance is the publishing relay.
@@ -167,7 +171,7 @@ type Stats struct {
 // Stats returns the relay's counters; safe to call concurrently with Run.
 func (r *Relay) Stats() Stats {
 	st := Stats{Published: r.published.Load(), GapWaits: r.gapsWaits.Load(), Skipped: r.skipped.Load(),
-		Version: r.version.Load(), Active: r.active.Load()}
+		GapRechecks: r.gapRechecks.Load(), Version: r.version.Load(), Active: r.active.Load()}
 	if ns := r.publishedAt.Load(); ns != 0 {
 		st.LastPublish = time.Unix(0, ns)
 	}
@@ -334,6 +338,7 @@ func (r *Relay) waitSettled(ctx context.Context) error {
 	}
 	for {
 		ok, err := r.store.XactsEndedBelow(ctx, ceiling)
+		r.gapRechecks.Add(1)
 		if err != nil || ok {
 			return err
 		}

@@ -116,6 +116,22 @@ func (e *env) waitVersions(t *testing.T, want []uint64) []linkevent.Event {
 	}
 }
 
+// waitIdle waits until the relay has marked every outbox row it published
+// and no other backend holds a transaction id: then no transaction of the
+// relay's (its marks, its gap ceilings) or of anyone else's can complete
+// above one the test starts next.
+func (e *env) waitIdle(t *testing.T) {
+	t.Helper()
+	waitFor(t, "the relay to be idle", func() bool {
+		var idle bool
+		err := e.pool.QueryRow(context.Background(), `
+			SELECT NOT EXISTS (SELECT 1 FROM outbox WHERE published_at IS NULL)
+			   AND NOT EXISTS (SELECT 1 FROM pg_stat_activity
+			                   WHERE backend_xid IS NOT NULL AND pid <> pg_backend_pid())`).Scan(&idle)
+		return err == nil && idle
+	})
+}
+
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
@@ -199,7 +215,7 @@ func TestHoleHeldAboveSnapshotXmax(t *testing.T) {
 	// transaction of its own completes between A's commit and its read.
 	r, _ := e.runRelay(t)
 	e.waitVersions(t, []uint64{v1})
-	time.Sleep(100 * time.Millisecond)
+	e.waitIdle(t)
 
 	begin := func() pgx.Tx {
 		tx, err := e.pool.Begin(ctx)
@@ -246,6 +262,7 @@ func TestHoleHeldAboveSnapshotXmax(t *testing.T) {
 			t.Fatal(err)
 		}
 		if !inXip {
+			t.Logf("b above the snapshot's xmax on attempt %d", attempt)
 			b = bb
 			break
 		}
@@ -257,11 +274,13 @@ func TestHoleHeldAboveSnapshotXmax(t *testing.T) {
 		}
 		published = append(published, va)
 		e.waitVersions(t, published)
-		time.Sleep(100 * time.Millisecond)
+		e.waitIdle(t)
 	}
 
 	waitFor(t, "the relay to wait on the hole", func() bool { return r.Stats().GapWaits > gapWaits })
-	time.Sleep(200 * time.Millisecond) // many rechecks: none may give up on vb
+	// Many rechecks, however slow the machine: none may give up on vb.
+	rechecks := r.Stats().GapRechecks
+	waitFor(t, "50 rechecks of the hole", func() bool { return r.Stats().GapRechecks >= rechecks+50 })
 	if evs := e.streamEvents(t); len(evs) != len(published) || r.Stats().Skipped != skipped {
 		t.Fatalf("relay went past version %d that a running transaction holds: %d events (want %d), %d skipped (want %d)",
 			vb, len(evs), len(published), r.Stats().Skipped, skipped)
