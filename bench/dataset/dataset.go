@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"os"
 	"strings"
 )
 
@@ -138,6 +139,16 @@ func WriteRequests(w io.Writer, reqs []Request) error {
 		fmt.Fprintf(bw, "%s\t%d\t%s\n", q.Path, q.Status, q.Location)
 	}
 	return bw.Flush()
+}
+
+// ReadRequestsFile reads the requests file WriteRequests wrote at path.
+func ReadRequestsFile(path string) ([]Request, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return ReadRequests(f)
 }
 
 // ReadRequests reads what WriteRequests wrote.

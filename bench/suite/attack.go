@@ -55,12 +55,7 @@ func attack(args []string) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	f, err := os.Open(*file)
-	if err != nil {
-		return err
-	}
-	reqs, err := dataset.ReadRequests(f)
-	f.Close()
+	reqs, err := dataset.ReadRequestsFile(*file)
 	if err != nil {
 		return err
 	}

@@ -118,18 +118,9 @@ func (e *env) redirect() error {
 				if peak := median(e.res.pick("redirect", "pinned", s.name, func(r runRec) float64 { return r.rps })); peak < 1.5*float64(half) {
 					continue
 				}
-				var before map[string]float64
-				if s.name == "edgelink-edge" {
-					before, _ = edgeMetrics(e.ctx, s.url)
-				}
-				r, a, err := e.paced(s, "latency-half", "pinned", round, e.mixFile, half, e.o.conns, e.o.latDuration)
+				r, a, err := e.pacedCounted(s, "latency-half", round, e.mixFile, half, e.o.conns)
 				if err != nil {
 					return err
-				}
-				if before != nil {
-					if err := e.edgeDelta(&r, s, before); err != nil {
-						return err
-					}
 				}
 				e.res.runs = append(e.res.runs, r)
 				fmt.Printf("   latency at the edge's half peak round %d %-15s sent %6.0f/s p50 %8s p99 %8s p99.9 %8s\n", round, s.name, a.Rate, a.P50, a.P99, a.P999)
@@ -187,18 +178,9 @@ func (e *env) scanMany() error {
 			if s.name != "edgelink-edge" && s.name != base {
 				continue
 			}
-			var before map[string]float64
-			if s.name == "edgelink-edge" {
-				before, _ = edgeMetrics(e.ctx, s.url)
-			}
-			r, a, err := e.paced(s, "scan-many", "pinned", round, e.scanFile, rate, scanAddresses, e.o.latDuration)
+			r, a, err := e.pacedCounted(s, "scan-many", round, e.scanFile, rate, scanAddresses)
 			if err != nil {
 				return err
-			}
-			if before != nil {
-				if err := e.edgeDelta(&r, s, before); err != nil {
-					return err
-				}
 			}
 			e.res.runs = append(e.res.runs, r)
 			fmt.Printf("   scan from %d addresses round %d %-15s sent %6.0f/s p99 %8s unknown %d answered %v authority %.0f\n",
@@ -206,6 +188,20 @@ func (e *env) scanMany() error {
 		}
 	}
 	return nil
+}
+
+// pacedCounted is a pinned paced run that, on the edge, records what its
+// counters moved by.
+func (e *env) pacedCounted(s *server, scenario string, round int, file string, rate, conns int) (runRec, attackResult, error) {
+	var before map[string]float64
+	if s.name == "edgelink-edge" {
+		before, _ = edgeMetrics(e.ctx, s.url)
+	}
+	r, a, err := e.paced(s, scenario, "pinned", round, file, rate, conns, e.o.latDuration)
+	if err == nil && before != nil {
+		err = e.edgeDelta(&r, s, before)
+	}
+	return r, a, err
 }
 
 // edgeDelta records in r what the edge's counters moved by since before,

@@ -310,12 +310,7 @@ func (e *env) startBaselines() error {
 // sample and compares status and Location: a fast wrong answer is a
 // failure, not a result.
 func (e *env) checkAnswers() error {
-	f, err := os.Open(e.mixFile)
-	if err != nil {
-		return err
-	}
-	reqs, err := dataset.ReadRequests(f)
-	f.Close()
+	reqs, err := dataset.ReadRequestsFile(e.mixFile)
 	if err != nil {
 		return err
 	}

@@ -229,17 +229,30 @@ func (c *Client) freshFrontier() ([]authority.Frontier, error) {
 	c.mu.Unlock()
 	c.wantFrontier()
 	c.poke()
+	r, ok := await(c, w.done, func() bool { return c.withdrawFrontier(w) })
+	if !ok {
+		return nil, ErrBusy
+	}
+	return r.fs, r.err
+}
+
+// await waits for an answer on done: at most MaxWait while its question is
+// queued (then withdraw takes it back, and it is shed), and once sent the
+// round trip's timeout, within which the sender answers or queues it again
+// behind an answer that predates it, when it waits for a slot once more.
+func await[T any](c *Client, done <-chan T, withdraw func() bool) (T, bool) {
 	t := time.NewTimer(c.cfg.MaxWait)
 	defer t.Stop()
 	for {
 		select {
-		case r := <-w.done:
-			return r.fs, r.err
+		case r := <-done:
+			return r, true
 		case <-t.C:
 		}
-		if c.withdrawFrontier(w) {
+		if withdraw() {
 			c.Busy.Add(1)
-			return nil, ErrBusy
+			var zero T
+			return zero, false
 		}
 		t.Reset(c.cfg.Timeout)
 	}
@@ -321,23 +334,11 @@ func (c *Client) Ask(code string) (authority.Reply, error) {
 	c.mu.Unlock()
 	c.poke()
 
-	// Queued, it waits MaxWait for a slot; sent, the sender answers within
-	// the round trip's timeout, or queues it again behind an answer that
-	// predates it, when it waits for a slot once more.
-	t := time.NewTimer(c.cfg.MaxWait)
-	defer t.Stop()
-	for {
-		select {
-		case r := <-w.done:
-			return r.rep, r.err
-		case <-t.C:
-		}
-		if c.withdraw(code, w) {
-			c.Busy.Add(1)
-			return authority.Reply{}, ErrBusy
-		}
-		t.Reset(c.cfg.Timeout)
+	r, ok := await(c, w.done, func() bool { return c.withdraw(code, w) })
+	if !ok {
+		return authority.Reply{}, ErrBusy
 	}
+	return r.rep, r.err
 }
 
 // withdraw takes w back if its code has not been sent yet (or was queued
