@@ -441,7 +441,9 @@ func TestAllocNetworkTimeoutRecovers(t *testing.T) {
 	ns := idalloc.Namespace{Name: "net", Start: 1, End: 1_000_000, Step: 4}
 	log := newAllocIDLog()
 	cfg := allocTestConfig(t, log, ns)
-	cfg.LoadTimeout = 300 * time.Millisecond
+	// Short enough that a black-holed lease times out soon, long enough
+	// that a lease through the restored proxy finishes on a busy machine.
+	cfg.LoadTimeout = 2 * time.Second
 	a := allocTestStart(t, store, cfg)
 	proxy.mode.Store(allocProxyBlackhole)
 	for i := 0; ; i++ {
@@ -466,7 +468,7 @@ func TestAllocNetworkTimeoutRecovers(t *testing.T) {
 	})
 	proxy.mode.Store(allocProxyPass)
 	allocEventually(t, "recovery", 20*time.Second, func() bool {
-		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
 		id, err := a.Next(ctx, ns.Name)
 		if err == nil {
