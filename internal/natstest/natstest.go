@@ -3,7 +3,6 @@
 package natstest
 
 import (
-	"net"
 	"os"
 	"testing"
 	"time"
@@ -13,27 +12,33 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
+// readyWithin bounds a start or restart until the server takes clients.
+const readyWithin = 60 * time.Second
+
 // Server is an in-process JetStream server.
 type Server struct {
 	*server.Server
 	opts *server.Options
 }
 
-// Start runs a JetStream server on a free loopback port with its store in a
-// temporary folder. Restart brings it back on the same port and store.
+// Start runs a JetStream server on a free loopback port (see FreePorts)
+// with its store in a temporary folder. Restart brings it back on the same
+// port and store, so clients reconnect.
 func Start(t testing.TB) *Server {
 	t.Helper()
+	ports, err := FreePorts(1)
+	if err != nil {
+		t.Fatal(err)
+	}
 	dir, err := os.MkdirTemp("", "edgelink-nats-")
 	if err != nil {
 		t.Fatal(err)
 	}
 	opts := &server.Options{
-		Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: dir, NoSigs: true, NoLog: true,
+		Host: "127.0.0.1", Port: ports[0], JetStream: true, StoreDir: dir, NoSigs: true, NoLog: true,
 	}
 	s := &Server{opts: opts}
 	s.start(t)
-	// The port is fixed after the first start so clients can reconnect.
-	opts.Port = s.Addr().(*net.TCPAddr).Port
 	t.Cleanup(func() {
 		s.Stop()
 		_ = os.RemoveAll(dir)
@@ -48,9 +53,11 @@ func (s *Server) start(t testing.TB) {
 		t.Fatalf("natstest: %v", err)
 	}
 	ns.Start()
-	if !ns.ReadyForConnections(10 * time.Second) {
+	// Generous: a JetStream restart recovers its store first, and the
+	// machine may be busy.
+	if !ns.ReadyForConnections(readyWithin) {
 		ns.Shutdown()
-		t.Fatal("natstest: server not ready within 10s")
+		t.Fatalf("natstest: server not ready within %v", readyWithin)
 	}
 	s.Server = ns
 }

@@ -3,7 +3,6 @@ package stack
 import (
 	"context"
 	"fmt"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -13,6 +12,8 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/edgelink/edgelink/internal/natstest"
 )
 
 // NATSConfig says how to run NATS JetStream in this process.
@@ -56,7 +57,9 @@ func StartNATS(ctx context.Context, cfg NATSConfig) (_ *NATS, err error) {
 		return nil, err
 	}
 	size := max(cfg.Nodes, 1)
-	ports, err := freePorts(2 * size)
+	// Client and route ports, kept across restarts: below the ephemeral
+	// range, where no outgoing connection takes one while its node is down.
+	ports, err := natstest.FreePorts(2 * size)
 	if err != nil {
 		return nil, err
 	}
@@ -104,19 +107,6 @@ func NewNATS(t testing.TB, cfg NATSConfig) *NATS {
 
 // External is a NATS server this process does not run.
 func External(url string) *NATS { return &NATS{external: url} }
-
-func freePorts(n int) ([]int, error) {
-	var ports []int
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, err
-		}
-		defer l.Close()
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
-	}
-	return ports, nil
-}
 
 func (n *NATS) start(i int) error {
 	nd := n.nodes[i]
