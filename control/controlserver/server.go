@@ -13,7 +13,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"golang.org/x/sync/errgroup"
 
@@ -28,6 +27,7 @@ import (
 	"github.com/edgelink/edgelink/control/postgres"
 	"github.com/edgelink/edgelink/control/responder"
 	"github.com/edgelink/edgelink/control/snapshots"
+	"github.com/edgelink/edgelink/internal/natsconn"
 	"github.com/edgelink/edgelink/shared/base62"
 	"github.com/edgelink/edgelink/shared/link"
 )
@@ -130,8 +130,7 @@ func Run(ctx context.Context, cfg Config) error {
 		}
 	}
 
-	nc, err := nats.Connect(cfg.NATSURL, nats.Name("edgelink-control"), nats.MaxReconnects(-1),
-		nats.RetryOnFailedConnect(true), nats.ReconnectWait(250*time.Millisecond))
+	nc, err := natsconn.Connect(cfg.NATSURL, "edgelink-control")
 	if err != nil {
 		return fmt.Errorf("nats: %w", err)
 	}

@@ -14,7 +14,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/valyala/fasthttp"
 	"golang.org/x/sync/errgroup"
@@ -28,6 +27,7 @@ import (
 	"github.com/edgelink/edgelink/edge/resolve"
 	"github.com/edgelink/edgelink/edge/snapsync"
 	"github.com/edgelink/edgelink/edge/store"
+	"github.com/edgelink/edgelink/internal/natsconn"
 	"github.com/edgelink/edgelink/shared/prom"
 )
 
@@ -118,8 +118,7 @@ func Run(ctx context.Context, cfg Config) error {
 		log = slog.New(slog.DiscardHandler)
 	}
 	defaults(&cfg)
-	nc, err := nats.Connect(cfg.NATSURL, nats.Name("edgelink-edge "+cfg.Name), nats.MaxReconnects(-1),
-		nats.RetryOnFailedConnect(true), nats.ReconnectWait(250*time.Millisecond))
+	nc, err := natsconn.Connect(cfg.NATSURL, "edgelink-edge "+cfg.Name)
 	if err != nil {
 		return fmt.Errorf("nats: %w", err)
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/edgelink/edgelink/control/allocstore"
 	"github.com/edgelink/edgelink/control/idalloc/kvwitness"
 	"github.com/edgelink/edgelink/control/postgres"
+	"github.com/edgelink/edgelink/internal/natsconn"
 )
 
 type allocWitnessCmd struct {
@@ -40,7 +41,11 @@ func withWitness(ctx context.Context, dsn, natsURL string, fn func(*allocstore.S
 		return fmt.Errorf("database: %w", err)
 	}
 	defer pool.Close()
-	nc, err := nats.Connect(natsURL, nats.Name("edgelink-control-alloc"), nats.Timeout(10*time.Second))
+	// A one-shot command: fail at once when NATS is unreachable, and
+	// reconnect as nats.go does by default, not forever as servers do.
+	nc, err := natsconn.Connect(natsURL, "edgelink-control-alloc", nats.Timeout(10*time.Second),
+		nats.RetryOnFailedConnect(false), nats.MaxReconnects(nats.DefaultMaxReconnect),
+		nats.ReconnectWait(nats.DefaultReconnectWait))
 	if err != nil {
 		return fmt.Errorf("nats: %w", err)
 	}

@@ -1,0 +1,71 @@
+package natsconn_test
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+
+	"github.com/edgelink/edgelink/internal/natsconn"
+	"github.com/edgelink/edgelink/internal/natstest"
+)
+
+// A process may start before NATS: Connect returns at once and the
+// connection comes up when the server does.
+func TestConnectBeforeTheServer(t *testing.T) {
+	ports, err := natstest.FreePorts(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	url := fmt.Sprintf("nats://127.0.0.1:%d", ports[0])
+	nc, err := natsconn.Connect(url, "edgelink-test")
+	if err != nil {
+		t.Fatalf("Connect with no server yet: %v; want a connection that keeps trying", err)
+	}
+	t.Cleanup(nc.Close)
+	if got := nc.Opts.Name; got != "edgelink-test" {
+		t.Errorf("client name %q, want edgelink-test", got)
+	}
+	if nc.Opts.MaxReconnect != -1 {
+		t.Errorf("MaxReconnect %d, want -1 (forever)", nc.Opts.MaxReconnect)
+	}
+
+	srv, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: ports[0], NoSigs: true, NoLog: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.Start()
+	t.Cleanup(func() { srv.Shutdown(); srv.WaitForShutdown() })
+	if !srv.ReadyForConnections(time.Minute) {
+		t.Fatal("server not ready within a minute")
+	}
+	// A flush is a round trip, answered once the client is connected; one
+	// cancelled by a failed attempt is asked again.
+	deadline := time.Now().Add(time.Minute)
+	for {
+		err := nc.FlushTimeout(time.Second)
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("client not connected a minute after the server started: %v", err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// The caller's options come last and win.
+func TestConnectOptionsWin(t *testing.T) {
+	ports, err := natstest.FreePorts(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nc, err := natsconn.Connect(fmt.Sprintf("nats://127.0.0.1:%d", ports[0]), "edgelink-test",
+		nats.RetryOnFailedConnect(false))
+	if err == nil {
+		nc.Close()
+		t.Fatal("Connect with no server and RetryOnFailedConnect(false) succeeded; want an error")
+	}
+}
