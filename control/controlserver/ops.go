@@ -12,10 +12,11 @@ import (
 	"github.com/edgelink/edgelink/control/idalloc"
 )
 
-// ops backs control's probes and its graceful shutdown (seed 000):
-// startup = first segment loaded and the authority reachable; ready =
-// enough allocation runway, with hysteresis; live = the allocator's loop
-// keeps turning, whatever the database does.
+// ops backs control's probes and its graceful shutdown. Ready means safe
+// to allocate and live means the process progresses: startup = first
+// segment loaded and the authority reachable; ready = enough allocation
+// runway, with hysteresis; live = the allocator's loop keeps turning,
+// whatever the database does.
 type ops struct {
 	alloc      *idalloc.Allocator
 	namespaces []string

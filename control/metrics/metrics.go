@@ -1,7 +1,8 @@
 // Package metrics is control's Prometheus metrics: the allocator's runway,
-// latency, failures and waste (seed 000's observability list), the outbox
-// relay, the authority responder and the click roller. Values are read from
-// the components' own counters at scrape time; labels are only namespace,
+// latency, failures and waste (so that exhaustion is seen coming, load
+// trouble is classified and waste is accounted for), the outbox relay, the
+// authority responder and the click roller. Values are read from the
+// components' own counters at scrape time; labels are only namespace,
 // class, cause, state and outcome, never a code, URL or key.
 package metrics
 

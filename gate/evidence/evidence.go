@@ -1,4 +1,4 @@
-// Package evidence lets a launch-gate test say which of seed 000's gate
+// Package evidence lets a launch-gate test say which of the gate's
 // statements it checks and what it saw (counts, intervals, answers), so
 // that `go tool task gate` can print every statement with the evidence
 // behind it instead of a bare list of passing test names.
@@ -21,10 +21,11 @@ import (
 	"time"
 )
 
-// Statement is one line of seed 000's launch gate.
+// Statement is one statement of the launch gate: a property edgelink must
+// show before it takes real traffic.
 type Statement int
 
-// The launch gate, in the seed's order and words (lightly edited).
+// The launch gate's statements, in order (docs/gate.md lists them).
 const (
 	UniqueIDs Statement = iota + 1
 	DisjointIntervals

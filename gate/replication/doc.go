@@ -1,7 +1,7 @@
-// Package replication holds the launch-gate scenarios of seed 000's fault
-// matrix that need PostgreSQL replication, end to end on a real primary and
-// a real streaming replica (internal/pgserver), real NATS JetStream, control
-// and an edge in-process:
+// Package replication holds the launch gate's fault-matrix scenarios that
+// need PostgreSQL replication, end to end on a real primary and a real
+// streaming replica (internal/pgserver), real NATS JetStream, control and
+// an edge in-process:
 //
 //   - replica lag: edges' authority lookups are served by a replica whose
 //     replay is paused; every link is followed right after its 201, and

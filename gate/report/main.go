@@ -1,5 +1,5 @@
-// Command report prints seed 000's launch-gate statements, each with pass
-// or fail and the evidence the gate tests recorded for it (see
+// Command report prints the launch gate's statements, each with pass or
+// fail and the evidence the gate tests recorded for it (see
 // gate/evidence), then every gate test that failed, by package and name.
 //
 // A statement passes only when at least one test checked it and every

@@ -32,7 +32,7 @@ func (g gateRun) write(w io.Writer) (passed bool) {
 		by[r.Statement] = append(by[r.Statement], r)
 	}
 	failedStatements := 0
-	fmt.Fprintln(w, "Launch gate (seed 000)")
+	fmt.Fprintln(w, "Launch gate statements")
 	for _, s := range evidence.Statements {
 		rs := by[s]
 		sort.Slice(rs, func(i, j int) bool {
