@@ -29,8 +29,11 @@ func TestReplicaLagEveryCreateJumpable(t *testing.T) {
 	nats := stack.NewNATS(t, stack.NATSConfig{})
 	edgeURL, e := startEdge(t, nats.URL())
 	lookups := make(chan *responder.ReplicaFirst, 1)
+	// A generous replica timeout: on a busy machine a replica answer can
+	// take longer than the default 200 ms, and the caught-up replica must
+	// answer every one of its lookups itself.
 	ctl := startControl(t, controlserver.Config{DatabaseURL: c.primary.DSN, ReplicaURL: c.replica.DSN,
-		NATSURL: nats.URL(), PublicURL: edgeURL, IDStep: 50,
+		ReplicaTimeout: 10 * time.Second, NATSURL: nats.URL(), PublicURL: edgeURL, IDStep: 50,
 		OnReplicaLookups: func(rf *responder.ReplicaFirst) { lookups <- rf }})
 	rf := <-lookups
 
