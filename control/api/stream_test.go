@@ -7,10 +7,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
-
 	"github.com/edgelink/edgelink/control/outbox"
 	"github.com/edgelink/edgelink/internal/natstest"
+	"github.com/edgelink/edgelink/internal/poll"
 	"github.com/edgelink/edgelink/shared/link"
 	"github.com/edgelink/edgelink/shared/linkevent"
 )
@@ -43,13 +42,11 @@ func TestMutationsReachTheStream(t *testing.T) {
 		"promo-c": "deleted https://example.com/c 302 -",
 	}
 	var evs []linkevent.Event
-	deadline := time.Now().Add(30 * time.Second)
-	for len(evs) < 7 {
-		if time.Now().After(deadline) {
-			t.Fatalf("stream holds %d events after 30s; want 7", len(evs))
-		}
-		time.Sleep(20 * time.Millisecond)
-		evs = streamEvents(t, js)
+	if err := poll.Wait(context.Background(), "7 events on the stream", 30*time.Second, func() bool {
+		evs = natstest.ChangeEvents(t, js)
+		return len(evs) >= 7
+	}); err != nil {
+		t.Fatalf("stream holds %d events: %v", len(evs), err)
 	}
 	versions := make([]uint64, len(evs))
 	state := map[string]linkevent.Event{}
@@ -85,31 +82,4 @@ func TestMutationsReachTheStream(t *testing.T) {
 	if state["promo-c"].Status != link.Deleted {
 		t.Errorf("delete did not reach the stream as a tombstone: %+v", state["promo-c"])
 	}
-}
-
-// streamEvents reads the whole change stream, checking every message decodes.
-func streamEvents(t *testing.T, js jetstream.JetStream) []linkevent.Event {
-	t.Helper()
-	ctx := context.Background()
-	s, err := js.Stream(ctx, linkevent.Stream)
-	if err != nil {
-		return nil // the relay has not created it yet
-	}
-	info, err := s.Info(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out []linkevent.Event
-	for seq := info.State.FirstSeq; info.State.Msgs > 0 && seq <= info.State.LastSeq; seq++ {
-		msg, err := s.GetMsg(ctx, seq)
-		if err != nil {
-			t.Fatalf("get seq %d: %v", seq, err)
-		}
-		var ev linkevent.Event
-		if err := linkevent.Unmarshal(msg.Data, &ev); err != nil {
-			t.Fatalf("seq %d: %v", seq, err)
-		}
-		out = append(out, ev)
-	}
-	return out
 }

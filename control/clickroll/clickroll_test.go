@@ -14,6 +14,7 @@ import (
 	"github.com/edgelink/edgelink/control/postgres"
 	"github.com/edgelink/edgelink/internal/natstest"
 	"github.com/edgelink/edgelink/internal/pgtest"
+	"github.com/edgelink/edgelink/internal/poll"
 	"github.com/edgelink/edgelink/shared/clicks"
 )
 
@@ -108,19 +109,15 @@ func run(t *testing.T, r *clickroll.Roller) (stop func()) {
 // bound.
 func (e *env) waitPosition(t *testing.T, seq uint64) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		pos, err := e.store.ClickPosition(context.Background(), clicks.Stream)
-		if err != nil {
+	var pos uint64
+	if err := poll.Wait(context.Background(), "the stored position", 30*time.Second, func() bool {
+		var err error
+		if pos, err = e.store.ClickPosition(context.Background(), clicks.Stream); err != nil {
 			t.Fatal(err)
 		}
-		if pos >= seq {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("position %d; want %d within 30s", pos, seq)
-		}
-		time.Sleep(20 * time.Millisecond)
+		return pos >= seq
+	}); err != nil {
+		t.Fatalf("position %d; want %d: %v", pos, seq, err)
 	}
 }
 

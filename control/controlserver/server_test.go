@@ -21,6 +21,7 @@ import (
 	"github.com/edgelink/edgelink/internal/natstest"
 	"github.com/edgelink/edgelink/internal/pgserver"
 	"github.com/edgelink/edgelink/internal/pgtest"
+	"github.com/edgelink/edgelink/internal/poll"
 	"github.com/edgelink/edgelink/internal/scrape"
 	"github.com/edgelink/edgelink/shared/base62"
 )
@@ -354,7 +355,7 @@ func TestShutdownDrains(t *testing.T) {
 	}
 	blocked := make(chan answer, 1)
 	go func() { blocked <- createLink(t, c.url, key, "https://example.com/in-flight") }()
-	waitFor(t, "the create to wait on the links lock", func() bool {
+	poll.Until(t, "the create to wait on the links lock", 90*time.Second, func() bool {
 		var n int
 		_ = pool.QueryRow(ctx, `SELECT count(*) FROM pg_locks WHERE relation = 'links'::regclass AND NOT granted`).Scan(&n)
 		return n > 0
@@ -424,16 +425,5 @@ func TestShutdownDrains(t *testing.T) {
 	}
 	if int64(id) < maxEnd {
 		t.Fatalf("next instance handed out ID %d (%s), inside the segments the stopped one held (below %d)", id, code, maxEnd)
-	}
-}
-
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(90 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after 90s waiting for %s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/edgelink/edgelink/control/links"
 	"github.com/edgelink/edgelink/control/postgres"
 	"github.com/edgelink/edgelink/internal/pgtest"
+	"github.com/edgelink/edgelink/internal/poll"
 	"github.com/edgelink/edgelink/shared/base62"
 	"github.com/edgelink/edgelink/shared/link"
 )
@@ -106,17 +107,6 @@ func count(t *testing.T, pool *pgxpool.Pool, table string) int {
 	return n
 }
 
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
-}
-
 // TestCoalescedCreatesKeepTheirOwnAnswers: many concurrent creates, mixing
 // generated and custom codes, colliding custom codes, idempotency keys sent
 // once and many times, and one create whose caller gave up while queued,
@@ -155,7 +145,7 @@ func TestCoalescedCreatesKeepTheirOwnAnswers(t *testing.T) {
 	for _, c := range calls {
 		wg.Go(func() { c.got, c.err = svc.Create(ctx, tenant, c.req) })
 	}
-	waitFor(t, "all creates to queue", func() bool { return int(svc.Stats().Coalesced)+links.Queued(svc) == len(calls) })
+	poll.Until(t, "all creates to queue", 30*time.Second, func() bool { return int(svc.Stats().Coalesced)+links.Queued(svc) == len(calls) })
 	gone, cancel := context.WithCancel(ctx)
 	cancel()
 	if _, err := svc.Create(gone, tenant, links.CreateRequest{URL: "https://example.com/gone"}); !errors.Is(err, context.Canceled) {

@@ -14,6 +14,7 @@ import (
 	"github.com/edgelink/edgelink/control/postgres"
 	"github.com/edgelink/edgelink/internal/natstest"
 	"github.com/edgelink/edgelink/internal/pgtest"
+	"github.com/edgelink/edgelink/internal/poll"
 	"github.com/edgelink/edgelink/shared/link"
 	"github.com/edgelink/edgelink/shared/linkevent"
 )
@@ -63,57 +64,29 @@ func (e *env) runRelay(t *testing.T) (*outbox.Relay, func()) {
 	return r, func() { cancel(); <-done }
 }
 
-// streamEvents reads the whole stream, checking that every message decodes.
-func (e *env) streamEvents(t *testing.T) []linkevent.Event {
-	t.Helper()
-	ctx := context.Background()
-	s, err := e.js.Stream(ctx, linkevent.Stream)
-	if err != nil {
-		return nil
-	}
-	info, err := s.Info(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out []linkevent.Event
-	for seq := info.State.FirstSeq; seq <= info.State.LastSeq && info.State.Msgs > 0; seq++ {
-		msg, err := s.GetMsg(ctx, seq)
-		if err != nil {
-			t.Fatalf("get seq %d: %v", seq, err)
-		}
-		var ev linkevent.Event
-		if err := linkevent.Unmarshal(msg.Data, &ev); err != nil {
-			t.Fatalf("seq %d: %v", seq, err)
-		}
-		out = append(out, ev)
-	}
-	return out
-}
-
 func (e *env) waitVersions(t *testing.T, want []uint64) []linkevent.Event {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		evs := e.streamEvents(t)
-		if len(evs) >= len(want) || time.Now().After(deadline) {
-			got := make([]uint64, len(evs))
-			for i, ev := range evs {
-				got[i] = ev.Version
-			}
-			if fmt.Sprint(got) != fmt.Sprint(want) {
-				t.Fatalf("stream versions %v, want %v", got, want)
-			}
-			var prev uint64
-			for _, ev := range evs {
-				if ev.Prev != prev {
-					t.Fatalf("event %d has prev %d, want %d", ev.Version, ev.Prev, prev)
-				}
-				prev = ev.Version
-			}
-			return evs
-		}
-		time.Sleep(10 * time.Millisecond)
+	var evs []linkevent.Event
+	// Past the bound the versions it has are checked as they are.
+	_ = poll.Wait(context.Background(), "every version on the stream", 30*time.Second, func() bool {
+		evs = natstest.ChangeEvents(t, e.js)
+		return len(evs) >= len(want)
+	})
+	got := make([]uint64, len(evs))
+	for i, ev := range evs {
+		got[i] = ev.Version
 	}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("stream versions %v, want %v", got, want)
+	}
+	var prev uint64
+	for _, ev := range evs {
+		if ev.Prev != prev {
+			t.Fatalf("event %d has prev %d, want %d", ev.Version, ev.Prev, prev)
+		}
+		prev = ev.Version
+	}
+	return evs
 }
 
 // waitIdle waits until the relay has marked every outbox row it published
@@ -122,7 +95,7 @@ func (e *env) waitVersions(t *testing.T, want []uint64) []linkevent.Event {
 // above one the test starts next.
 func (e *env) waitIdle(t *testing.T) {
 	t.Helper()
-	waitFor(t, "the relay to be idle", func() bool {
+	poll.Until(t, "the relay to be idle", 30*time.Second, func() bool {
 		var idle bool
 		err := e.pool.QueryRow(context.Background(), `
 			SELECT NOT EXISTS (SELECT 1 FROM outbox WHERE published_at IS NULL)
@@ -130,17 +103,6 @@ func (e *env) waitIdle(t *testing.T) {
 			                   WHERE backend_xid IS NOT NULL AND pid <> pg_backend_pid())`).Scan(&idle)
 		return err == nil && idle
 	})
-}
-
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
 }
 
 // TestHoleHeldByRunningTransaction: a version taken by a transaction that is
@@ -173,8 +135,8 @@ func TestHoleHeldByRunningTransaction(t *testing.T) {
 
 	r, _ := e.runRelay(t)
 	e.waitVersions(t, []uint64{v1})
-	waitFor(t, "the relay to wait on the hole", func() bool { return r.Stats().GapWaits > 0 })
-	if evs := e.streamEvents(t); len(evs) != 1 {
+	poll.Until(t, "the relay to wait on the hole", 30*time.Second, func() bool { return r.Stats().GapWaits > 0 })
+	if evs := natstest.ChangeEvents(t, e.js); len(evs) != 1 {
 		t.Fatalf("relay published past a version a running transaction holds: %d events", len(evs))
 	}
 	if err := tx.Commit(ctx); err != nil {
@@ -277,11 +239,11 @@ func TestHoleHeldAboveSnapshotXmax(t *testing.T) {
 		e.waitIdle(t)
 	}
 
-	waitFor(t, "the relay to wait on the hole", func() bool { return r.Stats().GapWaits > gapWaits })
+	poll.Until(t, "the relay to wait on the hole", 30*time.Second, func() bool { return r.Stats().GapWaits > gapWaits })
 	// Many rechecks, however slow the machine: none may give up on vb.
 	rechecks := r.Stats().GapRechecks
-	waitFor(t, "50 rechecks of the hole", func() bool { return r.Stats().GapRechecks >= rechecks+50 })
-	if evs := e.streamEvents(t); len(evs) != len(published) || r.Stats().Skipped != skipped {
+	poll.Until(t, "50 rechecks of the hole", 30*time.Second, func() bool { return r.Stats().GapRechecks >= rechecks+50 })
+	if evs := natstest.ChangeEvents(t, e.js); len(evs) != len(published) || r.Stats().Skipped != skipped {
 		t.Fatalf("relay went past version %d that a running transaction holds: %d events (want %d), %d skipped (want %d)",
 			vb, len(evs), len(published), r.Stats().Skipped, skipped)
 	}
@@ -317,7 +279,7 @@ func TestCrashBetweenPublishAndMark(t *testing.T) {
 	if len(evs) != 25 {
 		t.Fatalf("%d events on the stream, want 25", len(evs))
 	}
-	waitFor(t, "marks to catch up", func() bool {
+	poll.Until(t, "marks to catch up", 30*time.Second, func() bool {
 		var n int
 		_ = e.pool.QueryRow(ctx, `SELECT count(*) FROM outbox WHERE published_at IS NULL`).Scan(&n)
 		return n == 0

@@ -8,7 +8,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
+
 	"github.com/edgelink/edgelink/internal/natstest"
+	"github.com/edgelink/edgelink/internal/poll"
 	"github.com/edgelink/edgelink/shared/authority"
 	"github.com/edgelink/edgelink/shared/link"
 )
@@ -84,41 +87,36 @@ func startAsk(t *testing.T, lookup Lookup, frontiers Frontiers, cfg Config) (*Re
 		}
 	})
 	client, _ := ns.Connect(t)
+	// The subscription reaches the server asynchronously: retry "no
+	// responders" within a bound. Asks run on goroutines of their own, so
+	// the wait reports rather than failing the test.
+	request := func(subject string, data []byte) (msg *nats.Msg, err error) {
+		_ = poll.Wait(context.Background(), "an answer", 10*time.Second, func() bool {
+			msg, err = client.Request(subject, data, 5*time.Second)
+			return err == nil
+		})
+		return msg, err
+	}
 	ask := func(code string) authority.Reply {
 		t.Helper()
-		// The subscription reaches the server asynchronously: retry "no
-		// responders" within a bound.
-		deadline := time.Now().Add(10 * time.Second)
-		for {
-			msg, err := client.Request(authority.Subject, []byte(code), 5*time.Second)
-			if err != nil {
-				if time.Now().Before(deadline) {
-					time.Sleep(10 * time.Millisecond)
-					continue
-				}
-				t.Errorf("request %q: %v", code, err)
-				return authority.Reply{}
-			}
-			var rep authority.Reply
-			if err := authority.Unmarshal(msg.Data, &rep); err != nil {
-				t.Errorf("reply to %q: %v", code, err)
-			}
-			return rep
+		msg, err := request(authority.Subject, []byte(code))
+		if err != nil {
+			t.Errorf("request %q: %v", code, err)
+			return authority.Reply{}
 		}
+		var rep authority.Reply
+		if err := authority.Unmarshal(msg.Data, &rep); err != nil {
+			t.Errorf("reply to %q: %v", code, err)
+		}
+		return rep
 	}
 	raw := func(data []byte) []byte {
 		t.Helper()
-		deadline := time.Now().Add(10 * time.Second)
-		for {
-			msg, err := client.Request(authority.AskSubject, data, 5*time.Second)
-			if err == nil {
-				return msg.Data
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("question: %v", err)
-			}
-			time.Sleep(10 * time.Millisecond)
+		msg, err := request(authority.AskSubject, data)
+		if err != nil {
+			t.Fatalf("question: %v", err)
 		}
+		return msg.Data
 	}
 	return r, ask, raw
 }
@@ -200,10 +198,8 @@ func TestConcurrencyIsBounded(t *testing.T) {
 			got <- ask("00000A")
 		}()
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for f.running.Load() < 3 && time.Now().Before(deadline) {
-		time.Sleep(5 * time.Millisecond)
-	}
+	// Past the bound the test goes on: the answers below are what it checks.
+	_ = poll.Wait(context.Background(), "three lookups running", 10*time.Second, func() bool { return f.running.Load() >= 3 })
 	close(f.release)
 	wg.Wait()
 	close(got)

@@ -18,6 +18,7 @@ import (
 	"github.com/edgelink/edgelink/control/postgres"
 	"github.com/edgelink/edgelink/internal/natstest"
 	"github.com/edgelink/edgelink/internal/pgtest"
+	"github.com/edgelink/edgelink/internal/poll"
 	"github.com/edgelink/edgelink/shared/base62"
 	"github.com/edgelink/edgelink/shared/link"
 	"github.com/edgelink/edgelink/shared/snapshot"
@@ -35,19 +36,14 @@ func publishAll(t *testing.T, pool *pgxpool.Pool, js jetstream.JetStream) {
 		_ = outbox.New(postgres.New(pool), js, outbox.Config{PollInterval: 20 * time.Millisecond}).Run(ctx)
 	}()
 	defer func() { cancel(); <-done }()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		var n int
+	var n int
+	if err := poll.Wait(ctx, "every outbox row published", 30*time.Second, func() bool {
 		if err := pool.QueryRow(ctx, `SELECT count(*) FROM outbox WHERE published_at IS NULL`).Scan(&n); err != nil {
 			t.Fatal(err)
 		}
-		if n == 0 {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d outbox rows still unpublished", n)
-		}
-		time.Sleep(10 * time.Millisecond)
+		return n == 0
+	}); err != nil {
+		t.Fatalf("%d outbox rows still unpublished: %v", n, err)
 	}
 }
 

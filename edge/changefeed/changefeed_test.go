@@ -11,6 +11,7 @@ import (
 
 	"github.com/edgelink/edgelink/edge/store"
 	"github.com/edgelink/edgelink/internal/natstest"
+	"github.com/edgelink/edgelink/internal/poll"
 	"github.com/edgelink/edgelink/shared/link"
 	"github.com/edgelink/edgelink/shared/linkevent"
 )
@@ -61,10 +62,8 @@ func TestRestartRepositions(t *testing.T) {
 	t.Cleanup(func() { cancel(); <-done })
 	waitFor := func(what string, cond func() bool) {
 		t.Helper()
-		for deadline := time.Now().Add(30 * time.Second); !cond(); time.Sleep(5 * time.Millisecond) {
-			if time.Now().After(deadline) {
-				t.Fatalf("%s: feed at %+v, applied %v", what, f.Position(), rec.seen())
-			}
+		if err := poll.Wait(ctx, what, 30*time.Second, cond); err != nil {
+			t.Fatalf("%v: feed at %+v, applied %v", err, f.Position(), rec.seen())
 		}
 	}
 	waitFor("catch up after 6", func() bool { p := f.Position(); return p.CaughtUp && p.Seq == 10 })

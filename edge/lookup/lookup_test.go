@@ -11,6 +11,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/edgelink/edgelink/internal/poll"
 	"github.com/edgelink/edgelink/shared/authority"
 	"github.com/edgelink/edgelink/shared/link"
 )
@@ -98,17 +99,6 @@ func start(t *testing.T, c *Client) {
 	t.Cleanup(func() { cancel(); <-done })
 }
 
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(time.Millisecond)
-	}
-}
-
 // TestCodesShareMessages: codes asked while the only slot is busy go out
 // together in the next message, each with its own answer.
 func TestCodesShareMessages(t *testing.T) {
@@ -125,7 +115,7 @@ func TestCodesShareMessages(t *testing.T) {
 
 	first := make(chan error, 1)
 	go func() { _, err := c.Ask("first-code"); first <- err }()
-	waitFor(t, "the first question in flight", func() bool { return f.inFlight.Load() == 1 })
+	poll.Until(t, "the first question in flight", 10*time.Second, func() bool { return f.inFlight.Load() == 1 })
 
 	const n = 300 // more than one message holds
 	var wg sync.WaitGroup
@@ -147,7 +137,7 @@ func TestCodesShareMessages(t *testing.T) {
 			}
 		})
 	}
-	waitFor(t, "every code queued", func() bool {
+	poll.Until(t, "every code queued", 10*time.Second, func() bool {
 		c.mu.Lock()
 		defer c.mu.Unlock()
 		return len(c.pending) == n
@@ -190,13 +180,13 @@ func TestNotFoundFromBeforeArrivalIsAskedAgain(t *testing.T) {
 			start(t, c)
 			early := make(chan authority.Reply, 1)
 			go func() { r, _ := c.Ask("abcd"); early <- r }()
-			waitFor(t, "the first question read", func() bool { return f.inFlight.Load() == 1 })
+			poll.Until(t, "the first question read", 10*time.Second, func() bool { return f.inFlight.Load() == 1 })
 			// The link is created now (its 201 sent), then asked for again
 			// while the first answer is still on its way.
 			created.Store(true)
 			late := make(chan authority.Reply, 1)
 			go func() { r, _ := c.Ask("abcd"); late <- r }()
-			waitFor(t, "the second ask to join", func() bool { return c.Coalesced.Load() == 1 })
+			poll.Until(t, "the second ask to join", 10*time.Second, func() bool { return c.Coalesced.Load() == 1 })
 			close(f.gate)
 			e, l := <-early, <-late
 			if existed {
@@ -225,7 +215,7 @@ func TestShedsInsteadOfQueueing(t *testing.T) {
 	c := New(f, Config{Inflight: 1, MaxWait: 20 * time.Millisecond, Timeout: time.Hour, MaxPending: 2})
 	start(t, c)
 	go func() { _, _ = c.Ask("held") }()
-	waitFor(t, "the slot taken", func() bool { return f.inFlight.Load() == 1 })
+	poll.Until(t, "the slot taken", 10*time.Second, func() bool { return f.inFlight.Load() == 1 })
 	if _, err := c.Ask("wait"); !errors.Is(err, ErrBusy) {
 		t.Fatalf("a code with no free slot: %v; want ErrBusy after MaxWait", err)
 	}
@@ -238,11 +228,11 @@ func TestShedsInsteadOfQueueing(t *testing.T) {
 	c = New(f, Config{Inflight: 1, MaxWait: time.Hour, Timeout: time.Hour, MaxPending: 2})
 	start(t, c)
 	go func() { _, _ = c.Ask("held2") }()
-	waitFor(t, "the slot taken", func() bool { return f.inFlight.Load() == 2 })
+	poll.Until(t, "the slot taken", 10*time.Second, func() bool { return f.inFlight.Load() == 2 })
 	for _, code := range []string{"wait1", "wait2"} {
 		go func() { _, _ = c.Ask(code) }()
 	}
-	waitFor(t, "two codes queued", func() bool { c.mu.Lock(); defer c.mu.Unlock(); return len(c.pending) == 2 })
+	poll.Until(t, "two codes queued", 10*time.Second, func() bool { c.mu.Lock(); defer c.mu.Unlock(); return len(c.pending) == 2 })
 	if _, err := c.Ask("full"); !errors.Is(err, ErrBusy) {
 		t.Fatalf("a code past MaxPending: %v; want ErrBusy at once", err)
 	}
@@ -317,7 +307,7 @@ func TestPromise(t *testing.T) {
 	}
 	sentAt := clk.now()
 	gate <- struct{}{} // the frontier question goes out
-	waitFor(t, "the promise", func() bool { return c.Current() != nil })
+	poll.Until(t, "the promise", 10*time.Second, func() bool { return c.Current() != nil })
 	p := c.Promise()
 	if want := sentAt.Add(time.Second); p == nil || !p.Until.Equal(want) {
 		t.Fatalf("promise %+v; want one until %v, a second after the question was sent", p, want)
@@ -349,7 +339,7 @@ func TestPromise(t *testing.T) {
 		t.Fatal("the promise ran out early")
 	}
 	gate <- struct{}{}
-	waitFor(t, "the renewal", func() bool { return c.Refreshes.Load() == 2 })
+	poll.Until(t, "the renewal", 10*time.Second, func() bool { return c.Refreshes.Load() == 2 })
 	if got, want := c.Current().Until, renewedAt.Add(time.Second); !got.Equal(want) {
 		t.Errorf("renewed until %v; want %v, a second after the renewal was sent (not answered)", got, want)
 	}
@@ -374,7 +364,7 @@ func TestSettle(t *testing.T) {
 	// Hold the only slot with a question about a code, so the misses
 	// below queue behind it and share one frontier question.
 	go func() { _, _ = c.Ask("held") }()
-	waitFor(t, "the slot taken", func() bool { return f.inFlight.Load() >= 1 })
+	poll.Until(t, "the slot taken", 10*time.Second, func() bool { return f.inFlight.Load() >= 1 })
 	type res struct {
 		id      uint64
 		unknown bool
@@ -385,7 +375,7 @@ func TestSettle(t *testing.T) {
 	for _, id := range ids {
 		go func() { u, err := c.Settle(id); out <- res{id, u, err} }()
 	}
-	waitFor(t, "every miss waiting", func() bool { c.mu.Lock(); defer c.mu.Unlock(); return len(c.fwait) == len(ids) })
+	poll.Until(t, "every miss waiting", 10*time.Second, func() bool { c.mu.Lock(); defer c.mu.Unlock(); return len(c.fwait) == len(ids) })
 	close(f.gate)
 	want := map[uint64]bool{1000: true, 2000: true, 4999: true, 999: false, 1 << 29: true, 1 << 31: false}
 	for range ids {
@@ -435,13 +425,13 @@ func TestSettleWaitsForAReadAfterItArrived(t *testing.T) {
 	start(t, c)
 	early := make(chan bool, 1)
 	go func() { u, _ := c.Settle(1500); early <- u }()
-	waitFor(t, "the first frontier question read", func() bool { return f.inFlight.Load() == 1 })
+	poll.Until(t, "the first frontier question read", 10*time.Second, func() bool { return f.inFlight.Load() == 1 })
 	// A lease past 1500 is confirmed and its link created; then a miss
 	// for it arrives while the first read is on its way back.
 	next.Store(2000)
 	late := make(chan bool, 1)
 	go func() { u, _ := c.Settle(1500); late <- u }()
-	waitFor(t, "the late miss waiting", func() bool { c.mu.Lock(); defer c.mu.Unlock(); return len(c.fwait) == 2 })
+	poll.Until(t, "the late miss waiting", 10*time.Second, func() bool { c.mu.Lock(); defer c.mu.Unlock(); return len(c.fwait) == 2 })
 	close(f.gate)
 	if !<-early {
 		t.Error("the early miss: not settled by the read after it; want unknown (1500 >= 1000 then)")

@@ -17,6 +17,7 @@ import (
 	"github.com/edgelink/edgelink/edge/changefeed"
 	"github.com/edgelink/edgelink/edge/store"
 	"github.com/edgelink/edgelink/internal/natstest"
+	"github.com/edgelink/edgelink/internal/poll"
 	"github.com/edgelink/edgelink/internal/snapshottest"
 	"github.com/edgelink/edgelink/shared/link"
 	"github.com/edgelink/edgelink/shared/linkevent"
@@ -115,11 +116,7 @@ func TestBootFromBucketKeepsLocalCopy(t *testing.T) {
 
 	// Boot again with NATS down: the local copy serves at once.
 	ns.Stop()
-	for deadline := time.Now().Add(10 * time.Second); nc.IsConnected(); time.Sleep(5 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("client still connected 10s after NATS stopped")
-		}
-	}
+	poll.Until(t, "the client to see NATS stopped", 10*time.Second, func() bool { return !nc.IsConnected() })
 	layers2, feed2 := newLayers(), newFeed()
 	s2 := New(js, layers2, feed2, Config{Dir: dir, BootWait: time.Minute})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -313,13 +310,9 @@ func TestRunSwapsUnderLookups(t *testing.T) {
 	t.Cleanup(func() { cancel(); wg.Wait() })
 	for v := uint64(2); v <= 6; v++ {
 		publish(t, js, snapshot.ObjectName(v), file(t, v, 500))
-		deadline := time.Now().Add(30 * time.Second)
-		for layers.Snapshots.Current().Snap.Header.ChangeVersion != v {
-			if time.Now().After(deadline) {
-				t.Fatalf("snapshot %d not swapped in within 30s", v)
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
+		poll.Until(t, fmt.Sprintf("snapshot %d swapped in", v), 30*time.Second, func() bool {
+			return layers.Snapshots.Current().Snap.Header.ChangeVersion == v
+		})
 	}
 	if n := bad.Load(); n != 0 {
 		t.Fatalf("%d lookups missed during swaps", n)

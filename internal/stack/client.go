@@ -11,6 +11,7 @@ import (
 
 	dto "github.com/prometheus/client_model/go"
 
+	"github.com/edgelink/edgelink/internal/poll"
 	"github.com/edgelink/edgelink/internal/scrape"
 )
 
@@ -147,7 +148,7 @@ func (c Client) CreateJSONPatiently(ctx context.Context, body string, headers ..
 
 func (c Client) patiently(ctx context.Context, create func() Created) Created {
 	var r Created
-	_ = poll(ctx, "create within the rate limit", patience, limitedEvery, func() bool {
+	_ = poll.WaitEvery(ctx, "create within the rate limit", patience, limitedEvery, func() bool {
 		r = create()
 		return r.Err != nil || r.Status != http.StatusTooManyRequests
 	})
@@ -158,7 +159,7 @@ func (c Client) patiently(ctx context.Context, create func() Created) Created {
 // waiting out the rate limit, and returns how many links it created.
 func (c Client) CreateBatch(ctx context.Context, body []byte) (int, error) {
 	var a Answer
-	_ = poll(ctx, "batch within the rate limit", patience, limitedEvery, func() bool {
+	_ = poll.WaitEvery(ctx, "batch within the rate limit", patience, limitedEvery, func() bool {
 		a = c.Do(ctx, "POST", "/api/v1/links/batch", string(body))
 		return a.Err != nil || a.Status != http.StatusTooManyRequests
 	})

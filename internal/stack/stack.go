@@ -19,41 +19,24 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"fmt"
 	"os"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/edgelink/edgelink/internal/poll"
 )
 
 // pollEvery is how often a bounded wait asks again: often enough that a
 // test does not wait long past its condition, rarely enough to cost a busy
-// machine nothing.
+// machine nothing (the stack's conditions are requests to its pieces).
 const pollEvery = 20 * time.Millisecond
 
 // Poll asks cond until it holds, ctx ends or within passes, whichever is
 // first; it returns nil once cond held and an error naming what otherwise.
 func Poll(ctx context.Context, what string, within time.Duration, cond func() bool) error {
-	return poll(ctx, what, within, pollEvery, cond)
-}
-
-func poll(ctx context.Context, what string, within, every time.Duration, cond func() bool) error {
-	ctx, cancel := context.WithTimeout(ctx, within)
-	defer cancel()
-	tick := time.NewTicker(every)
-	defer tick.Stop()
-	for !cond() {
-		select {
-		case <-ctx.Done():
-			if cond() {
-				return nil
-			}
-			return fmt.Errorf("%s: not within %v", what, within)
-		case <-tick.C:
-		}
-	}
-	return nil
+	return poll.WaitEvery(ctx, what, within, pollEvery, cond)
 }
 
 // Eventually is Poll that fails the test when cond does not hold within
