@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
 	"os"
 	"os/exec"
@@ -23,8 +22,10 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/edgelink/edgelink/control/idalloc"
+	"github.com/edgelink/edgelink/control/idalloc/idalloctest"
 	"github.com/edgelink/edgelink/gate/evidence"
 	"github.com/edgelink/edgelink/internal/pgtest"
+	"github.com/edgelink/edgelink/internal/poll"
 )
 
 // These tests record every ID handed out and every confirmed interval
@@ -99,38 +100,13 @@ func (l *allocIDLog) counts() (ids, dups, segs int) {
 	return len(l.ids), len(l.dups), len(l.segs)
 }
 
-func allocTestConfig(t testing.TB, log *allocIDLog, nss ...idalloc.Namespace) idalloc.Config {
-	return idalloc.Config{
-		Namespaces:  nss,
-		LoadTimeout: 5 * time.Second,
-		BackoffMin:  5 * time.Millisecond,
-		BackoffMax:  100 * time.Millisecond,
-		Tick:        20 * time.Millisecond,
-		OnSegment:   log.seg,
-		Logger:      slog.New(slog.NewTextHandler(allocTestLogWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn})),
-	}
-}
-
-type allocTestLogWriter struct{ t testing.TB }
-
-func (w allocTestLogWriter) Write(p []byte) (int, error) {
-	w.t.Log(strings.TrimSpace(string(p)))
-	return len(p), nil
-}
-
+// allocTestStart is idalloctest.Start that also waits for the first
+// segment.
 func allocTestStart(t testing.TB, store idalloc.Store, cfg idalloc.Config) *idalloc.Allocator {
 	t.Helper()
+	a := idalloctest.Start(t, store, cfg)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	a, err := idalloc.New(ctx, store, cfg)
-	if err != nil {
-		t.Fatalf("idalloc.New: %v", err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		defer cancel()
-		_ = a.Close(ctx)
-	})
 	if err := a.WaitLoaded(ctx); err != nil {
 		t.Fatalf("first segment: %v", err)
 	}
@@ -144,17 +120,6 @@ func allocClose(t testing.TB, a *idalloc.Allocator) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	_ = a.Close(ctx) // segments whose IDs had no Done stay open
-}
-
-func allocEventually(t testing.TB, what string, bound time.Duration, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(bound)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not reached within %s", what, bound)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
 }
 
 // allocTestProxy forwards TCP between Postgres clients and the server and
@@ -318,7 +283,7 @@ func TestAllocCommitReplyLost(t *testing.T) {
 		}
 		// The server did commit it.
 		var committed []Interval
-		allocEventually(t, "the unknown lease is committed", 10*time.Second, func() bool {
+		poll.Until(t, "the unknown lease is committed", 10*time.Second, func() bool {
 			committed, err = check.Intervals(ctx, ns.Name)
 			return err == nil && len(committed) == 2
 		})
@@ -347,7 +312,7 @@ func TestAllocCommitReplyLost(t *testing.T) {
 	t.Run("allocator publishes only the confirmed interval", func(t *testing.T) {
 		ns := idalloc.Namespace{Name: "lost-alloc", Start: 1_000_000, End: 2_000_000, Step: 10}
 		log := newAllocIDLog()
-		a := allocTestStart(t, store, allocTestConfig(t, log, ns))
+		a := allocTestStart(t, store, idalloctest.Config(t, log.seg, ns))
 		cuts := proxy.cuts.Load()
 		proxy.mode.Store(allocProxyCutCommit)
 		for i := 0; proxy.cuts.Load() == cuts || i < 100; i++ {
@@ -394,7 +359,7 @@ func TestAllocManyInstancesDisjoint(t *testing.T) {
 		t.Cleanup(pool.Close)
 		store := New(pool)
 		checkStore = store
-		a := allocTestStart(t, store, allocTestConfig(t, log, ns, other))
+		a := allocTestStart(t, store, idalloctest.Config(t, log.seg, ns, other))
 		allocs = append(allocs, a)
 		for g := range 4 {
 			wg.Go(func() {
@@ -440,7 +405,7 @@ func TestAllocNetworkTimeoutRecovers(t *testing.T) {
 	store := New(proxied)
 	ns := idalloc.Namespace{Name: "net", Start: 1, End: 1_000_000, Step: 4}
 	log := newAllocIDLog()
-	cfg := allocTestConfig(t, log, ns)
+	cfg := idalloctest.Config(t, log.seg, ns)
 	// Short enough that a black-holed lease times out soon, long enough
 	// that a lease through the restored proxy finishes on a busy machine.
 	cfg.LoadTimeout = 2 * time.Second
@@ -462,12 +427,12 @@ func TestAllocNetworkTimeoutRecovers(t *testing.T) {
 		log.id("a", id)
 		a.Done(id, true)
 	}
-	allocEventually(t, "timeout classified", 10*time.Second, func() bool {
+	poll.Until(t, "timeout classified", 10*time.Second, func() bool {
 		s, _ := a.Stats(ns.Name)
 		return s.LastFailure == "unavailable"
 	})
 	proxy.mode.Store(allocProxyPass)
-	allocEventually(t, "recovery", 20*time.Second, func() bool {
+	poll.Until(t, "recovery", 20*time.Second, func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
 		id, err := a.Next(ctx, ns.Name)
@@ -611,7 +576,7 @@ func TestAllocSIGKILLNeverReused(t *testing.T) {
 	if c.Reserved != childLen || c.Allocated != childLen {
 		t.Errorf("capacity before sweep %+v: want %d reserved by the dead child", c, childLen)
 	}
-	allocEventually(t, "the dead child's segments are swept", 20*time.Second, func() bool {
+	poll.Until(t, "the dead child's segments are swept", 20*time.Second, func() bool {
 		n, err := store.SealAbandoned(ctx, "test", 50*time.Millisecond)
 		if err != nil {
 			t.Fatal(err)
@@ -629,7 +594,7 @@ func TestAllocSIGKILLNeverReused(t *testing.T) {
 		log.id("killed child", id)
 	}
 	ns := idalloc.Namespace{Name: "killed", Start: 1, End: 1_000_000, Step: 50}
-	a := allocTestStart(t, store, allocTestConfig(t, log, ns))
+	a := allocTestStart(t, store, idalloctest.Config(t, log.seg, ns))
 	for range 200 {
 		id, err := a.Next(ctx, ns.Name)
 		if err != nil {
@@ -679,7 +644,7 @@ func TestAllocLaggingAuthorityFenced(t *testing.T) {
 	if !errors.Is(err, idalloc.ErrFenced) {
 		t.Fatalf("lease on a lagging counter: %v, want ErrFenced", err)
 	}
-	a, err := idalloc.New(ctx, store, allocTestConfig(t, newAllocIDLog(), ns))
+	a, err := idalloc.New(ctx, store, idalloctest.Config(t, newAllocIDLog().seg, ns))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -745,7 +710,7 @@ func TestAllocAuthorityRegressionSeenByInstance(t *testing.T) {
 	defer cancel()
 	ns := idalloc.Namespace{Name: "regress", Start: 1, End: 1_000_000, Step: 5}
 	log := newAllocIDLog()
-	a := allocTestStart(t, store, allocTestConfig(t, log, ns))
+	a := allocTestStart(t, store, idalloctest.Config(t, log.seg, ns))
 	for range 12 {
 		id, err := a.Next(ctx, ns.Name)
 		if err != nil {
@@ -795,7 +760,7 @@ func TestAllocCapacityAndVerifyClean(t *testing.T) {
 	store := New(pool)
 	ctx := context.Background()
 	ns := idalloc.Namespace{Name: "cap", Start: 100, End: 1100, Step: 100}
-	a := allocTestStart(t, store, allocTestConfig(t, newAllocIDLog(), ns))
+	a := allocTestStart(t, store, idalloctest.Config(t, newAllocIDLog().seg, ns))
 	for i := range 150 {
 		id, err := a.Next(ctx, ns.Name)
 		if err != nil {
@@ -804,7 +769,7 @@ func TestAllocCapacityAndVerifyClean(t *testing.T) {
 		a.Done(id, i%3 != 0)
 	}
 	var c idalloc.Capacity
-	allocEventually(t, "first segment sealed", 10*time.Second, func() bool {
+	poll.Until(t, "first segment sealed", 10*time.Second, func() bool {
 		var err error
 		c, err = a.Capacity(ctx, ns.Name)
 		if err != nil {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"runtime"
 	"sort"
 	"sync"
@@ -16,8 +15,10 @@ import (
 
 	"github.com/edgelink/edgelink/control/allocstore"
 	"github.com/edgelink/edgelink/control/idalloc"
+	"github.com/edgelink/edgelink/control/idalloc/idalloctest"
 	"github.com/edgelink/edgelink/gate/evidence"
 	"github.com/edgelink/edgelink/internal/pgtest"
+	"github.com/edgelink/edgelink/internal/poll"
 	"github.com/edgelink/edgelink/shared/base62"
 )
 
@@ -83,58 +84,14 @@ func (r *recorder) check(t testing.TB, lo, hi uint64) {
 	}
 }
 
-func testLogger(t testing.TB) *slog.Logger {
-	return slog.New(slog.NewTextHandler(tWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
-}
-
-type tWriter struct{ t testing.TB }
-
-func (w tWriter) Write(p []byte) (int, error) { w.t.Log(string(p)); return len(p), nil }
-
-// fastConfig is a Config with short timeouts for tests.
+// fastConfig is idalloctest.Config telling rec (nil: no one) of every
+// confirmed segment.
 func fastConfig(t testing.TB, rec *recorder, nss ...idalloc.Namespace) idalloc.Config {
-	cfg := idalloc.Config{
-		Namespaces:  nss,
-		LoadTimeout: 5 * time.Second,
-		BackoffMin:  5 * time.Millisecond,
-		BackoffMax:  100 * time.Millisecond,
-		Tick:        20 * time.Millisecond,
-		Logger:      testLogger(t),
-	}
+	var onSegment func(idalloc.Segment)
 	if rec != nil {
-		cfg.OnSegment = rec.seg
+		onSegment = rec.seg
 	}
-	return cfg
-}
-
-func startAllocator(t testing.TB, store idalloc.Store, cfg idalloc.Config) *idalloc.Allocator {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	a, err := idalloc.New(ctx, store, cfg)
-	if err != nil {
-		t.Fatalf("idalloc.New: %v", err)
-	}
-	t.Cleanup(func() {
-		// Tests that skip Done leave segments open; Close gives up on them.
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		defer cancel()
-		_ = a.Close(ctx)
-	})
-	return a
-}
-
-// eventually polls cond every few milliseconds until it holds or the bound
-// passes.
-func eventually(t testing.TB, what string, bound time.Duration, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(bound)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not reached within %s", what, bound)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	return idalloctest.Config(t, onSegment, nss...)
 }
 
 // 1. Segments of length 1, 2 and 3, many goroutines switching at once.
@@ -146,7 +103,7 @@ func TestTinySegmentsManyGoroutines(t *testing.T) {
 			const total = 240
 			ns := idalloc.Namespace{Name: fmt.Sprintf("tiny%d", step), Start: 1000 * step, End: 1000*step + total, Step: step}
 			rec := newRecorder()
-			a := startAllocator(t, store, fastConfig(t, rec, ns))
+			a := idalloctest.Start(t, store, fastConfig(t, rec, ns))
 			var wg sync.WaitGroup
 			var unexpected atomic.Value
 			for range 32 {
@@ -178,7 +135,7 @@ func TestTinySegmentsManyGoroutines(t *testing.T) {
 			if got := len(rec.ids); got != total {
 				t.Errorf("handed out %d IDs, want all %d", got, total)
 			}
-			eventually(t, "every segment sealed", 20*time.Second, func() bool {
+			poll.Until(t, "every segment sealed", 20*time.Second, func() bool {
 				s, _ := a.Stats(ns.Name)
 				return s.OpenSegments == 0
 			})
@@ -223,7 +180,7 @@ func TestStaleRangeReference(t *testing.T) {
 	store := allocstore.New(pgtest.Pool(t))
 	ns := idalloc.Namespace{Name: "stale", Start: 1, End: 100_000, Step: 3}
 	rec := newRecorder()
-	a := startAllocator(t, store, fastConfig(t, rec, ns))
+	a := idalloctest.Start(t, store, fastConfig(t, rec, ns))
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if err := a.WaitLoaded(ctx); err != nil {
@@ -324,7 +281,7 @@ func TestExhaustion(t *testing.T) {
 				}
 			}
 			rec := newRecorder()
-			a := startAllocator(t, store, fastConfig(t, rec, tt.ns))
+			a := idalloctest.Start(t, store, fastConfig(t, rec, tt.ns))
 			var got []uint64
 			for {
 				id, err := a.Next(ctx, tt.ns.Name)
@@ -386,7 +343,7 @@ func TestNamespaceConfig(t *testing.T) {
 	}
 	// Adjacent ranges are fine; a later configuration that overlaps what
 	// the authority already has is refused there.
-	a := startAllocator(t, store, fastConfig(t, nil,
+	a := idalloctest.Start(t, store, fastConfig(t, nil,
 		idalloc.Namespace{Name: "a", Start: 1, End: 100}, idalloc.Namespace{Name: "b", Start: 100, End: 200}))
 	if err := a.WaitLoaded(ctx); err != nil {
 		t.Fatal(err)
@@ -410,7 +367,7 @@ func TestLoaderFailuresRecover(t *testing.T) {
 		store := allocstore.New(pool, allocstore.WithLockTimeout(50*time.Millisecond))
 		ns := idalloc.Namespace{Name: "locked", Start: 1, End: 1_000_000, Step: 4}
 		rec := newRecorder()
-		a := startAllocator(t, store, fastConfig(t, rec, ns))
+		a := idalloctest.Start(t, store, fastConfig(t, rec, ns))
 		ctx := context.Background()
 		if err := a.WaitLoaded(ctx); err != nil {
 			t.Fatal(err)
@@ -424,7 +381,7 @@ func TestLoaderFailuresRecover(t *testing.T) {
 			t.Fatal(err)
 		}
 		takeUntilUnavailable(t, a, ns.Name, rec)
-		eventually(t, "lock timeout classified", 10*time.Second, func() bool {
+		poll.Until(t, "lock timeout classified", 10*time.Second, func() bool {
 			s, _ := a.Stats(ns.Name)
 			return s.LastFailure == "lock_timeout"
 		})
@@ -445,7 +402,7 @@ func TestLoaderFailuresRecover(t *testing.T) {
 		store := allocstore.New(pgtest.Pool(t))
 		ns := idalloc.Namespace{Name: "rejected", Start: 1, End: 1_000_000, Step: 4}
 		rec := newRecorder()
-		a := startAllocator(t, store, fastConfig(t, rec, ns))
+		a := idalloctest.Start(t, store, fastConfig(t, rec, ns))
 		if err := a.WaitLoaded(context.Background()); err != nil {
 			t.Fatal(err)
 		}
@@ -473,7 +430,7 @@ func TestLoaderFailuresRecover(t *testing.T) {
 		store.lose.Store(2)
 		ns := idalloc.Namespace{Name: "unknown", Start: 1, End: 1_000_000, Step: 5}
 		rec := newRecorder()
-		a := startAllocator(t, store, fastConfig(t, rec, ns))
+		a := idalloctest.Start(t, store, fastConfig(t, rec, ns))
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
 		for range 50 {
@@ -497,7 +454,7 @@ func TestLoaderFailuresRecover(t *testing.T) {
 			segs []idalloc.Segment
 			err  error
 		)
-		eventually(t, "the audit and the published segments to agree", 10*time.Second, func() bool {
+		poll.Until(t, "the audit and the published segments to agree", 10*time.Second, func() bool {
 			segs = rec.segments()
 			ivs, err = allocstore.New(pool).Intervals(ctx, ns.Name)
 			return err == nil && len(ivs) == len(segs)
@@ -548,7 +505,7 @@ func takeUntilUnavailable(t *testing.T, a *idalloc.Allocator, ns string, rec *re
 
 func takeAfterRecovery(t *testing.T, a *idalloc.Allocator, ns string, rec *recorder, failuresBefore uint64) {
 	t.Helper()
-	eventually(t, "recovery", 20*time.Second, func() bool {
+	poll.Until(t, "recovery", 20*time.Second, func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 		defer cancel()
 		id, err := a.Next(ctx, ns)
@@ -598,7 +555,7 @@ func TestCloseDrainsAndRestartNeverResumes(t *testing.T) {
 	closed := make(chan error, 1)
 	go func() { closed <- a.Close(ctx) }()
 	committedBefore := 5
-	eventually(t, "Next refused while draining", 5*time.Second, func() bool {
+	poll.Until(t, "Next refused while draining", 5*time.Second, func() bool {
 		id, err := a.Next(ctx, ns.Name)
 		if err == nil { // Close has not started yet: a create like any other
 			rec.id(id)
@@ -625,7 +582,7 @@ func TestCloseDrainsAndRestartNeverResumes(t *testing.T) {
 	if c.Reserved != 0 || c.Committed != uint64(committedBefore) || c.Wasted != c.Allocated-c.Committed {
 		t.Errorf("capacity after drain %+v: want %d committed, the rest wasted", c, committedBefore)
 	}
-	b := startAllocator(t, store, fastConfig(t, rec, ns))
+	b := idalloctest.Start(t, store, fastConfig(t, rec, ns))
 	var firstAfter uint64
 	for i := range 10 {
 		id, err := b.Next(ctx, ns.Name)
@@ -650,7 +607,7 @@ func TestCloseDrainsAndRestartNeverResumes(t *testing.T) {
 func TestNextDoesNotAllocate(t *testing.T) {
 	store := allocstore.New(pgtest.Pool(t))
 	ns := idalloc.Namespace{Name: "noalloc", Start: 1, End: 10_000_000, Step: 1_000_000}
-	a := startAllocator(t, store, fastConfig(t, nil, ns))
+	a := idalloctest.Start(t, store, fastConfig(t, nil, ns))
 	ctx := context.Background()
 	if err := a.WaitLoaded(ctx); err != nil {
 		t.Fatal(err)

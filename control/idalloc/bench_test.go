@@ -7,6 +7,7 @@ import (
 
 	"github.com/edgelink/edgelink/control/allocstore"
 	"github.com/edgelink/edgelink/control/idalloc"
+	"github.com/edgelink/edgelink/control/idalloc/idalloctest"
 	"github.com/edgelink/edgelink/internal/pgtest"
 )
 
@@ -18,7 +19,7 @@ func BenchmarkNext(b *testing.B) {
 		var leases atomic.Int64
 		ns := idalloc.Namespace{Name: "bench", Start: 1, End: 50_000_000_000}
 		cfg := idalloc.Config{Namespaces: []idalloc.Namespace{ns}, OnSegment: func(idalloc.Segment) { leases.Add(1) }}
-		a := startAllocator(b, store, cfg)
+		a := idalloctest.Start(b, store, cfg)
 		ctx := context.Background()
 		if err := a.WaitLoaded(ctx); err != nil {
 			b.Fatal(err)

@@ -8,10 +8,12 @@ import (
 
 	"github.com/edgelink/edgelink/control/allocstore"
 	"github.com/edgelink/edgelink/control/idalloc"
+	"github.com/edgelink/edgelink/control/idalloc/idalloctest"
 	"github.com/edgelink/edgelink/control/idalloc/kvwitness"
 	"github.com/edgelink/edgelink/gate/evidence"
 	"github.com/edgelink/edgelink/internal/natstest"
 	"github.com/edgelink/edgelink/internal/pgtest"
+	"github.com/edgelink/edgelink/internal/poll"
 )
 
 // 9 (in small). The authority loses its last leases together with their
@@ -32,7 +34,7 @@ func TestWitnessFencesAuthorityThatLostLeases(t *testing.T) {
 	rec := newRecorder()
 	cfg := fastConfig(t, rec, ns)
 	cfg.Witness = witness
-	a := startAllocator(t, store, cfg)
+	a := idalloctest.Start(t, store, cfg)
 	for range 12 {
 		id, err := a.Next(ctx, ns.Name)
 		if err != nil {
@@ -66,7 +68,7 @@ func TestWitnessFencesAuthorityThatLostLeases(t *testing.T) {
 
 	fresh := fastConfig(t, rec, ns)
 	fresh.Witness = witness
-	b := startAllocator(t, store, fresh)
+	b := idalloctest.Start(t, store, fresh)
 	refused := b.WaitLoaded(ctx)
 	if !errors.Is(refused, idalloc.ErrFenced) {
 		t.Fatalf("fresh instance on the lagging authority: WaitLoaded = %v, want ErrFenced", refused)
@@ -87,7 +89,7 @@ func TestWitnessFencesAuthorityThatLostLeases(t *testing.T) {
 		t.Fatalf("RecoverFromWitness = %+v, %v; want [%d, %d) skipped", raised, err, lost, top)
 	}
 	var after []uint64
-	eventually(t, "allocation resumes after recovery", 20*time.Second, func() bool {
+	poll.Until(t, "allocation resumes after recovery", 20*time.Second, func() bool {
 		cctx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
 		defer cancel()
 		id, err := b.Next(cctx, ns.Name)
@@ -137,7 +139,7 @@ func TestWitnessUnreachable(t *testing.T) {
 			// the witness and must still reach the store in the rest,
 			// however busy the machine.
 			cfg.LoadTimeout = 5 * time.Second
-			a := startAllocator(t, store, cfg)
+			a := idalloctest.Start(t, store, cfg)
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
 			if err := a.WaitLoaded(ctx); err != nil {
@@ -151,7 +153,7 @@ func TestWitnessUnreachable(t *testing.T) {
 				rec.id(id)
 				a.Done(id, true)
 			}
-			eventually(t, "the standby is leased", 10*time.Second, func() bool {
+			poll.Until(t, "the standby is leased", 10*time.Second, func() bool {
 				s, _ := a.Stats(ns.Name)
 				return s.StandbyRemaining > 0
 			})
