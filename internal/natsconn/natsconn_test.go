@@ -8,6 +8,7 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 
+	"github.com/edgelink/edgelink/internal/freeport"
 	"github.com/edgelink/edgelink/internal/natsconn"
 	"github.com/edgelink/edgelink/internal/natstest"
 )
@@ -15,7 +16,7 @@ import (
 // A process may start before NATS: Connect returns at once and the
 // connection comes up when the server does.
 func TestConnectBeforeTheServer(t *testing.T) {
-	ports, err := natstest.FreePorts(1)
+	ports, err := freeport.Ports(1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -41,24 +42,12 @@ func TestConnectBeforeTheServer(t *testing.T) {
 	if !srv.ReadyForConnections(time.Minute) {
 		t.Fatal("server not ready within a minute")
 	}
-	// A flush is a round trip, answered once the client is connected; one
-	// cancelled by a failed attempt is asked again.
-	deadline := time.Now().Add(time.Minute)
-	for {
-		err := nc.FlushTimeout(time.Second)
-		if err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("client not connected a minute after the server started: %v", err)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	natstest.WaitConnected(t, nc, time.Minute)
 }
 
 // The caller's options come last and win.
 func TestConnectOptionsWin(t *testing.T) {
-	ports, err := natstest.FreePorts(1)
+	ports, err := freeport.Ports(1)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,6 +3,7 @@
 package natstest
 
 import (
+	"context"
 	"os"
 	"testing"
 	"time"
@@ -10,6 +11,9 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/edgelink/edgelink/internal/freeport"
+	"github.com/edgelink/edgelink/internal/poll"
 )
 
 // readyWithin bounds a start or restart until the server takes clients.
@@ -21,14 +25,14 @@ type Server struct {
 	opts *server.Options
 }
 
-// Start runs a JetStream server on a free loopback port (see FreePorts)
+// Start runs a JetStream server on a free loopback port (see internal/freeport)
 // with its store in a temporary folder. Restart brings it back on the same
 // port and store, so clients reconnect.
 func Start(t testing.TB) *Server {
 	t.Helper()
-	ports, err := FreePorts(1)
+	ports, err := freeport.Ports(1)
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("natstest: %v", err)
 	}
 	dir, err := os.MkdirTemp("", "edgelink-nats-")
 	if err != nil {
@@ -91,4 +95,19 @@ func (s *Server) Connect(t testing.TB) (*nats.Conn, jetstream.JetStream) {
 		t.Fatalf("natstest: %v", err)
 	}
 	return nc, js
+}
+
+// WaitConnected waits within the bound until a flush of nc (a round trip)
+// is answered, that is until the client is connected, failing t otherwise.
+// A flush cancelled by a failed attempt, or sent before the client saw a
+// restart, is asked again.
+func WaitConnected(t testing.TB, nc *nats.Conn, within time.Duration) {
+	t.Helper()
+	var err error
+	if perr := poll.Wait(context.Background(), "the client connected", within, func() bool {
+		err = nc.FlushTimeout(time.Second)
+		return err == nil
+	}); perr != nil {
+		t.Fatalf("natstest: %v: %v", perr, err)
+	}
 }

@@ -13,8 +13,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math/rand/v2"
-	"net"
 	"os"
 	"os/exec"
 	"os/user"
@@ -25,6 +23,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/edgelink/edgelink/internal/freeport"
 )
 
 // InstallHint is what to do when the server binaries are missing.
@@ -207,13 +207,22 @@ func (s *Server) initdb(ctx context.Context) error {
 	if s.cfg.Fast {
 		args = append(args, "--no-sync")
 	}
-	cmd := exec.CommandContext(ctx, filepath.Join(s.bin, "initdb"), args...)
+	if err := s.run(ctx, "initdb", args...); err != nil {
+		_ = os.RemoveAll(s.data) // a half-made cluster would be "reused" next time
+		return fmt.Errorf("pgserver: initdb: %w", err)
+	}
+	return nil
+}
+
+// run runs the PostgreSQL program name as the cluster's owner until it
+// exits; its error carries the program's output.
+func (s *Server) run(ctx context.Context, name string, args ...string) error {
+	cmd := exec.CommandContext(ctx, filepath.Join(s.bin, name), args...)
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: s.cred}
 	if err := cmd.Run(); err != nil {
-		_ = os.RemoveAll(s.data) // a half-made cluster would be "reused" next time
-		return fmt.Errorf("pgserver: initdb: %w\n%s", err, out.String())
+		return fmt.Errorf("%w\n%s", err, out.String())
 	}
 	return nil
 }
@@ -227,10 +236,14 @@ func (s *Server) start(ctx context.Context) error {
 	}
 	var err error
 	for range 5 {
-		port, perr := freePort()
+		// Below the ephemeral range (see internal/freeport), where no
+		// outgoing connection takes the port before postgres binds it or
+		// while a stopped server waits for its Restart.
+		ports, perr := freeport.Ports(1)
 		if perr != nil {
-			return perr
+			return fmt.Errorf("pgserver: %w", perr)
 		}
+		port := ports[0]
 		if err = s.startOn(ctx, port); !errors.Is(err, errPortTaken) {
 			return err
 		}
@@ -312,50 +325,6 @@ func (s *Server) startOn(ctx context.Context, port int) error {
 func (s *Server) ready(ctx context.Context, port int) bool {
 	cmd := exec.CommandContext(ctx, filepath.Join(s.bin, "pg_isready"), "-q", "-h", s.sock, "-p", strconv.Itoa(port), "-U", "postgres", "-d", "postgres", "-t", "2")
 	return cmd.Run() == nil
-}
-
-// freePort picks a port free on 127.0.0.1 now, below the kernel's
-// ephemeral port range when there is room: a port from that range (what
-// listening on port 0 gives) can become the source port of any outgoing
-// connection on the machine, which blocks postgres from binding it, in the
-// moment before postgres starts or while a stopped server waits for its
-// Restart. Below the range only a process that asks for that very port can
-// take it.
-func freePort() (int, error) {
-	if lo := ephemeralLow(); lo > 2048 {
-		base := max(1024, lo-10000)
-		for range 20 {
-			port := base + rand.IntN(lo-base)
-			if l, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(port)); err == nil {
-				_ = l.Close()
-				return port, nil
-			}
-		}
-	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, fmt.Errorf("pgserver: find a free port: %w", err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
-}
-
-// ephemeralLow is the first port of the kernel's ephemeral range, or 0
-// when it cannot be read.
-func ephemeralLow() int {
-	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
-	if err != nil {
-		return 0
-	}
-	fields := strings.Fields(string(b))
-	if len(fields) != 2 {
-		return 0
-	}
-	lo, err := strconv.Atoi(fields[0])
-	if err != nil {
-		return 0
-	}
-	return lo
 }
 
 func postgresUser() (*syscall.Credential, error) {

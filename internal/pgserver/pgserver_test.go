@@ -102,21 +102,3 @@ func TestStartOnATakenPort(t *testing.T) {
 		t.Fatalf("the table made on the second server is on the first: %s", got)
 	}
 }
-
-// Picked ports lie below the ephemeral range, where no outgoing
-// connection's source port can take them.
-func TestFreePortBelowEphemeralRange(t *testing.T) {
-	lo := ephemeralLow()
-	if lo <= 2048 {
-		t.Skipf("ephemeral range starts at %d: no room below it, freePort uses port 0", lo)
-	}
-	for range 10 {
-		port, err := freePort()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if port < 1024 || port >= lo {
-			t.Fatalf("freePort = %d, want it in [1024, %d)", port, lo)
-		}
-	}
-}

@@ -1,7 +1,6 @@
 package pgserver
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -10,7 +9,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 )
 
@@ -35,13 +33,9 @@ func (s *Server) StartReplica(ctx context.Context, cfg Config) (*Server, error) 
 	if cfg.Fast {
 		args = append(args, "--no-sync")
 	}
-	cmd := exec.CommandContext(ctx, filepath.Join(r.bin, "pg_basebackup"), args...)
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: r.cred}
-	if err := cmd.Run(); err != nil {
+	if err := r.run(ctx, "pg_basebackup", args...); err != nil {
 		_ = os.RemoveAll(r.data)
-		return nil, fmt.Errorf("pgserver: pg_basebackup from port %d: %w\n%s", s.Port(), err, out.String())
+		return nil, fmt.Errorf("pgserver: pg_basebackup from port %d: %w", s.Port(), err)
 	}
 	r.port = cfg.Port
 	if err := r.start(ctx); err != nil {
@@ -124,12 +118,8 @@ func (s *Server) WaitReplayed(ctx context.Context, primary *Server) error {
 // it accepts writes). The old primary is not touched: stop or isolate it
 // first, or there are two writers.
 func (s *Server) Promote(ctx context.Context) error {
-	cmd := exec.CommandContext(ctx, filepath.Join(s.bin, "pg_ctl"), "promote", "-D", s.data, "-w", "-t", "60")
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: s.cred}
-	if err := cmd.Run(); err != nil {
-		return fmt.Errorf("pgserver: promote: %w\n%s", err, out.String())
+	if err := s.run(ctx, "pg_ctl", "promote", "-D", s.data, "-w", "-t", "60"); err != nil {
+		return fmt.Errorf("pgserver: promote: %w", err)
 	}
 	return s.poll(ctx, "out of recovery", "SELECT pg_is_in_recovery()", "f")
 }

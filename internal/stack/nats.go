@@ -13,7 +13,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/edgelink/edgelink/internal/natstest"
+	"github.com/edgelink/edgelink/internal/freeport"
 )
 
 // NATSConfig says how to run NATS JetStream in this process.
@@ -59,7 +59,7 @@ func StartNATS(ctx context.Context, cfg NATSConfig) (_ *NATS, err error) {
 	size := max(cfg.Nodes, 1)
 	// Client and route ports, kept across restarts: below the ephemeral
 	// range, where no outgoing connection takes one while its node is down.
-	ports, err := natstest.FreePorts(2 * size)
+	ports, err := freeport.Ports(2 * size)
 	if err != nil {
 		return nil, err
 	}
