@@ -8,10 +8,23 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/edgelink/edgelink/control/idalloc"
 	"github.com/edgelink/edgelink/internal/pgtest"
 )
+
+// storeWith is a store on a fresh database that holds namespace ns, and
+// the database's pool.
+func storeWith(t *testing.T, ns idalloc.Namespace) (*Store, *pgxpool.Pool) {
+	t.Helper()
+	pool := pgtest.Pool(t)
+	s := New(pool)
+	if err := s.EnsureNamespace(context.Background(), ns); err != nil {
+		t.Fatal(err)
+	}
+	return s, pool
+}
 
 // allocLease leases a segment, waiting (as the loader does) while the
 // frontier's ceiling is being raised, as after a raise-floor or a widen.
@@ -37,11 +50,7 @@ func allocLease(t *testing.T, s *Store, ns, instance string) idalloc.Segment {
 // floor; the audit still verifies; refusals change nothing.
 func TestRaiseFloor(t *testing.T) {
 	ctx := context.Background()
-	pool := pgtest.Pool(t)
-	s := New(pool)
-	if err := s.EnsureNamespace(ctx, idalloc.Namespace{Name: "default", Start: 1, End: 1_000_000, Step: 100}); err != nil {
-		t.Fatal(err)
-	}
+	s, pool := storeWith(t, idalloc.Namespace{Name: "default", Start: 1, End: 1_000_000, Step: 100})
 	first := allocLease(t, s, "default", "a") // [1, 101)
 
 	refusals := []struct {
@@ -120,11 +129,7 @@ func TestRaiseFloor(t *testing.T) {
 // only the IDs above the audit are recorded as skipped.
 func TestRaiseFloorHealsCounterBelowAudit(t *testing.T) {
 	ctx := context.Background()
-	pool := pgtest.Pool(t)
-	s := New(pool)
-	if err := s.EnsureNamespace(ctx, idalloc.Namespace{Name: "default", Start: 1, End: 1_000_000, Step: 100}); err != nil {
-		t.Fatal(err)
-	}
+	s, pool := storeWith(t, idalloc.Namespace{Name: "default", Start: 1, End: 1_000_000, Step: 100})
 	allocLease(t, s, "default", "a")
 	allocLease(t, s, "default", "a") // audit up to 201
 	if _, err := pool.Exec(ctx, `UPDATE alloc_namespaces SET next_id = 101`); err != nil {
@@ -153,10 +158,7 @@ func TestRaiseFloorHealsCounterBelowAudit(t *testing.T) {
 // others, and every raise that succeeded moved the counter forward.
 func TestRaiseFloorRacesLeases(t *testing.T) {
 	ctx := context.Background()
-	s := New(pgtest.Pool(t))
-	if err := s.EnsureNamespace(ctx, idalloc.Namespace{Name: "default", Start: 1, End: 10_000_000, Step: 10}); err != nil {
-		t.Fatal(err)
-	}
+	s, _ := storeWith(t, idalloc.Namespace{Name: "default", Start: 1, End: 10_000_000, Step: 10})
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	var raised []RaiseFloorResult
@@ -199,10 +201,7 @@ func TestRaiseFloorRacesLeases(t *testing.T) {
 // open segments per instance.
 func TestAllocStatus(t *testing.T) {
 	ctx := context.Background()
-	s := New(pgtest.Pool(t))
-	if err := s.EnsureNamespace(ctx, idalloc.Namespace{Name: "default", Start: 1, End: 1_000_001, Step: 1000}); err != nil {
-		t.Fatal(err)
-	}
+	s, _ := storeWith(t, idalloc.Namespace{Name: "default", Start: 1, End: 1_000_001, Step: 1000})
 	if err := s.EnsureNamespace(ctx, idalloc.Namespace{Name: "legacy", Start: 2_000_000, End: 3_000_000, Step: 10}); err != nil {
 		t.Fatal(err)
 	}
@@ -240,10 +239,7 @@ func TestAllocStatus(t *testing.T) {
 // 62^6; a namespace exhausted at its old end leases again after widening.
 func TestWiden(t *testing.T) {
 	ctx := context.Background()
-	s := New(pgtest.Pool(t))
-	if err := s.EnsureNamespace(ctx, idalloc.Namespace{Name: "default", Start: 1, End: 201, Step: 100}); err != nil {
-		t.Fatal(err)
-	}
+	s, _ := storeWith(t, idalloc.Namespace{Name: "default", Start: 1, End: 201, Step: 100})
 	if err := s.EnsureNamespace(ctx, idalloc.Namespace{Name: "other", Start: 1000, End: 2000, Step: 100}); err != nil {
 		t.Fatal(err)
 	}

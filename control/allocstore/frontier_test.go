@@ -12,6 +12,7 @@ import (
 
 	"github.com/edgelink/edgelink/control/idalloc"
 	"github.com/edgelink/edgelink/internal/pgtest"
+	"github.com/edgelink/edgelink/internal/poll"
 	"github.com/edgelink/edgelink/shared/authority"
 )
 
@@ -114,11 +115,7 @@ func TestCeilingStaysAhead(t *testing.T) {
 // wait.
 func TestLeaseWaitsForTheCeiling(t *testing.T) {
 	ctx := context.Background()
-	pool := pgtest.Pool(t)
-	s := New(pool)
-	if err := s.EnsureNamespace(ctx, idalloc.Namespace{Name: "default", Start: 1, End: 100_000, Step: 100}); err != nil {
-		t.Fatal(err)
-	}
+	s, pool := storeWith(t, idalloc.Namespace{Name: "default", Start: 1, End: 100_000, Step: 100})
 	// The ceiling in force 50 IDs above the counter, nothing pending.
 	if _, err := pool.Exec(ctx, `UPDATE alloc_ceilings SET prev_ceiling = 51, ceiling = 51, ceiling_at = 'epoch'`); err != nil {
 		t.Fatal(err)
@@ -172,11 +169,7 @@ func TestLeaseWaitsForTheCeiling(t *testing.T) {
 // sealed passes.
 func TestAuditRefusesIntervalsAboveTheCeiling(t *testing.T) {
 	ctx := context.Background()
-	pool := pgtest.Pool(t)
-	s := New(pool)
-	if err := s.EnsureNamespace(ctx, idalloc.Namespace{Name: "default", Start: 1, End: 100_000, Step: 100}); err != nil {
-		t.Fatal(err)
-	}
+	_, pool := storeWith(t, idalloc.Namespace{Name: "default", Start: 1, End: 100_000, Step: 100})
 	insert := func(start, end int64, sealed bool) error {
 		_, err := pool.Exec(ctx, `
 			INSERT INTO alloc_audit (request_id, namespace, seg_start, seg_end, instance, epoch, sealed_at, sealed_by, used_count)
@@ -203,27 +196,16 @@ func TestAuditRefusesIntervalsAboveTheCeiling(t *testing.T) {
 // the read ended.
 func TestFrontierReadIsOrderedAgainstRaises(t *testing.T) {
 	ctx := context.Background()
-	pool := pgtest.Pool(t)
-	s := New(pool)
-	if err := s.EnsureNamespace(ctx, idalloc.Namespace{Name: "default", Start: 1, End: 100_000, Step: 100}); err != nil {
-		t.Fatal(err)
-	}
+	s, pool := storeWith(t, idalloc.Namespace{Name: "default", Start: 1, End: 100_000, Step: 100})
 	waitingOnLock := func(what string) {
 		t.Helper()
-		deadline := time.Now().Add(30 * time.Second)
-		for {
+		poll.Until(t, what+" waiting for the ceiling's row lock", 30*time.Second, func() bool {
 			var n int
 			if err := pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND datname = current_database()`).Scan(&n); err != nil {
 				t.Fatal(err)
 			}
-			if n > 0 {
-				return
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("%s is not waiting for the ceiling's row lock", what)
-			}
-			time.Sleep(5 * time.Millisecond)
-		}
+			return n > 0
+		})
 	}
 
 	// A raise in flight: the read waits for it and reports it.
