@@ -14,7 +14,6 @@ import (
 	"github.com/edgelink/edgelink/edge/clickpub"
 	"github.com/edgelink/edgelink/edge/resolve"
 	"github.com/edgelink/edgelink/edge/store"
-	"github.com/edgelink/edgelink/internal/snapshottest"
 	"github.com/edgelink/edgelink/shared/link"
 	"github.com/edgelink/edgelink/shared/snapshot"
 )
@@ -73,21 +72,12 @@ func newFuzzHandler(t testing.TB) (*Handler, *lookupRecorder, map[string]fuzzAns
 	want["off001"] = fuzzAnswer{410, ""}
 	want["exp001"] = fuzzAnswer{410, ""}
 	long := "https://shop.example.com/" + strings.Repeat("p", 3000) + "?q=1"
-	data, err := snapshottest.Build([]snapshot.Link{
+	a := snapshotLayers(t, overlay, []snapshot.Link{
 		{Code: "00000B", URL: "https://shop.example.com/spring?utm_source=snap", RedirectType: 308, Status: link.Active},
 		{Code: "00000C", URL: long, RedirectType: 302, Status: link.Active},
 		{Code: "00000D", Status: link.Disabled},
 		{Code: "summer_sale", URL: "http://[2001:db8::1]:8080/", RedirectType: 302, Status: link.Active},
-	}, snapshot.Header{ChangeVersion: 10, StreamSeq: 10}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	loaded, err := store.Load("fuzz", data)
-	if err != nil {
-		t.Fatal(err)
-	}
-	a := &store.Layers{Overlay: overlay, Snapshots: new(store.Snapshots)}
-	a.Install(loaded)
+	}, snapshot.Header{ChangeVersion: 10, StreamSeq: 10})
 	want["00000B"] = fuzzAnswer{308, "https://shop.example.com/spring?utm_source=snap"}
 	want["00000C"] = fuzzAnswer{302, long}
 	want["00000D"] = fuzzAnswer{410, ""}

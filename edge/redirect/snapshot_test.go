@@ -13,20 +13,11 @@ import (
 	"github.com/edgelink/edgelink/shared/snapshot"
 )
 
-// newSnapshotHandler serves a snapshot at change version 10 under an
-// overlay holding changes on both sides of it.
-func newSnapshotHandler(t testing.TB) *Handler {
+// snapshotLayers is the edge's layers: overlay over a snapshot of links
+// with header h.
+func snapshotLayers(t testing.TB, overlay *store.Overlay, links []snapshot.Link, h snapshot.Header) *store.Layers {
 	t.Helper()
-	now := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
-	data, err := snapshottest.Build([]snapshot.Link{
-		{Code: "00000A", URL: "https://shop.example.com/spring?utm_source=snap", RedirectType: 302, Status: link.Active},
-		{Code: "00000B", URL: "https://shop.example.com/b", RedirectType: 308, Status: link.Active},
-		{Code: "00000C", URL: "https://shop.example.com/c", RedirectType: 302, Status: link.Active},
-		{Code: "00000D", Status: link.Disabled},
-		{Code: "00000E", URL: "https://shop.example.com/e", RedirectType: 302, Status: link.Active, ExpiresAt: now.UnixMilli()},
-		{Code: "00000F", URL: "https://shop.example.com/f-newer", RedirectType: 302, Status: link.Active, Version: 14},
-		{Code: "summer-sale", URL: "https://shop.example.com", RedirectType: 307, Status: link.Active},
-	}, snapshot.Header{ChangeVersion: 10, StreamSeq: 10}, nil)
+	data, err := snapshottest.Build(links, h, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -34,8 +25,25 @@ func newSnapshotHandler(t testing.TB) *Handler {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a := &store.Layers{Overlay: store.NewOverlay(), Snapshots: new(store.Snapshots)}
+	a := &store.Layers{Overlay: overlay, Snapshots: new(store.Snapshots)}
 	a.Install(l)
+	return a
+}
+
+// newSnapshotHandler serves a snapshot at change version 10 under an
+// overlay holding changes on both sides of it.
+func newSnapshotHandler(t testing.TB) *Handler {
+	t.Helper()
+	now := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	a := snapshotLayers(t, store.NewOverlay(), []snapshot.Link{
+		{Code: "00000A", URL: "https://shop.example.com/spring?utm_source=snap", RedirectType: 302, Status: link.Active},
+		{Code: "00000B", URL: "https://shop.example.com/b", RedirectType: 308, Status: link.Active},
+		{Code: "00000C", URL: "https://shop.example.com/c", RedirectType: 302, Status: link.Active},
+		{Code: "00000D", Status: link.Disabled},
+		{Code: "00000E", URL: "https://shop.example.com/e", RedirectType: 302, Status: link.Active, ExpiresAt: now.UnixMilli()},
+		{Code: "00000F", URL: "https://shop.example.com/f-newer", RedirectType: 302, Status: link.Active, Version: 14},
+		{Code: "summer-sale", URL: "https://shop.example.com", RedirectType: 307, Status: link.Active},
+	}, snapshot.Header{ChangeVersion: 10, StreamSeq: 10})
 	// Applied from the stream after the snapshot: wins.
 	a.Apply(&store.Entry{Code: "00000B", Status: link.Disabled, Version: 11})
 	// Older than the snapshot (a late replayed event): loses.
@@ -93,17 +101,8 @@ func TestSnapshotHitDoesNotAllocate(t *testing.T) {
 
 func TestLongTargetFromSnapshot(t *testing.T) {
 	url := "https://shop.example.com/" + strings.Repeat("p", 4000)
-	data, err := snapshottest.Build([]snapshot.Link{{Code: "00000A", URL: url, RedirectType: 302, Status: link.Active}},
-		snapshot.Header{ChangeVersion: 1, StreamSeq: 1}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	l, err := store.Load("t", data)
-	if err != nil {
-		t.Fatal(err)
-	}
-	a := &store.Layers{Overlay: store.NewOverlay(), Snapshots: new(store.Snapshots)}
-	a.Install(l)
+	a := snapshotLayers(t, store.NewOverlay(), []snapshot.Link{{Code: "00000A", URL: url, RedirectType: 302, Status: link.Active}},
+		snapshot.Header{ChangeVersion: 1, StreamSeq: 1})
 	h := &Handler{Store: a}
 	ctx := do(h, "GET", "/00000A")
 	if got := string(ctx.Response.Header.Peek("Location")); got != url {
