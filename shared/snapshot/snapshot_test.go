@@ -223,6 +223,19 @@ func BenchmarkOpen1M(b *testing.B) {
 	}
 }
 
+// checkUsable fails t unless every entry of an accepted file can be
+// looked up and its URL assembled.
+func checkUsable(t *testing.T, s *Snapshot) {
+	t.Helper()
+	s.Each(func(code []byte, e Entry) bool {
+		if _, ok := s.Lookup(code); !ok {
+			t.Fatalf("accepted file: Each yields %q but Lookup misses it", code)
+		}
+		_ = e.AppendURL(nil)
+		return true
+	})
+}
+
 func FuzzOpen(f *testing.F) {
 	f.Add(build(f, sampleLinks(), Header{ChangeVersion: 3}, []Sealed{{Namespace: "default", Intervals: []Interval{{1, 10}}}}, []byte("b")))
 	f.Add(build(f, nil, Header{}, nil, nil))
@@ -235,13 +248,7 @@ func FuzzOpen(f *testing.F) {
 			return
 		}
 		// Whatever Open accepts must be fully usable.
-		s.Each(func(code []byte, e Entry) bool {
-			if _, ok := s.Lookup(code); !ok {
-				t.Fatalf("accepted file: Each yields %q but Lookup misses it", code)
-			}
-			_ = e.AppendURL(nil)
-			return true
-		})
+		checkUsable(t, s)
 	})
 }
 
@@ -267,12 +274,6 @@ func FuzzOpenChecksummed(f *testing.F) {
 		if err != nil {
 			return
 		}
-		s.Each(func(code []byte, e Entry) bool {
-			if _, ok := s.Lookup(code); !ok {
-				t.Fatalf("accepted file: Each yields %q but Lookup misses it", code)
-			}
-			_ = e.AppendURL(nil)
-			return true
-		})
+		checkUsable(t, s)
 	})
 }
