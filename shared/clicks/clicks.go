@@ -179,18 +179,14 @@ func (r *reader) fail(what string) {
 	}
 }
 
-func (r *reader) uvarint(what string) uint64 {
-	v, k := binary.Uvarint(r.b)
-	if k <= 0 {
-		r.fail(what)
-		return 0
-	}
-	r.b = r.b[k:]
-	return v
-}
+func (r *reader) uvarint(what string) uint64 { return readVarint(r, what, binary.Uvarint) }
 
-func (r *reader) varint(what string) int64 {
-	v, k := binary.Varint(r.b)
+func (r *reader) varint(what string) int64 { return readVarint(r, what, binary.Varint) }
+
+// readVarint reads one varint with decode, failing r with what when the
+// rest holds none.
+func readVarint[T uint64 | int64](r *reader, what string, decode func([]byte) (T, int)) T {
+	v, k := decode(r.b)
 	if k <= 0 {
 		r.fail(what)
 		return 0
