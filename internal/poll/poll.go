@@ -13,9 +13,9 @@ import (
 )
 
 // Every is how often Wait and Until ask again: often enough that a test
-// does not wait long past its condition, rarely enough to cost a busy
-// machine little.
-const Every = 5 * time.Millisecond
+// does not wait long past its condition, rarely enough that a condition
+// which asks a server (a query, a request) costs a busy machine little.
+const Every = 20 * time.Millisecond
 
 // Wait asks cond until it holds, ctx ends or within passes, whichever is
 // first, pausing Every between asks. It returns nil once cond held and

@@ -28,24 +28,17 @@ import (
 	"github.com/edgelink/edgelink/internal/poll"
 )
 
-// pollEvery is how often a bounded wait asks again: often enough that a
-// test does not wait long past its condition, rarely enough to cost a busy
-// machine nothing (the stack's conditions are requests to its pieces).
-const pollEvery = 20 * time.Millisecond
-
-// Poll asks cond until it holds, ctx ends or within passes, whichever is
-// first; it returns nil once cond held and an error naming what otherwise.
+// Poll is poll.Wait, for the stack's callers: it returns nil once cond
+// held and an error naming what when ctx ended or within passed first.
 func Poll(ctx context.Context, what string, within time.Duration, cond func() bool) error {
-	return poll.WaitEvery(ctx, what, within, pollEvery, cond)
+	return poll.Wait(ctx, what, within, cond)
 }
 
-// Eventually is Poll that fails the test when cond does not hold within
-// the bound.
+// Eventually is poll.Until: it fails the test when cond does not hold
+// within the bound.
 func Eventually(t testing.TB, what string, within time.Duration, cond func() bool) {
 	t.Helper()
-	if err := Poll(context.Background(), what, within, cond); err != nil {
-		t.Fatal(err)
-	}
+	poll.Until(t, what, within, cond)
 }
 
 // LogBuffer collects a component's output for parsing and for failure
