@@ -24,20 +24,23 @@ func newRegistry(e *Edge, nc *nats.Conn) *prometheus.Registry {
 		reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help, ConstLabels: constLabels(labels)}, v))
 	}
 	u := func(x *atomic.Uint64) func() float64 { return func() float64 { return float64(x.Load()) } }
+	// family registers name's counters, one a value of label.
+	family := func(name, help, label string, byValue map[string]*atomic.Uint64) {
+		for value, x := range byValue {
+			counter(name, help, u(x), label, value)
+		}
+	}
 
 	const requests = "Answers by outcome: redirect (3xx), not_found, gone (410), bad_method, bad_code (a path that is no code: 404), rate_limited (429: a 404 past the client's budget of them), unavailable (503: the authority could not be asked in time)."
-	counter("edge_requests_total", requests, u(&h.Hits), "outcome", "redirect")
-	counter("edge_requests_total", requests, u(&h.NotFound), "outcome", "not_found")
-	counter("edge_requests_total", requests, u(&h.Gone), "outcome", "gone")
-	counter("edge_requests_total", requests, u(&h.BadMethod), "outcome", "bad_method")
-	counter("edge_requests_total", requests, u(&h.BadCode), "outcome", "bad_code")
-	counter("edge_requests_total", requests, u(&h.Limited), "outcome", "rate_limited")
-	counter("edge_requests_total", requests, u(&h.Unavailable), "outcome", "unavailable")
+	family("edge_requests_total", requests, "outcome", map[string]*atomic.Uint64{
+		"redirect": &h.Hits, "not_found": &h.NotFound, "gone": &h.Gone, "bad_method": &h.BadMethod,
+		"bad_code": &h.BadCode, "rate_limited": &h.Limited, "unavailable": &h.Unavailable,
+	})
 
 	const hits = "Known links answered (302 or 410), by the layer that held them: overlay, snapshot, cache (long-tail), authority (asked over NATS: a link the edge had not received yet)."
-	counter("edge_hits_total", hits, u(&h.OverlayHits), "layer", "overlay")
-	counter("edge_hits_total", hits, u(&h.SnapshotHits), "layer", "snapshot")
-	counter("edge_hits_total", hits, u(&r.CacheHits), "layer", "cache")
+	family("edge_hits_total", hits, "layer", map[string]*atomic.Uint64{
+		"overlay": &h.OverlayHits, "snapshot": &h.SnapshotHits, "cache": &r.CacheHits,
+	})
 	// Resolved counts cache and authority finds; the cache's own count is
 	// added first, so the difference may lag by the finds in flight: never
 	// let it go back.
@@ -59,12 +62,10 @@ func newRegistry(e *Edge, nc *nats.Conn) *prometheus.Registry {
 	}, "layer", "authority")
 
 	const miss = "Misses of the overlay and snapshot, by how they were settled: snapshot (legacy: snapshot answers), cache, negative_cache (a cached 404 for a code that cannot be recent), bloom_reject (a sealed segment's code the hint rules out), frontier (above the allocation frontier's promised ceiling), authority (asked)."
-	counter("edge_miss_total", miss, u(&h.SnapshotHits), "layer", "snapshot")
-	counter("edge_miss_total", miss, u(&r.CacheHits), "layer", "cache")
-	counter("edge_miss_total", miss, u(&r.NegativeHits), "layer", "negative_cache")
-	counter("edge_miss_total", miss, u(&r.BloomRejects), "layer", "bloom_reject")
-	counter("edge_miss_total", miss, u(&r.BeyondFrontier), "layer", "frontier")
-	counter("edge_miss_total", miss, u(&r.AuthorityAsked), "layer", "authority")
+	family("edge_miss_total", miss, "layer", map[string]*atomic.Uint64{
+		"snapshot": &h.SnapshotHits, "cache": &r.CacheHits, "negative_cache": &r.NegativeHits,
+		"bloom_reject": &r.BloomRejects, "frontier": &r.BeyondFrontier, "authority": &r.AuthorityAsked,
+	})
 	counter("edge_authority_fallback_failures_total", "Authority fallbacks that got no answer (timeout, busy, NATS or control down): answered 503, never a guessed 404.", u(&r.AuthorityFailed))
 
 	counter("edge_authority_requests_total", "Authority round trips sent (each carries up to 128 codes and, when due, the frontier question).", u(&a.Requests))
