@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/edgelink/edgelink/control/apiwire"
 	"github.com/edgelink/edgelink/control/links"
 	"github.com/edgelink/edgelink/shared/link"
 )
@@ -25,25 +26,10 @@ type createBody struct {
 	Namespace    string  `json:"namespace"`
 }
 
-// linkBody is the JSON a link is answered with.
-type linkBody struct {
-	Code         string  `json:"code"`
-	ShortURL     string  `json:"short_url"`
-	URL          string  `json:"url"`
-	URLOriginal  string  `json:"url_original"`
-	RedirectType int     `json:"redirect_type"`
-	Status       string  `json:"status"`
-	Namespace    string  `json:"namespace"`
-	ExpiresAt    *string `json:"expires_at"`
-	Version      uint64  `json:"version"`
-	CreatedAt    string  `json:"created_at"`
-	UpdatedAt    string  `json:"updated_at"`
-}
-
 // body renders a link. It depends only on the link and the public URL, so
 // a replayed create renders byte for byte what the original did.
-func (s *Server) body(l *link.Link) linkBody {
-	b := linkBody{
+func (s *Server) body(l *link.Link) apiwire.Link {
+	b := apiwire.Link{
 		Code: l.Code, ShortURL: s.public + "/" + l.Code, URL: l.URL, URLOriginal: l.URLOriginal,
 		RedirectType: int(l.RedirectType), Status: string(l.Status), Namespace: l.Namespace,
 		Version: l.Version, CreatedAt: l.CreatedAt.UTC().Format(time.RFC3339Nano), UpdatedAt: l.UpdatedAt.UTC().Format(time.RFC3339Nano),
@@ -119,17 +105,10 @@ type batchBody struct {
 	Links []createBody `json:"links"`
 }
 
-type batchItem struct {
-	Index  int       `json:"index"`
-	Status int       `json:"status"`
-	Link   *linkBody `json:"link,omitempty"`
-	Error  *Problem  `json:"error,omitempty"`
-}
-
 type batchAnswer struct {
-	Created int         `json:"created"`
-	Failed  int         `json:"failed"`
-	Results []batchItem `json:"results"`
+	Created int                   `json:"created"`
+	Failed  int                   `json:"failed"`
+	Results []apiwire.BatchResult `json:"results"`
 }
 
 func (s *Server) createBatch(w http.ResponseWriter, r *http.Request, tenant int64) {
@@ -159,7 +138,7 @@ func (s *Server) createBatch(w http.ResponseWriter, r *http.Request, tenant int6
 		s.writeError(w, r, err)
 		return
 	}
-	out := batchAnswer{Results: make([]batchItem, len(res.Items))}
+	out := batchAnswer{Results: make([]apiwire.BatchResult, len(res.Items))}
 	met := s.met
 	if res.Replayed {
 		met = nil // counted when first answered
@@ -194,8 +173,8 @@ func (s *Server) getLink(w http.ResponseWriter, r *http.Request, tenant int64) {
 }
 
 type listAnswer struct {
-	Links      []linkBody `json:"links"`
-	NextCursor *string    `json:"next_cursor"`
+	Links      []apiwire.Link `json:"links"`
+	NextCursor *string        `json:"next_cursor"`
 }
 
 // Cursors are opaque to clients; inside they are the last ID of the page.
@@ -259,7 +238,7 @@ func (s *Server) listLinks(w http.ResponseWriter, r *http.Request, tenant int64)
 		s.writeError(w, r, err)
 		return
 	}
-	out := listAnswer{Links: make([]linkBody, len(ls))}
+	out := listAnswer{Links: make([]apiwire.Link, len(ls))}
 	for i, l := range ls {
 		out.Links[i] = s.body(l)
 	}

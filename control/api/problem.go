@@ -5,24 +5,16 @@ import (
 	"errors"
 	"net/http"
 
+	"github.com/edgelink/edgelink/control/apiwire"
 	"github.com/edgelink/edgelink/shared/link"
 )
-
-// Problem is an RFC 9457 problem details body.
-type Problem struct {
-	Type      string `json:"type"`
-	Title     string `json:"title"`
-	Status    int    `json:"status"`
-	Detail    string `json:"detail,omitempty"`
-	RequestID string `json:"request_id,omitempty"`
-}
 
 // writeProblem answers with status and a problem+json body.
 func writeProblem(w http.ResponseWriter, r *http.Request, status int, detail string) {
 	w.Header().Set("Content-Type", "application/problem+json")
 	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(Problem{
+	_ = json.NewEncoder(w).Encode(apiwire.Problem{
 		Type:      "about:blank",
 		Title:     http.StatusText(status),
 		Status:    status,
@@ -84,7 +76,7 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 
 // itemProblem is a batch item's error. It carries no request id, so a
 // replayed batch answers the same bytes.
-func (s *Server) itemProblem(err error) Problem {
+func (s *Server) itemProblem(err error) apiwire.Problem {
 	status, detail, ok := clientError(err)
 	switch {
 	case ok:
@@ -98,5 +90,5 @@ func (s *Server) itemProblem(err error) Problem {
 		s.log.Error("batch item failed", "err", err)
 		status, detail = http.StatusInternalServerError, "internal error"
 	}
-	return Problem{Type: "about:blank", Title: http.StatusText(status), Status: status, Detail: detail}
+	return apiwire.Problem{Type: "about:blank", Title: http.StatusText(status), Status: status, Detail: detail}
 }

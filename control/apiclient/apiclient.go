@@ -17,6 +17,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/edgelink/edgelink/control/apiwire"
 )
 
 // Client talks to one control API with one API key. It is safe for
@@ -50,24 +52,7 @@ func New(baseURL, key string) (*Client, error) {
 
 // Problem is an RFC 9457 problem the API answered (or, for a body that is
 // not one, the status and the start of the body).
-type Problem struct {
-	Type      string `json:"type"`
-	Title     string `json:"title"`
-	Status    int    `json:"status"`
-	Detail    string `json:"detail,omitempty"`
-	RequestID string `json:"request_id,omitempty"`
-}
-
-func (p *Problem) Error() string {
-	s := fmt.Sprintf("%d %s", p.Status, p.Title)
-	if p.Detail != "" {
-		s += ": " + p.Detail
-	}
-	if p.RequestID != "" {
-		s += " (request " + p.RequestID + ")"
-	}
-	return s
-}
+type Problem = apiwire.Problem
 
 // StatusOf is err's HTTP status when it is a *Problem, else 0.
 func StatusOf(err error) int {
@@ -79,19 +64,7 @@ func StatusOf(err error) int {
 }
 
 // Link is a link as the API answers it.
-type Link struct {
-	Code         string  `json:"code"`
-	ShortURL     string  `json:"short_url"`
-	URL          string  `json:"url"`
-	URLOriginal  string  `json:"url_original"`
-	RedirectType int     `json:"redirect_type"`
-	Status       string  `json:"status"`
-	Namespace    string  `json:"namespace"`
-	ExpiresAt    *string `json:"expires_at"`
-	Version      uint64  `json:"version"`
-	CreatedAt    string  `json:"created_at"`
-	UpdatedAt    string  `json:"updated_at"`
-}
+type Link = apiwire.Link
 
 // CreateRequest is a create's body; empty fields take the API's defaults.
 type CreateRequest struct {
@@ -136,12 +109,7 @@ func (c *Client) Patch(ctx context.Context, code string, fields map[string]any) 
 
 // BatchResult is one item's outcome in a batch answer: Link on 201, Error
 // otherwise.
-type BatchResult struct {
-	Index  int      `json:"index"`
-	Status int      `json:"status"`
-	Link   *Link    `json:"link,omitempty"`
-	Error  *Problem `json:"error,omitempty"`
-}
+type BatchResult = apiwire.BatchResult
 
 // BatchAnswer is a batch create's answer.
 type BatchAnswer struct {

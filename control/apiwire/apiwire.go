@@ -1,0 +1,53 @@
+// Package apiwire is the JSON that control's creator API answers with, as
+// its server (control/api) writes it and its client (control/apiclient)
+// reads it: one declaration, so the two cannot drift apart. The OpenAPI
+// document (control/api/openapi.json) describes the same bodies.
+package apiwire
+
+import "fmt"
+
+// Problem is an RFC 9457 problem details body. As an error it reads
+// "status title: detail (request id)".
+type Problem struct {
+	Type      string `json:"type"`
+	Title     string `json:"title"`
+	Status    int    `json:"status"`
+	Detail    string `json:"detail,omitempty"`
+	RequestID string `json:"request_id,omitempty"`
+}
+
+func (p *Problem) Error() string {
+	s := fmt.Sprintf("%d %s", p.Status, p.Title)
+	if p.Detail != "" {
+		s += ": " + p.Detail
+	}
+	if p.RequestID != "" {
+		s += " (request " + p.RequestID + ")"
+	}
+	return s
+}
+
+// Link is a link as the API answers it. Times are RFC 3339 in UTC;
+// ExpiresAt is null for a link that never expires.
+type Link struct {
+	Code         string  `json:"code"`
+	ShortURL     string  `json:"short_url"`
+	URL          string  `json:"url"`
+	URLOriginal  string  `json:"url_original"`
+	RedirectType int     `json:"redirect_type"`
+	Status       string  `json:"status"`
+	Namespace    string  `json:"namespace"`
+	ExpiresAt    *string `json:"expires_at"`
+	Version      uint64  `json:"version"`
+	CreatedAt    string  `json:"created_at"`
+	UpdatedAt    string  `json:"updated_at"`
+}
+
+// BatchResult is one item's outcome in a batch create's answer: Link on
+// 201, Error otherwise.
+type BatchResult struct {
+	Index  int      `json:"index"`
+	Status int      `json:"status"`
+	Link   *Link    `json:"link,omitempty"`
+	Error  *Problem `json:"error,omitempty"`
+}
