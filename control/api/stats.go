@@ -134,14 +134,24 @@ func daily(from, to time.Time, rows []clickstats.Day) ([]dayCounts, counts) {
 
 var errNoStats = errors.New("statistics are not configured on this server")
 
-func (s *Server) linkStats(w http.ResponseWriter, r *http.Request, tenant int64) {
-	if s.cfg.Stats == nil {
-		s.writeError(w, r, errNoStats)
-		return
+// statsRequest is the range a stats request asks for. When there is none
+// to serve (no statistics here, or a bad range) it answers the error and
+// ok is false.
+func (s *Server) statsRequest(w http.ResponseWriter, r *http.Request) (from, to time.Time, ok bool) {
+	err := errNoStats
+	if s.cfg.Stats != nil {
+		from, to, err = s.statsRange(r)
 	}
-	from, to, err := s.statsRange(r)
 	if err != nil {
 		s.writeError(w, r, err)
+		return from, to, false
+	}
+	return from, to, true
+}
+
+func (s *Server) linkStats(w http.ResponseWriter, r *http.Request, tenant int64) {
+	from, to, ok := s.statsRequest(w, r)
+	if !ok {
 		return
 	}
 	// Tenant scope: another tenant's code is a 404, exactly like an
@@ -176,13 +186,8 @@ func (s *Server) linkStats(w http.ResponseWriter, r *http.Request, tenant int64)
 }
 
 func (s *Server) tenantStats(w http.ResponseWriter, r *http.Request, tenant int64) {
-	if s.cfg.Stats == nil {
-		s.writeError(w, r, errNoStats)
-		return
-	}
-	from, to, err := s.statsRange(r)
-	if err != nil {
-		s.writeError(w, r, err)
+	from, to, ok := s.statsRequest(w, r)
+	if !ok {
 		return
 	}
 	ctx := r.Context()
