@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/edgelink/edgelink/control/postgres"
 	"github.com/edgelink/edgelink/shared/link"
 )
 
@@ -452,7 +453,7 @@ func TestBatch(t *testing.T) {
 
 func TestRateLimit(t *testing.T) {
 	now := time.Unix(1_700_000_000, 0)
-	e := newEnv(t, func(c *Config) {
+	e := newEnv(t, func(c *Config, _ *postgres.Store) {
 		c.RatePerSecond, c.Burst = 0.5, 2
 		c.Now = func() time.Time { return now }
 	})

@@ -37,19 +37,27 @@ type env struct {
 	route routers.Router
 }
 
-type envOption func(*Config)
+// envOption changes the API's Config; st is the store the env serves.
+type envOption func(c *Config, st *postgres.Store)
 
+// newEnv is an env whose IDs come from a counter.
 func newEnv(t *testing.T, opts ...envOption) *env {
+	t.Helper()
+	return envWithIDs(t, seqIDs{new(atomic.Uint64)}, opts...)
+}
+
+// envWithIDs is newEnv with ids in place of the counting ID source.
+func envWithIDs(t *testing.T, ids links.IDSource, opts ...envOption) *env {
 	t.Helper()
 	pool := pgtest.Pool(t)
 	st := postgres.New(pool)
-	svc := links.New(st, seqIDs{new(atomic.Uint64)}, links.Config{
+	svc := links.New(st, ids, links.Config{
 		BlockedDomains: []string{"evil.example"},
 		Reserved:       Routes,
 	})
 	cfg := Config{PublicURL: "https://sho.rt", Ready: st.Ping, RatePerSecond: -1}
 	for _, o := range opts {
-		o(&cfg)
+		o(&cfg, st)
 	}
 	srv := httptest.NewServer(New(st, svc, cfg))
 	t.Cleanup(srv.Close)

@@ -4,15 +4,9 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"net/http/httptest"
 	"testing"
 
-	"github.com/getkin/kin-openapi/routers/legacy"
-
 	"github.com/edgelink/edgelink/control/idalloc"
-	"github.com/edgelink/edgelink/control/links"
-	"github.com/edgelink/edgelink/control/postgres"
-	"github.com/edgelink/edgelink/internal/pgtest"
 	"github.com/edgelink/edgelink/shared/link"
 )
 
@@ -56,20 +50,4 @@ func TestCreateWhenIDsRunOut(t *testing.T) {
 			}
 		})
 	}
-}
-
-// envWithIDs is newEnv with ids in place of the counting ID source.
-func envWithIDs(t *testing.T, ids links.IDSource) *env {
-	t.Helper()
-	pool := pgtest.Pool(t)
-	st := postgres.New(pool)
-	svc := links.New(st, ids, links.Config{Reserved: Routes})
-	srv := httptest.NewServer(New(st, svc, Config{PublicURL: "https://sho.rt", RatePerSecond: -1}))
-	t.Cleanup(srv.Close)
-	doc := loadDoc(t)
-	router, err := legacy.NewRouter(doc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &env{pool: pool, store: st, svc: svc, url: srv.URL, doc: doc, route: router}
 }

@@ -4,17 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
-	"net/http/httptest"
-	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/getkin/kin-openapi/routers/legacy"
-
 	"github.com/edgelink/edgelink/control/clickroll"
-	"github.com/edgelink/edgelink/control/links"
 	"github.com/edgelink/edgelink/control/postgres"
-	"github.com/edgelink/edgelink/internal/pgtest"
 	"github.com/edgelink/edgelink/shared/clicks"
 )
 
@@ -22,18 +16,9 @@ import (
 // database, and a fixed clock (so default ranges are known).
 func newStatsEnv(t *testing.T, now time.Time) *env {
 	t.Helper()
-	pool := pgtest.Pool(t)
-	st := postgres.New(pool)
-	svc := links.New(st, seqIDs{new(atomic.Uint64)}, links.Config{Reserved: Routes})
-	srv := httptest.NewServer(New(st, svc, Config{PublicURL: "https://sho.rt", RatePerSecond: -1, Stats: st,
-		Now: func() time.Time { return now }}))
-	t.Cleanup(srv.Close)
-	doc := loadDoc(t)
-	router, err := legacy.NewRouter(doc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &env{pool: pool, store: st, svc: svc, url: srv.URL, doc: doc, route: router}
+	return newEnv(t, func(c *Config, st *postgres.Store) {
+		c.Stats, c.Now = st, func() time.Time { return now }
+	})
 }
 
 func TestStats(t *testing.T) {
