@@ -91,12 +91,7 @@ func loadDoc(t testing.TB) *openapi3.T {
 
 func (e *env) tenant(t *testing.T, name string) string {
 	t.Helper()
-	ctx := context.Background()
-	id, err := e.store.CreateTenant(ctx, name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	key, err := e.store.CreateAPIKey(ctx, id)
+	_, key, err := e.store.CreateTenantWithKey(context.Background(), name)
 	if err != nil {
 		t.Fatal(err)
 	}

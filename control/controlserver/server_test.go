@@ -121,12 +121,7 @@ func waitStatus(t *testing.T, url string, want int) {
 
 func tenantKey(t *testing.T, pool *pgxpool.Pool) string {
 	t.Helper()
-	st := postgres.New(pool)
-	id, err := st.CreateTenant(context.Background(), "acme")
-	if err != nil {
-		t.Fatal(err)
-	}
-	key, err := st.CreateAPIKey(context.Background(), id)
+	_, key, err := postgres.New(pool).CreateTenantWithKey(context.Background(), "acme")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -48,12 +48,7 @@ func newAPIEnv(t *testing.T) *apiEnv {
 
 func (e *apiEnv) client(t *testing.T, tenant string) (*apiclient.Client, int64) {
 	t.Helper()
-	ctx := context.Background()
-	id, err := e.st.CreateTenant(ctx, tenant)
-	if err != nil {
-		t.Fatal(err)
-	}
-	key, err := e.st.CreateAPIKey(ctx, id)
+	id, key, err := e.st.CreateTenantWithKey(context.Background(), tenant)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -22,6 +22,18 @@ func (s *Store) CreateTenant(ctx context.Context, name string) (int64, error) {
 	return id, translate(err)
 }
 
+// CreateTenantWithKey adds a tenant named name and issues its first API
+// key: it returns the tenant's id and the key's secret, which is shown once.
+func (s *Store) CreateTenantWithKey(ctx context.Context, name string) (id int64, secret string, err error) {
+	if id, err = s.CreateTenant(ctx, name); err != nil {
+		return 0, "", fmt.Errorf("create tenant: %w", err)
+	}
+	if secret, err = s.CreateAPIKey(ctx, id); err != nil {
+		return 0, "", fmt.Errorf("create API key: %w", err)
+	}
+	return id, secret, nil
+}
+
 // TenantByName finds a tenant's id.
 func (s *Store) TenantByName(ctx context.Context, name string) (int64, error) {
 	var id int64

@@ -209,14 +209,9 @@ func (p *Postgres) Close() error {
 
 // Tenant creates a tenant named name and returns its ID and an API key.
 func (p *Postgres) Tenant(ctx context.Context, name string) (int64, string, error) {
-	st := p.Store()
-	id, err := st.CreateTenant(ctx, name)
+	id, key, err := p.Store().CreateTenantWithKey(ctx, name)
 	if err != nil {
-		return 0, "", fmt.Errorf("create tenant %s: %w", name, err)
-	}
-	key, err := st.CreateAPIKey(ctx, id)
-	if err != nil {
-		return 0, "", fmt.Errorf("create API key: %w", err)
+		return 0, "", fmt.Errorf("tenant %s: %w", name, err)
 	}
 	return id, key, nil
 }

@@ -15,9 +15,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/edgelink/edgelink/control/allocstore"
 	"github.com/edgelink/edgelink/control/api"
-	"github.com/edgelink/edgelink/control/idalloc"
 	"github.com/edgelink/edgelink/control/importer"
 	"github.com/edgelink/edgelink/control/links"
 	"github.com/edgelink/edgelink/control/postgres"
@@ -38,11 +36,7 @@ func apiServer(t *testing.T) (url, key string, pool *pgxpool.Pool) {
 	svc := links.New(st, seqIDs{new(atomic.Uint64)}, links.Config{Reserved: api.Routes})
 	srv := httptest.NewServer(api.New(st, svc, api.Config{PublicURL: "https://sho.rt", RatePerSecond: -1}))
 	t.Cleanup(srv.Close)
-	id, err := st.CreateTenant(context.Background(), "cli")
-	if err != nil {
-		t.Fatal(err)
-	}
-	key, err = st.CreateAPIKey(context.Background(), id)
+	_, key, err := st.CreateTenantWithKey(context.Background(), "cli")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -220,17 +214,7 @@ func TestImportCommand(t *testing.T) {
 func TestAllocStatusAndRaiseFloor(t *testing.T) {
 	ctx := context.Background()
 	dsn := pgtest.DSN(t)
-	pool, err := pgxpool.New(ctx, dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pool.Close()
-	a, err := idalloc.New(ctx, allocstore.New(pool), idalloc.Config{
-		Namespaces: []idalloc.Namespace{{Name: "default", Start: 1, End: 1_000_000, Step: 100}},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, a := allocator(t, dsn, 100)
 	if _, err := a.Next(ctx, "default"); err != nil {
 		t.Fatal(err)
 	}

@@ -123,13 +123,9 @@ type tenantsCreateCmd struct {
 
 func (c *tenantsCreateCmd) Run(ctx context.Context, g *globals, stdout io.Writer) error {
 	return withStore(ctx, g.DatabaseURL, func(st *postgres.Store) error {
-		id, err := st.CreateTenant(ctx, c.Name)
+		id, key, err := st.CreateTenantWithKey(ctx, c.Name)
 		if err != nil {
-			return fmt.Errorf("create tenant: %w", err)
-		}
-		key, err := st.CreateAPIKey(ctx, id)
-		if err != nil {
-			return fmt.Errorf("create key: %w", err)
+			return err
 		}
 		fmt.Fprintf(stdout, "tenant %q created (id %d)\napi key (shown once): %s\n", c.Name, id, key)
 		return nil
