@@ -62,20 +62,30 @@ func TestTenantsAndKeys(t *testing.T) {
 	}
 }
 
-func TestAllocVerify(t *testing.T) {
+// allocator opens dsn's database and an allocator of namespace default,
+// [1, 1,000,000) in segments of step, as control runs it. The pool is
+// closed when the test ends; closing the allocator is the test's.
+func allocator(t *testing.T, dsn string, step uint64) (*pgxpool.Pool, *idalloc.Allocator) {
+	t.Helper()
 	ctx := context.Background()
-	dsn := pgtest.DSN(t)
 	pool, err := pgxpool.New(ctx, dsn)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer pool.Close()
+	t.Cleanup(pool.Close)
 	a, err := idalloc.New(ctx, allocstore.New(pool), idalloc.Config{
-		Namespaces: []idalloc.Namespace{{Name: "default", Start: 1, End: 1_000_000, Step: 10}},
+		Namespaces: []idalloc.Namespace{{Name: "default", Start: 1, End: 1_000_000, Step: step}},
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
+	return pool, a
+}
+
+func TestAllocVerify(t *testing.T) {
+	ctx := context.Background()
+	dsn := pgtest.DSN(t)
+	pool, a := allocator(t, dsn, 10)
 	for range 25 { // three segments
 		id, err := a.Next(ctx, "default")
 		if err != nil {
