@@ -13,7 +13,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/edgelink/edgelink/control/allocstore"
@@ -130,15 +129,11 @@ func Run(ctx context.Context, cfg Config) error {
 		}
 	}
 
-	nc, err := natsconn.Connect(cfg.NATSURL, "edgelink-control")
+	nc, js, err := natsconn.JetStream(cfg.NATSURL, "edgelink-control")
 	if err != nil {
-		return fmt.Errorf("nats: %w", err)
+		return err
 	}
 	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		return fmt.Errorf("jetstream: %w", err)
-	}
 
 	ns := idalloc.Namespace{Name: "default", Start: cfg.IDStart, End: cfg.IDEnd, Step: cfg.IDStep}
 	if ns.Start == 0 {

@@ -14,7 +14,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
 	"github.com/valyala/fasthttp"
 	"golang.org/x/sync/errgroup"
 
@@ -118,15 +117,11 @@ func Run(ctx context.Context, cfg Config) error {
 		log = slog.New(slog.DiscardHandler)
 	}
 	defaults(&cfg)
-	nc, err := natsconn.Connect(cfg.NATSURL, "edgelink-edge "+cfg.Name)
+	nc, js, err := natsconn.JetStream(cfg.NATSURL, "edgelink-edge "+cfg.Name)
 	if err != nil {
-		return fmt.Errorf("nats: %w", err)
+		return err
 	}
 	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		return fmt.Errorf("jetstream: %w", err)
-	}
 
 	overlay := store.NewOverlay()
 	hint := store.NewHint(cfg.BloomCapacity, 0.01)

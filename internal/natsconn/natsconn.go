@@ -3,9 +3,11 @@
 package natsconn
 
 import (
+	"fmt"
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 // reconnectWait is the pause between reconnect attempts: short, as an
@@ -25,4 +27,19 @@ func Connect(url, name string, opts ...nats.Option) (*nats.Conn, error) {
 		nats.RetryOnFailedConnect(true),
 		nats.ReconnectWait(reconnectWait),
 	}, opts...)...)
+}
+
+// JetStream is Connect with the connection's JetStream context; on error
+// nothing is left open. Its errors say which of the two failed.
+func JetStream(url, name string, opts ...nats.Option) (*nats.Conn, jetstream.JetStream, error) {
+	nc, err := Connect(url, name, opts...)
+	if err != nil {
+		return nil, nil, fmt.Errorf("nats: %w", err)
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		nc.Close()
+		return nil, nil, fmt.Errorf("jetstream: %w", err)
+	}
+	return nc, js, nil
 }

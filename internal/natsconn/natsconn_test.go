@@ -1,7 +1,9 @@
 package natsconn_test
 
 import (
+	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -56,5 +58,27 @@ func TestConnectOptionsWin(t *testing.T) {
 	if err == nil {
 		nc.Close()
 		t.Fatal("Connect with no server and RetryOnFailedConnect(false) succeeded; want an error")
+	}
+}
+
+// JetStream hands out a connection with a working JetStream context, and
+// says which step failed when it cannot.
+func TestJetStream(t *testing.T) {
+	s := natstest.Start(t)
+	nc, js, err := natsconn.JetStream(s.ClientURL(), "edgelink-test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	if _, err := js.AccountInfo(context.Background()); err != nil {
+		t.Fatalf("JetStream context of a JetStream server: %v", err)
+	}
+	ports, err := freeport.Ports(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _, err = natsconn.JetStream(fmt.Sprintf("nats://127.0.0.1:%d", ports[0]), "edgelink-test", nats.RetryOnFailedConnect(false))
+	if err == nil || !strings.HasPrefix(err.Error(), "nats: ") {
+		t.Fatalf("JetStream with no server: %v; want a nats: error", err)
 	}
 }

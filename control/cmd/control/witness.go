@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/edgelink/edgelink/control/allocstore"
 	"github.com/edgelink/edgelink/control/idalloc/kvwitness"
@@ -43,17 +42,13 @@ func withWitness(ctx context.Context, dsn, natsURL string, fn func(*allocstore.S
 	defer pool.Close()
 	// A one-shot command: fail at once when NATS is unreachable, and
 	// reconnect as nats.go does by default, not forever as servers do.
-	nc, err := natsconn.Connect(natsURL, "edgelink-control-alloc", nats.Timeout(10*time.Second),
+	nc, js, err := natsconn.JetStream(natsURL, "edgelink-control-alloc", nats.Timeout(10*time.Second),
 		nats.RetryOnFailedConnect(false), nats.MaxReconnects(nats.DefaultMaxReconnect),
 		nats.ReconnectWait(nats.DefaultReconnectWait))
 	if err != nil {
-		return fmt.Errorf("nats: %w", err)
+		return err
 	}
 	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		return fmt.Errorf("jetstream: %w", err)
-	}
 	return fn(allocstore.New(pool), kvwitness.New(js, kvwitness.Bucket, 1))
 }
 
