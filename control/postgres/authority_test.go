@@ -5,18 +5,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/edgelink/edgelink/internal/pgtest"
 	"github.com/edgelink/edgelink/shared/authority"
 	"github.com/edgelink/edgelink/shared/link"
 )
 
 func TestLookupForEdge(t *testing.T) {
 	ctx := context.Background()
-	st := New(pgtest.Pool(t))
-	tenant, err := st.CreateTenant(ctx, "acme")
-	if err != nil {
-		t.Fatal(err)
-	}
+	st, tenant := storeWithTenant(t)
 	miss, err := st.LookupForEdge(ctx, "00000A")
 	if err != nil || miss.Kind != authority.NotFound {
 		t.Fatalf("LookupForEdge(unknown) = %+v, %v; want NotFound", miss, err)
@@ -46,11 +41,7 @@ func TestLookupForEdge(t *testing.T) {
 // carries the change version reached.
 func TestLookupCodes(t *testing.T) {
 	ctx := context.Background()
-	st := New(pgtest.Pool(t))
-	tenant, err := st.CreateTenant(ctx, "acme")
-	if err != nil {
-		t.Fatal(err)
-	}
+	st, tenant := storeWithTenant(t)
 	l := &link.Link{ID: 10, Code: "00000A", TenantID: tenant, Namespace: "default", URL: "https://example.com/",
 		URLOriginal: "https://example.com/", RedirectType: 302}
 	if err := st.CreateLink(ctx, l, false); err != nil {

@@ -8,7 +8,6 @@ import (
 	"testing"
 
 	"github.com/edgelink/edgelink/control/links"
-	"github.com/edgelink/edgelink/internal/pgtest"
 	"github.com/edgelink/edgelink/shared/link"
 )
 
@@ -18,11 +17,7 @@ import (
 // edge applying last-writer-wins-by-version ends with.
 func TestConcurrentUpdatesVersionInCommitOrder(t *testing.T) {
 	ctx := context.Background()
-	st := New(pgtest.Pool(t))
-	tenant, err := st.CreateTenant(ctx, "acme")
-	if err != nil {
-		t.Fatal(err)
-	}
+	st, tenant := storeWithTenant(t)
 	l := &link.Link{ID: 1, Code: "race-me", TenantID: tenant, Namespace: "default",
 		URL: "https://example.com/0", URLOriginal: "https://example.com/0", RedirectType: 302}
 	if err := st.CreateLink(ctx, l, true); err != nil {
