@@ -7,8 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
-
 	"github.com/edgelink/edgelink/edge/store"
 	"github.com/edgelink/edgelink/internal/natstest"
 	"github.com/edgelink/edgelink/internal/poll"
@@ -40,18 +38,10 @@ func (r *recorder) seen() []uint64 {
 func TestRestartRepositions(t *testing.T) {
 	ctx := context.Background()
 	_, js := natstest.Start(t).Connect(t)
-	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: linkevent.Stream, Subjects: []string{linkevent.Subject}}); err != nil {
-		t.Fatal(err)
-	}
+	natstest.ChangeStream(t, js)
 	for v := uint64(1); v <= 10; v++ {
-		b, err := linkevent.Marshal(&linkevent.Event{Version: v, Prev: v - 1, Kind: linkevent.KindLink,
+		natstest.PublishChange(t, js, &linkevent.Event{Version: v, Prev: v - 1, Kind: linkevent.KindLink,
 			Code: fmt.Sprintf("code%02d", v), URL: "https://example.com/", RedirectType: 302, Status: link.Active})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := js.Publish(ctx, linkevent.Subject, b); err != nil {
-			t.Fatal(err)
-		}
 	}
 	rec := &recorder{}
 	f := New(js, rec, nil)

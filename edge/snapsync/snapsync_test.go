@@ -234,10 +234,7 @@ func TestResyncAfterLostEvents(t *testing.T) {
 	ns := natstest.Start(t)
 	_, js := ns.Connect(t)
 	ctx := context.Background()
-	stream, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: linkevent.Stream, Subjects: []string{linkevent.Subject}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	stream := natstest.ChangeStream(t, js)
 	for range 150 {
 		if _, err := js.Publish(ctx, linkevent.Subject, []byte("x")); err != nil {
 			t.Fatal(err)
@@ -325,18 +322,10 @@ func TestRunSwapsUnderLookups(t *testing.T) {
 func TestForeignLocalCopyIsIgnored(t *testing.T) {
 	ctx := context.Background()
 	_, js := natstest.Start(t).Connect(t)
-	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: linkevent.Stream, Subjects: []string{linkevent.Subject}}); err != nil {
-		t.Fatal(err)
-	}
+	natstest.ChangeStream(t, js)
 	for v := uint64(1); v <= 3; v++ {
-		data, err := linkevent.Marshal(&linkevent.Event{Version: v, Prev: v - 1, Kind: linkevent.KindLink, Code: "c-00001",
+		natstest.PublishChange(t, js, &linkevent.Event{Version: v, Prev: v - 1, Kind: linkevent.KindLink, Code: "c-00001",
 			URL: "https://this-stream.example/", RedirectType: 302, Status: link.Active})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := js.Publish(ctx, linkevent.Subject, data); err != nil {
-			t.Fatal(err)
-		}
 	}
 	for _, tc := range []struct {
 		name      string

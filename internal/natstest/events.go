@@ -37,3 +37,26 @@ func ChangeEvents(t testing.TB, js jetstream.JetStream) []linkevent.Event {
 	}
 	return out
 }
+
+// ChangeStream creates the change stream (linkevent.Stream on
+// linkevent.Subject, the server's defaults otherwise), failing t on error.
+func ChangeStream(t testing.TB, js jetstream.JetStream) jetstream.Stream {
+	t.Helper()
+	s, err := js.CreateStream(context.Background(), jetstream.StreamConfig{Name: linkevent.Stream, Subjects: []string{linkevent.Subject}})
+	if err != nil {
+		t.Fatalf("natstest: create the change stream: %v", err)
+	}
+	return s
+}
+
+// PublishChange publishes ev on the change stream, failing t on error.
+func PublishChange(t testing.TB, js jetstream.JetStream, ev *linkevent.Event) {
+	t.Helper()
+	b, err := linkevent.Marshal(ev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := js.Publish(context.Background(), linkevent.Subject, b); err != nil {
+		t.Fatal(err)
+	}
+}
