@@ -27,6 +27,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/edgelink/edgelink/shared/clicks"
+	"github.com/edgelink/edgelink/shared/retry"
 )
 
 // Store is the part of the authority the roller uses.
@@ -178,28 +179,22 @@ func (r *Roller) Stats() Stats {
 // active and retries with backoff through database and NATS failures; it
 // returns only when ctx ends.
 func (r *Roller) Run(ctx context.Context) error {
-	backoff := 100 * time.Millisecond
-	for ctx.Err() == nil {
-		err := r.session(ctx)
-		if ctx.Err() != nil {
-			break
-		}
+	b := retry.NewBackoff(100*time.Millisecond, 5*time.Second)
+	retry.Run(ctx, r.session, func(err error) time.Duration {
 		switch {
 		case errors.Is(err, ErrBusy):
 			r.cfg.Log.Debug("click roller standing by: another is active")
-			backoff = time.Second
+			b.Set(time.Second)
 		case errors.Is(err, errReposition), errors.Is(err, ErrPositionMoved):
 			r.cfg.Log.Info("click roller repositioning", "reason", err)
-			backoff = 0
+			b.Set(0)
 		default:
-			r.cfg.Log.Warn("click roller interrupted", "err", err, "retry_in", backoff)
+			d := b.Next()
+			r.cfg.Log.Warn("click roller interrupted", "err", err, "retry_in", d)
+			return d
 		}
-		select {
-		case <-ctx.Done():
-		case <-time.After(backoff):
-		}
-		backoff = min(max(backoff*2, 100*time.Millisecond), 5*time.Second)
-	}
+		return b.Next()
+	})
 	return nil
 }
 

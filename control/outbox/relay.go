@@ -28,6 +28,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/edgelink/edgelink/shared/linkevent"
+	"github.com/edgelink/edgelink/shared/retry"
 )
 
 // Header names on stream messages.
@@ -182,26 +183,17 @@ func (r *Relay) Stats() Stats {
 // lock and retries with backoff through database and NATS failures; it only
 // returns when ctx ends.
 func (r *Relay) Run(ctx context.Context) error {
-	backoff := 100 * time.Millisecond
-	for ctx.Err() == nil {
-		err := r.session(ctx)
-		if ctx.Err() != nil {
-			break
-		}
+	b := retry.NewBackoff(100*time.Millisecond, 5*time.Second)
+	retry.Run(ctx, r.session, func(err error) time.Duration {
+		d := b.Next()
 		if errors.Is(err, ErrBusy) {
 			r.cfg.Log.Debug("outbox relay standing by: another relay is active")
+			b.Set(time.Second) // a standby asks again every second
 		} else {
-			r.cfg.Log.Warn("outbox relay interrupted", "err", err, "retry_in", backoff)
+			r.cfg.Log.Warn("outbox relay interrupted", "err", err, "retry_in", d)
 		}
-		select {
-		case <-ctx.Done():
-		case <-time.After(backoff):
-		}
-		backoff = min(backoff*2, 5*time.Second)
-		if errors.Is(err, ErrBusy) {
-			backoff = time.Second
-		}
-	}
+		return d
+	})
 	return nil
 }
 

@@ -16,6 +16,7 @@ import (
 
 	"github.com/edgelink/edgelink/edge/store"
 	"github.com/edgelink/edgelink/shared/linkevent"
+	"github.com/edgelink/edgelink/shared/retry"
 )
 
 // Applier takes entries from the feed.
@@ -156,36 +157,24 @@ const streamWait = 100 * time.Millisecond
 // Run applies the stream until ctx is done. When the stream is missing or
 // NATS is down it retries with backoff; it returns only when ctx ends.
 func (f *Feed) Run(ctx context.Context) error {
-	backoff := 100 * time.Millisecond
-	for ctx.Err() == nil {
-		err := f.consume(ctx)
-		if ctx.Err() != nil {
-			break
-		}
-		if errors.Is(err, errRestarted) {
-			continue
-		}
-		if errors.Is(err, jetstream.ErrStreamNotFound) {
+	b := retry.NewBackoff(100*time.Millisecond, 5*time.Second)
+	retry.Run(ctx, f.consume, func(err error) time.Duration {
+		switch {
+		case errors.Is(err, errRestarted):
+			return 0
+		case errors.Is(err, jetstream.ErrStreamNotFound):
 			// Normal while control has not created the stream yet (a fresh
 			// cluster, or the local stack starting the edge first). Asking
 			// is cheap and the stream comes with control's first start, so
 			// the wait does not grow: a fresh edge is ready within a beat
 			// of control.
 			f.log.Debug("change feed waiting for the change stream", "retry_in", streamWait)
-			select {
-			case <-ctx.Done():
-			case <-time.After(streamWait):
-			}
-			continue
-		} else {
-			f.log.Warn("change feed interrupted", "err", err, "seq", f.seq.Load(), "retry_in", backoff)
+			return streamWait
 		}
-		select {
-		case <-ctx.Done():
-		case <-time.After(backoff):
-		}
-		backoff = min(backoff*2, 5*time.Second)
-	}
+		d := b.Next()
+		f.log.Warn("change feed interrupted", "err", err, "seq", f.seq.Load(), "retry_in", d)
+		return d
+	})
 	return nil
 }
 
