@@ -84,16 +84,11 @@ func runLinksCreate(ctx context.Context, f apiFlags, c linksCreateCmd, stdout io
 	if err != nil {
 		return fmt.Errorf("links create: %w", err)
 	}
-	if f.JSON {
-		return printJSON(stdout, l)
-	}
 	verb := "created"
 	if replayed {
 		verb = "already created (same idempotency key)"
 	}
-	fmt.Fprintf(stdout, "%s %s -> %s\n", verb, l.ShortURL, l.URL)
-	printLink(stdout, l)
-	return nil
+	return f.show(stdout, fmt.Sprintf("%s %s -> %s", verb, l.ShortURL, l.URL), l)
 }
 
 func runLinksGet(ctx context.Context, f apiFlags, code string, stdout io.Writer) error {
@@ -105,11 +100,7 @@ func runLinksGet(ctx context.Context, f apiFlags, code string, stdout io.Writer)
 	if err != nil {
 		return fmt.Errorf("links get %s: %w", code, err)
 	}
-	if f.JSON {
-		return printJSON(stdout, l)
-	}
-	printLink(stdout, l)
-	return nil
+	return f.show(stdout, "", l)
 }
 
 func runLinksDisable(ctx context.Context, f apiFlags, code string, stdout io.Writer) error {
@@ -121,11 +112,19 @@ func runLinksDisable(ctx context.Context, f apiFlags, code string, stdout io.Wri
 	if err != nil {
 		return fmt.Errorf("links disable %s: %w", code, err)
 	}
+	return f.show(stdout, fmt.Sprintf("disabled %s: it answers 410 on the edges", l.ShortURL), l)
+}
+
+// show prints l: as JSON with --json, else headline (when there is one)
+// and then its fields.
+func (f apiFlags) show(w io.Writer, headline string, l *apiclient.Link) error {
 	if f.JSON {
-		return printJSON(stdout, l)
+		return printJSON(w, l)
 	}
-	fmt.Fprintf(stdout, "disabled %s: it answers 410 on the edges\n", l.ShortURL)
-	printLink(stdout, l)
+	if headline != "" {
+		fmt.Fprintln(w, headline)
+	}
+	printLink(w, l)
 	return nil
 }
 
