@@ -24,14 +24,12 @@ const (
 	stopWithin  = time.Minute
 )
 
-// Control is control running in this process (controlserver.Run).
+// Control is control running in this process (controlserver.Run). Its
+// Stop shuts control down gracefully: it drains creates in flight.
 type Control struct {
 	// URL is the API's base, http://host:port.
-	URL    string
-	cancel context.CancelFunc
-	done   chan struct{}
-	err    error
-	once   sync.Once
+	URL string
+	*Background
 }
 
 // StartControl runs control with cfg until ctx ends or Stop is called and
@@ -39,7 +37,6 @@ type Control struct {
 // An empty cfg.HTTPAddr listens on a free loopback port; cfg.OnListen, if
 // set, is still called.
 func StartControl(ctx context.Context, cfg controlserver.Config) (*Control, error) {
-	ctx, cancel := context.WithCancel(ctx)
 	if cfg.HTTPAddr == "" && cfg.Listener == nil {
 		cfg.HTTPAddr = "127.0.0.1:0"
 	}
@@ -51,18 +48,14 @@ func StartControl(ctx context.Context, cfg controlserver.Config) (*Control, erro
 		}
 		addr <- a
 	}
-	c := &Control{cancel: cancel, done: make(chan struct{})}
-	go func() {
-		defer close(c.done)
-		c.err = controlserver.Run(ctx, cfg)
-	}()
+	c := &Control{Background: Go(ctx, "control", func(ctx context.Context) error { return controlserver.Run(ctx, cfg) })}
 	select {
 	case a := <-addr:
 		c.URL = "http://" + a.String()
 		return c, nil
-	case <-c.done:
-		cancel()
-		return nil, fmt.Errorf("control stopped while starting: %v", c.err)
+	case <-c.Done():
+		_ = c.Stop()
+		return nil, fmt.Errorf("control stopped while starting: %v", c.Err())
 	case <-time.After(startWithin):
 		return nil, errors.Join(fmt.Errorf("control did not listen within %v", startWithin), c.Stop())
 	}
@@ -72,32 +65,7 @@ func StartControl(ctx context.Context, cfg controlserver.Config) (*Control, erro
 // does not start and stops it when the test ends.
 func NewControl(t testing.TB, cfg controlserver.Config) *Control {
 	t.Helper()
-	c, err := StartControl(context.Background(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cleanup(t, "control", c.Stop)
-	return c
-}
-
-// Done is closed once control has stopped, by Stop or by itself.
-func (c *Control) Done() <-chan struct{} { return c.done }
-
-// Err is why control stopped, once Done is closed: nil after a clean stop.
-func (c *Control) Err() error { return c.err }
-
-// Stop shuts control down gracefully (it drains creates in flight) and
-// returns its error; a second call returns the same.
-func (c *Control) Stop() error {
-	c.once.Do(func() {
-		c.cancel()
-		select {
-		case <-c.done:
-		case <-time.After(stopWithin):
-			c.err = fmt.Errorf("control did not stop within %v", stopWithin)
-		}
-	})
-	return c.err
+	return started(t, "control", 0, func(ctx context.Context) (*Control, error) { return StartControl(ctx, cfg) }, (*Control).Stop)
 }
 
 // listening is the line control logs once its API listens.

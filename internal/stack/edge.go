@@ -46,12 +46,7 @@ func StartEdge(ctx context.Context, cfg edgeserver.Config) (*Edge, error) {
 // not start and stops it when the test ends.
 func NewEdge(t testing.TB, cfg edgeserver.Config) *Edge {
 	t.Helper()
-	e, err := StartEdge(context.Background(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cleanup(t, "edge "+cfg.Name, e.Stop)
-	return e
+	return started(t, "edge "+cfg.Name, 0, func(ctx context.Context) (*Edge, error) { return StartEdge(ctx, cfg) }, (*Edge).Stop)
 }
 
 func (e *Edge) start(ctx context.Context) error {

@@ -95,14 +95,7 @@ func StartNATS(ctx context.Context, cfg NATSConfig) (_ *NATS, err error) {
 // NewNATS is StartNATS for a test: the servers stop when it ends.
 func NewNATS(t testing.TB, cfg NATSConfig) *NATS {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	n, err := StartNATS(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cleanup(t, "NATS", n.Close)
-	return n
+	return started(t, "NATS", 2*time.Minute, func(ctx context.Context) (*NATS, error) { return StartNATS(ctx, cfg) }, (*NATS).Close)
 }
 
 // External is a NATS server this process does not run.

@@ -82,14 +82,7 @@ func StartPostgres(ctx context.Context, cfg PostgresConfig) (_ *Postgres, err er
 // stops the server when the test ends.
 func NewPostgres(t testing.TB, cfg PostgresConfig) *Postgres {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	p, err := StartPostgres(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cleanup(t, "PostgreSQL", p.Close)
-	return p
+	return started(t, "PostgreSQL", 2*time.Minute, func(ctx context.Context) (*Postgres, error) { return StartPostgres(ctx, cfg) }, (*Postgres).Close)
 }
 
 // SharedPostgres is a fresh migrated database on the test process's shared

@@ -95,6 +95,25 @@ func closeOnError(err *error, close func() error) {
 }
 
 // cleanup registers stop with t, reporting its error.
+// started is a NewX: it runs start with a context bounded by within (0:
+// none, for a piece that lives on the context it is given), fails t when
+// the piece does not start, and stops it with stop when the test ends.
+func started[T any](t testing.TB, what string, within time.Duration, start func(context.Context) (T, error), stop func(T) error) T {
+	t.Helper()
+	ctx := context.Background()
+	if within > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, within)
+		defer cancel()
+	}
+	v, err := start(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cleanup(t, what, func() error { return stop(v) })
+	return v
+}
+
 func cleanup(t testing.TB, what string, stop func() error) {
 	t.Cleanup(func() {
 		if err := stop(); err != nil {

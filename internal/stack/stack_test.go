@@ -96,6 +96,17 @@ func echoServer(t *testing.T, reply string) string {
 	return ln.Addr().String()
 }
 
+// dial connects to addr, closed when the test ends.
+func dial(t *testing.T, addr string) net.Conn {
+	t.Helper()
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
 func ask(t *testing.T, c net.Conn) (string, error) {
 	t.Helper()
 	_ = c.SetDeadline(time.Now().Add(30 * time.Second))
@@ -110,11 +121,7 @@ func ask(t *testing.T, c net.Conn) (string, error) {
 func TestProxyRetargetCutsConnections(t *testing.T) {
 	a, b := echoServer(t, "a"), echoServer(t, "b")
 	p := NewProxy(t, a)
-	c, err := net.Dial("tcp", p.Addr())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := dial(t, p.Addr())
 	if got, err := ask(t, c); got != "a\n" || err != nil {
 		t.Fatalf("through the proxy: %q %v; want a", got, err)
 	}
@@ -122,12 +129,7 @@ func TestProxyRetargetCutsConnections(t *testing.T) {
 	if got, err := ask(t, c); err == nil {
 		t.Fatalf("the connection forwarded before the move still answers %q", got)
 	}
-	c2, err := net.Dial("tcp", p.Addr())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c2.Close()
-	if got, err := ask(t, c2); got != "b\n" || err != nil {
+	if got, err := ask(t, dial(t, p.Addr())); got != "b\n" || err != nil {
 		t.Fatalf("after the move: %q %v; want b", got, err)
 	}
 }

@@ -5,32 +5,27 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/edgelink/edgelink/internal/stack"
 )
 
 // Stack is Run in the background: the stack as it printed itself ready.
+// Its Stop stops the stack and returns Run's error; a second call returns
+// the same.
 type Stack struct {
 	Ready
-	cancel context.CancelFunc
-	done   chan struct{}
-	err    error
-	once   sync.Once
+	*stack.Background
 }
 
 // readyWithin bounds a start on a busy machine (PostgreSQL's first initdb
-// included); stopWithin bounds the stop.
-const (
-	readyWithin = 3 * time.Minute
-	stopWithin  = time.Minute
-)
+// included).
+const readyWithin = 3 * time.Minute
 
 // Start runs the stack with o until ctx ends or Stop is called and returns
 // once it serves. o.OnReady, if set, is still called.
 func Start(ctx context.Context, o Options) (*Stack, error) {
-	ctx, cancel := context.WithCancel(ctx)
-	s := &Stack{cancel: cancel, done: make(chan struct{})}
 	ready := make(chan Ready, 1)
 	onReady := o.OnReady
 	o.OnReady = func(r Ready) {
@@ -39,16 +34,13 @@ func Start(ctx context.Context, o Options) (*Stack, error) {
 		}
 		ready <- r
 	}
-	go func() {
-		defer close(s.done)
-		s.err = Run(ctx, o)
-	}()
+	s := &Stack{Background: stack.Go(ctx, "stack", func(ctx context.Context) error { return Run(ctx, o) })}
 	select {
 	case s.Ready = <-ready:
 		return s, nil
-	case <-s.done:
-		cancel()
-		return nil, fmt.Errorf("stack failed to start: %v", s.err)
+	case <-s.Done():
+		_ = s.Stop()
+		return nil, fmt.Errorf("stack failed to start: %v", s.Err())
 	case <-time.After(readyWithin):
 		return nil, errors.Join(fmt.Errorf("stack not ready within %v", readyWithin), s.Stop())
 	}
@@ -87,18 +79,4 @@ func New(t testing.TB, o Options) *Stack {
 		}
 	})
 	return s
-}
-
-// Stop stops the stack and returns Run's error; a second call returns the
-// same.
-func (s *Stack) Stop() error {
-	s.once.Do(func() {
-		s.cancel()
-		select {
-		case <-s.done:
-		case <-time.After(stopWithin):
-			s.err = fmt.Errorf("stack did not stop within %v", stopWithin)
-		}
-	})
-	return s.err
 }
