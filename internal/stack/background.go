@@ -2,6 +2,7 @@ package stack
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -49,4 +50,20 @@ func (b *Background) Stop() error {
 		}
 	})
 	return b.err
+}
+
+// WaitReady waits within the bound for ready to say that b's piece serves,
+// and returns what it said. When the piece stops by itself first, or the
+// bound passes, b is stopped and the error says which.
+func WaitReady[T any](b *Background, ready <-chan T, within time.Duration) (T, error) {
+	var zero T
+	select {
+	case v := <-ready:
+		return v, nil
+	case <-b.Done():
+		_ = b.Stop()
+		return zero, fmt.Errorf("%s stopped while starting: %v", b.what, b.Err())
+	case <-time.After(within):
+		return zero, errors.Join(fmt.Errorf("%s not ready within %v", b.what, within), b.Stop())
+	}
 }

@@ -49,16 +49,12 @@ func StartControl(ctx context.Context, cfg controlserver.Config) (*Control, erro
 		addr <- a
 	}
 	c := &Control{Background: Go(ctx, "control", func(ctx context.Context) error { return controlserver.Run(ctx, cfg) })}
-	select {
-	case a := <-addr:
-		c.URL = "http://" + a.String()
-		return c, nil
-	case <-c.Done():
-		_ = c.Stop()
-		return nil, fmt.Errorf("control stopped while starting: %v", c.Err())
-	case <-time.After(startWithin):
-		return nil, errors.Join(fmt.Errorf("control did not listen within %v", startWithin), c.Stop())
+	a, err := WaitReady(c.Background, addr, startWithin)
+	if err != nil {
+		return nil, err
 	}
+	c.URL = "http://" + a.String()
+	return c, nil
 }
 
 // NewControl is StartControl for a test: it fails the test when control

@@ -96,10 +96,7 @@ func Run(ctx context.Context, o Options) (err error) {
 
 	ecfg := edgeserver.Config{HTTPAddr: o.EdgeAddr, NATSURL: ns.URL(), Name: "local", Log: o.Log,
 		SnapshotDir: filepath.Join(dataDir, "edge-local")}
-	if o.Edge != nil {
-		o.Edge(&ecfg)
-	}
-	edge, err := stack.StartEdge(ctx, ecfg)
+	edge, err := stack.StartEdge(ctx, with(ecfg, o.Edge))
 	if err != nil {
 		return err
 	}
@@ -111,10 +108,7 @@ func Run(ctx context.Context, o Options) (err error) {
 	}
 	ccfg := controlserver.Config{HTTPAddr: o.ControlAddr, DatabaseURL: pg.DSN, NATSURL: ns.URL(),
 		PublicURL: edge.URL, Log: o.Log, Snapshots: sched}
-	if o.Control != nil {
-		o.Control(&ccfg)
-	}
-	control, err := stack.StartControl(ctx, ccfg)
+	control, err := stack.StartControl(ctx, with(ccfg, o.Control))
 	if err != nil {
 		return err
 	}
@@ -135,6 +129,14 @@ func Run(ctx context.Context, o Options) (err error) {
 	case <-control.Done():
 	}
 	return nil
+}
+
+// with is cfg as change leaves it (cfg itself when change is nil).
+func with[C any](cfg C, change func(*C)) C {
+	if change != nil {
+		change(&cfg)
+	}
+	return cfg
 }
 
 func prefix(what string, err error) error {

@@ -2,8 +2,6 @@ package allinone
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"os"
 	"testing"
 	"time"
@@ -35,15 +33,11 @@ func Start(ctx context.Context, o Options) (*Stack, error) {
 		ready <- r
 	}
 	s := &Stack{Background: stack.Go(ctx, "stack", func(ctx context.Context) error { return Run(ctx, o) })}
-	select {
-	case s.Ready = <-ready:
-		return s, nil
-	case <-s.Done():
-		_ = s.Stop()
-		return nil, fmt.Errorf("stack failed to start: %v", s.Err())
-	case <-time.After(readyWithin):
-		return nil, errors.Join(fmt.Errorf("stack not ready within %v", readyWithin), s.Stop())
+	var err error
+	if s.Ready, err = stack.WaitReady(s.Background, ready, readyWithin); err != nil {
+		return nil, err
 	}
+	return s, nil
 }
 
 // New is Start for a test, on free ports and, when o.DataDir is empty, in a
