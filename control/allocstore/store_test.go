@@ -56,6 +56,22 @@ func (l *allocIDLog) seg(s idalloc.Segment) {
 	l.segs = append(l.segs, s)
 }
 
+// take hands out n IDs of namespace ns from a, records each as taken by
+// who, and returns them in order.
+func (l *allocIDLog) take(t *testing.T, ctx context.Context, a *idalloc.Allocator, ns, who string, n int) []uint64 {
+	t.Helper()
+	ids := make([]uint64, 0, n)
+	for range n {
+		id, err := a.Next(ctx, ns)
+		if err != nil {
+			t.Fatal(err)
+		}
+		l.id(who, id)
+		ids = append(ids, id)
+	}
+	return ids
+}
+
 // check: no duplicate ID, confirmed segments pairwise disjoint, every ID in
 // a confirmed segment, and the confirmed segments are exactly the audit's.
 func (l *allocIDLog) check(t *testing.T, store *Store, ns string) {
@@ -595,12 +611,7 @@ func TestAllocSIGKILLNeverReused(t *testing.T) {
 	}
 	ns := idalloc.Namespace{Name: "killed", Start: 1, End: 1_000_000, Step: 50}
 	a := allocTestStart(t, store, idalloctest.Config(t, log.seg, ns))
-	for range 200 {
-		id, err := a.Next(ctx, ns.Name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		log.id("next instance", id)
+	for _, id := range log.take(t, ctx, a, ns.Name, "next instance", 200) {
 		for _, s := range childSegs {
 			if id >= s[0] && id < s[1] {
 				t.Fatalf("next instance handed out %d from the dead child's segment [%d, %d)", id, s[0], s[1])
@@ -711,13 +722,7 @@ func TestAllocAuthorityRegressionSeenByInstance(t *testing.T) {
 	ns := idalloc.Namespace{Name: "regress", Start: 1, End: 1_000_000, Step: 5}
 	log := newAllocIDLog()
 	a := allocTestStart(t, store, idalloctest.Config(t, log.seg, ns))
-	for range 12 {
-		id, err := a.Next(ctx, ns.Name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		log.id("a", id)
-	}
+	log.take(t, ctx, a, ns.Name, "a", 12)
 	// Forget every lease from the current segment on, on the authority.
 	log.mu.Lock()
 	lost := log.segs[1].Start
