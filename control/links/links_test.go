@@ -98,6 +98,31 @@ func setup(t *testing.T, ids links.IDSource, cfg links.Config) (*links.Service, 
 	return links.New(st, ids, cfg), st, pool, tenant
 }
 
+// setupCounted is setup with a counting ID source and no options; when the
+// test ends it checks that every ID handed out was released once
+// (checkDone).
+func setupCounted(t *testing.T) (*links.Service, *postgres.Store, *counterIDs, int64) {
+	t.Helper()
+	ids := &counterIDs{}
+	svc, st, pool, tenant := setup(t, ids, links.Config{})
+	t.Cleanup(func() { checkDone(t, ids, pool) })
+	return svc, st, ids, tenant
+}
+
+// generate creates n links with generated codes and returns the codes.
+func generate(t *testing.T, svc *links.Service, tenant int64, n int) []string {
+	t.Helper()
+	var codes []string
+	for range n {
+		c, err := svc.Create(context.Background(), tenant, links.CreateRequest{URL: "https://example.com/"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		codes = append(codes, c.Link.Code)
+	}
+	return codes
+}
+
 func count(t *testing.T, pool *pgxpool.Pool, table string) int {
 	t.Helper()
 	var n int
@@ -219,29 +244,20 @@ func TestCoalescedCreatesKeepTheirOwnAnswers(t *testing.T) {
 // already holds (an import) is skipped, its ID counted as waste, and never
 // answered twice.
 func TestGeneratedCodeHeldByCustomLinkIsSkipped(t *testing.T) {
-	ids := &counterIDs{}
-	svc, st, pool, tenant := setup(t, ids, links.Config{})
+	svc, st, _, tenant := setupCounted(t)
 	ctx := context.Background()
 	imported := &link.Link{ID: 1_000_000, Code: "000002", TenantID: tenant, Namespace: "default",
 		URL: "https://imported.example/", URLOriginal: "https://imported.example/", RedirectType: 302}
 	if err := st.CreateLink(ctx, imported, true); err != nil {
 		t.Fatal(err)
 	}
-	var got []string
-	for range 3 {
-		c, err := svc.Create(ctx, tenant, links.CreateRequest{URL: "https://example.com/"})
-		if err != nil {
-			t.Fatal(err)
-		}
-		got = append(got, c.Link.Code)
-	}
+	got := generate(t, svc, tenant, 3)
 	if fmt.Sprint(got) != "[000001 000003 000004]" {
 		t.Fatalf("generated codes %v; want [000001 000003 000004]", got)
 	}
 	if w := svc.Stats().WastedIDs; w != 1 {
 		t.Fatalf("wasted %d IDs; want 1", w)
 	}
-	checkDone(t, ids, pool)
 }
 
 // TestGeneratedCodeNeverAReservedWord: with the counter at the ID of
@@ -249,8 +265,7 @@ func TestGeneratedCodeHeldByCustomLinkIsSkipped(t *testing.T) {
 // other cases of it that come next, counts each as waste, and answers the
 // first code that is no reserved word.
 func TestGeneratedCodeNeverAReservedWord(t *testing.T) {
-	ids := &counterIDs{}
-	svc, _, pool, tenant := setup(t, ids, links.Config{})
+	svc, _, ids, tenant := setupCounted(t)
 	ctx := context.Background()
 	readyz, err := base62.Decode("readyz")
 	if err != nil {
@@ -258,14 +273,7 @@ func TestGeneratedCodeNeverAReservedWord(t *testing.T) {
 	}
 	readyZ, _ := base62.Decode("readyZ")
 	ids.n.Store(readyz - 2) // hands out readyy, readyz, readz0, ...
-	var got []string
-	for range 3 {
-		c, err := svc.Create(ctx, tenant, links.CreateRequest{URL: "https://example.com/"})
-		if err != nil {
-			t.Fatal(err)
-		}
-		got = append(got, c.Link.Code)
-	}
+	got := generate(t, svc, tenant, 3)
 	if want := "[readyy readz0 readz1]"; fmt.Sprint(got) != want {
 		t.Fatalf("generated codes %v; want %s (readyz skipped)", got, want)
 	}
@@ -281,15 +289,13 @@ func TestGeneratedCodeNeverAReservedWord(t *testing.T) {
 	if s := svc.Stats(); s.ReservedSkips != 2 || s.WastedIDs != 0 {
 		t.Fatalf("stats %+v; want 2 reserved skips", s)
 	}
-	checkDone(t, ids, pool)
 }
 
 // TestBatchReleasesEveryID: a batch with an idempotency key, a custom code
 // another link holds and an invalid item, then its replay: every ID taken is
 // released once, as committed exactly when its link exists.
 func TestBatchReleasesEveryID(t *testing.T) {
-	ids := &counterIDs{}
-	svc, _, pool, tenant := setup(t, ids, links.Config{})
+	svc, _, ids, tenant := setupCounted(t)
 	ctx := context.Background()
 	if _, err := svc.Create(ctx, tenant, links.CreateRequest{URL: "https://example.com/held", Code: "held-code"}); err != nil {
 		t.Fatal(err)
@@ -317,5 +323,4 @@ func TestBatchReleasesEveryID(t *testing.T) {
 	if _, err := svc.CreateBatch(ctx, tenant, "", reqs[:1]); err != nil {
 		t.Fatal(err)
 	}
-	checkDone(t, ids, pool)
 }
