@@ -631,14 +631,10 @@ func TestAllocSIGKILLNeverReused(t *testing.T) {
 
 // 7. A lagging authority: counter rolled back below the audit.
 func TestAllocLaggingAuthorityFenced(t *testing.T) {
-	pool := pgtest.Pool(t)
-	store := New(pool)
+	ns := idalloc.Namespace{Name: "lag", Start: 1, End: 1_000_000, Step: 10}
+	store, pool := storeWith(t, ns)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	ns := idalloc.Namespace{Name: "lag", Start: 1, End: 1_000_000, Step: 10}
-	if err := store.EnsureNamespace(ctx, ns); err != nil {
-		t.Fatal(err)
-	}
 	var segs []idalloc.Segment
 	for i := range 3 {
 		s, err := store.Lease(ctx, idalloc.LeaseRequest{RequestID: allocReqID(i), Namespace: ns.Name, Instance: "old-primary"})
