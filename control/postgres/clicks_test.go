@@ -10,7 +10,6 @@ import (
 
 	"github.com/edgelink/edgelink/control/clickroll"
 	"github.com/edgelink/edgelink/control/clickstats"
-	"github.com/edgelink/edgelink/internal/pgtest"
 	"github.com/edgelink/edgelink/shared/clicks"
 )
 
@@ -46,8 +45,7 @@ func liveLinks(t *testing.T, st *Store, tenant int64) int64 {
 }
 
 func TestLiveLinkCounterFollowsEveryMutation(t *testing.T) {
-	pool := pgtest.Pool(t)
-	st := New(pool)
+	st, pool := newStore(t)
 	ctx := context.Background()
 	a := seedClickLinks(t, pool, "a", 1, 100)
 	b := seedClickLinks(t, pool, "b", 101, 5)
@@ -94,8 +92,7 @@ SELECT i, 'c-' || i, $1, 'custom', 'u', 'u', nextval('change_version_seq') FROM 
 }
 
 func TestReconcileFixesDrift(t *testing.T) {
-	pool := pgtest.Pool(t)
-	st := New(pool)
+	st, pool := newStore(t)
 	ctx := context.Background()
 	a := seedClickLinks(t, pool, "a", 1, 30)
 	// Drift the way a bug or a hand-written fix would: counter rows off,
@@ -130,8 +127,7 @@ func TestReconcileFixesDrift(t *testing.T) {
 }
 
 func TestApplyClicksOnceAtAPosition(t *testing.T) {
-	pool := pgtest.Pool(t)
-	st := New(pool)
+	st, pool := newStore(t)
 	ctx := context.Background()
 	tenant := seedClickLinks(t, pool, "a", 1, 2)
 	day := time.Date(2030, 1, 2, 0, 0, 0, 0, time.UTC)
