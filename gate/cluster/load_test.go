@@ -80,7 +80,8 @@ func (l *load) run(ctx context.Context, perWorker float64, redirectors int, redi
 	return wg.Wait
 }
 
-func (l *load) creator(ctx context.Context, w int, rate float64) {
+// paced calls do with 0, 1, 2, … at rate calls a second until ctx ends.
+func paced(ctx context.Context, rate float64, do func(n int)) {
 	tick := time.NewTicker(time.Duration(float64(time.Second) / rate))
 	defer tick.Stop()
 	for n := 0; ; n++ {
@@ -89,10 +90,16 @@ func (l *load) creator(ctx context.Context, w int, rate float64) {
 			return
 		case <-tick.C:
 		}
+		do(n)
+	}
+}
+
+func (l *load) creator(ctx context.Context, w int, rate float64) {
+	paced(ctx, rate, func(n int) {
 		controls := l.controls()
 		if len(controls) == 0 {
 			l.fail(failure{at: time.Now(), status: "no control"})
-			continue
+			return
 		}
 		target := fmt.Sprintf("https://example.com/gate/%d/%d?src=load", w, n)
 		c, f, ok := l.create(ctx, controls[n%len(controls)], l.keys[w], target)
@@ -100,14 +107,14 @@ func (l *load) creator(ctx context.Context, w int, rate float64) {
 			if ctx.Err() == nil {
 				l.fail(f)
 			}
-			continue
+			return
 		}
 		l.mu.Lock()
 		l.links = append(l.links, c)
 		l.mu.Unlock()
 		edges := l.edges()
 		l.jump(ctx, edges[n%len(edges)], c)
-	}
+	})
 }
 
 func (l *load) fail(f failure) {
@@ -218,14 +225,7 @@ func (l *load) jump(ctx context.Context, edgeURL string, c created) {
 // over age), on every edge in turn.
 func (l *load) redirector(ctx context.Context, r int, rate float64) {
 	rng := rand.New(rand.NewPCG(uint64(r), 42))
-	tick := time.NewTicker(time.Duration(float64(time.Second) / rate))
-	defer tick.Stop()
-	for i := 0; ; i++ {
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
-		}
+	paced(ctx, rate, func(i int) {
 		l.mu.Lock()
 		n := len(l.links)
 		var c created
@@ -238,7 +238,7 @@ func (l *load) redirector(ctx context.Context, r int, rate float64) {
 		}
 		l.mu.Unlock()
 		if n == 0 {
-			continue
+			return
 		}
 		edges := l.edges()
 		edgeURL := edges[(r+i)%len(edges)]
@@ -257,7 +257,7 @@ func (l *load) redirector(ctx context.Context, r int, rate float64) {
 		case answerWrong:
 			l.wrongAnswer("%s", why)
 		}
-	}
+	})
 }
 
 // snapshot returns every 201 so far and every failure so far.
