@@ -15,8 +15,7 @@ import (
 )
 
 func TestIdempotentConcurrentCreates(t *testing.T) {
-	e := newEnv(t)
-	key := e.tenant(t, "acme")
+	e, key := newEnvWithTenant(t)
 	body := []byte(`{"url": "https://Example.com/sale?x=1", "redirect_type": 307}`)
 
 	const n = 100
@@ -78,8 +77,7 @@ func TestIdempotentConcurrentCreates(t *testing.T) {
 // problem, and neither links, their change events nor idempotency keys are
 // written.
 func TestHostileInputsWriteNothing(t *testing.T) {
-	e := newEnv(t)
-	key := e.tenant(t, "acme")
+	e, key := newEnvWithTenant(t)
 	big := strings.Repeat("a", 100<<10)
 	cases := []struct {
 		name   string
@@ -213,8 +211,7 @@ func TestTenantIsolation(t *testing.T) {
 }
 
 func TestRevokedKeyFailsNextRequest(t *testing.T) {
-	e := newEnv(t)
-	key := e.tenant(t, "acme")
+	e, key := newEnvWithTenant(t)
 	if r := e.do(t, "GET", "/api/v1/links", key, nil); r.status != 200 {
 		t.Fatalf("list: %v", r)
 	}
@@ -249,8 +246,7 @@ func TestRevokedKeyFailsNextRequest(t *testing.T) {
 }
 
 func TestLifecycle(t *testing.T) {
-	e := newEnv(t)
-	key := e.tenant(t, "acme")
+	e, key := newEnvWithTenant(t)
 	r := e.do(t, "POST", "/api/v1/links", key, []byte(`{"url": "https://xn--bcher-kva.example/ä?q=1", "code": "spring_sale", "expires_at": "2090-05-01T10:00:00.123456789+02:00"}`))
 	created := r.json(t)
 	if r.status != 201 || created["url"] != "https://xn--bcher-kva.example/%C3%A4?q=1" || created["url_original"] != "https://xn--bcher-kva.example/ä?q=1" ||
@@ -341,8 +337,7 @@ func TestLifecycle(t *testing.T) {
 }
 
 func TestListPagination(t *testing.T) {
-	e := newEnv(t)
-	key := e.tenant(t, "acme")
+	e, key := newEnvWithTenant(t)
 	var items []string
 	for i := range 25 {
 		items = append(items, fmt.Sprintf(`{"url": "https://example.com/%d"}`, i))
@@ -396,8 +391,7 @@ func TestListPagination(t *testing.T) {
 }
 
 func TestBatch(t *testing.T) {
-	e := newEnv(t)
-	key := e.tenant(t, "acme")
+	e, key := newEnvWithTenant(t)
 	var items []string
 	for i := range 1000 {
 		switch {
@@ -473,8 +467,7 @@ func TestRateLimit(t *testing.T) {
 }
 
 func TestProblemsForUnknownPathsAndMethods(t *testing.T) {
-	e := newEnv(t)
-	key := e.tenant(t, "acme")
+	e, key := newEnvWithTenant(t)
 	for _, tc := range []struct {
 		method, path string
 		status       int

@@ -46,6 +46,13 @@ func newEnv(t *testing.T, opts ...envOption) *env {
 	return envWithIDs(t, seqIDs{new(atomic.Uint64)}, opts...)
 }
 
+// newEnvWithTenant is newEnv with a tenant, acme, and that tenant's key.
+func newEnvWithTenant(t *testing.T) (*env, string) {
+	t.Helper()
+	e := newEnv(t)
+	return e, e.tenant(t, "acme")
+}
+
 // envWithIDs is newEnv with ids in place of the counting ID source.
 func envWithIDs(t *testing.T, ids links.IDSource, opts ...envOption) *env {
 	t.Helper()

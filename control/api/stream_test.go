@@ -18,8 +18,7 @@ import (
 // out of the real relay on a real JetStream as full-state events, in version
 // order, and an edge applying them by version ends with each link's state.
 func TestMutationsReachTheStream(t *testing.T) {
-	e := newEnv(t)
-	key := e.tenant(t, "acme")
+	e, key := newEnvWithTenant(t)
 	_, js := natstest.Start(t).Connect(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
