@@ -27,14 +27,32 @@ func newHandler() (*Handler, time.Time) {
 	return &Handler{Store: s, Now: func() time.Time { return now }}, now
 }
 
-func do(h *Handler, method, uri string) *fasthttp.RequestCtx {
-	var ctx fasthttp.RequestCtx
+// request is a context holding a request for method and uri, with
+// headers (name, value, …), as fasthttp's server hands it to a handler.
+func request(method, uri string, headers ...string) *fasthttp.RequestCtx {
 	var req fasthttp.Request
 	req.Header.SetMethod(method)
+	for i := 0; i+1 < len(headers); i += 2 {
+		req.Header.Set(headers[i], headers[i+1])
+	}
 	req.SetRequestURI(uri)
+	ctx := new(fasthttp.RequestCtx)
 	ctx.Init(&req, nil, nil)
-	h.Serve(&ctx)
-	return &ctx
+	return ctx
+}
+
+func do(h *Handler, method, uri string) *fasthttp.RequestCtx {
+	ctx := request(method, uri)
+	h.Serve(ctx)
+	return ctx
+}
+
+// hitAllocs serves ctx once, which warms the response header buffers and
+// the pools, and returns how many allocations each further serve of it
+// makes.
+func hitAllocs(h *Handler, ctx *fasthttp.RequestCtx) float64 {
+	h.Serve(ctx)
+	return testing.AllocsPerRun(1000, func() { ctx.Response.Reset(); h.Serve(ctx) })
 }
 
 func TestAnswers(t *testing.T) {
@@ -89,17 +107,7 @@ func TestAnswers(t *testing.T) {
 
 func TestHitDoesNotAllocate(t *testing.T) {
 	h, _ := newHandler()
-	var ctx fasthttp.RequestCtx
-	var req fasthttp.Request
-	req.Header.SetMethod("GET")
-	req.SetRequestURI("/00000A")
-	ctx.Init(&req, nil, nil)
-	h.Serve(&ctx) // warm the response header buffers
-	n := testing.AllocsPerRun(1000, func() {
-		ctx.Response.Reset()
-		h.Serve(&ctx)
-	})
-	if n != 0 {
+	if n := hitAllocs(h, request("GET", "/00000A")); n != 0 {
 		t.Fatalf("hit path allocated %v times per request", n)
 	}
 }
@@ -160,13 +168,7 @@ func BenchmarkHitWithClicks(b *testing.B) {
 func TestHitWithClicksDoesNotAllocate(t *testing.T) {
 	h, _ := newHandler()
 	h.Clicks = clickpub.New(nil, clickpub.Config{Buffer: 1 << 20})
-	var ctx fasthttp.RequestCtx
-	var req fasthttp.Request
-	req.Header.SetMethod("GET")
-	req.SetRequestURI("/00000A")
-	ctx.Init(&req, nil, nil)
-	h.Serve(&ctx)
-	if n := testing.AllocsPerRun(1000, func() { ctx.Response.Reset(); h.Serve(&ctx) }); n != 0 {
+	if n := hitAllocs(h, request("GET", "/00000A")); n != 0 {
 		t.Fatalf("hit path with click recording allocated %v times per request", n)
 	}
 }
@@ -174,15 +176,11 @@ func TestHitWithClicksDoesNotAllocate(t *testing.T) {
 // benchServe serves GET uri with h over and over on one reused context, as
 // fasthttp's workers do, reporting allocations.
 func benchServe(b *testing.B, h *Handler, uri string) {
-	var ctx fasthttp.RequestCtx
-	var req fasthttp.Request
-	req.Header.SetMethod("GET")
-	req.SetRequestURI(uri)
-	ctx.Init(&req, nil, nil)
+	ctx := request("GET", uri)
 	b.ReportAllocs()
 	for b.Loop() {
 		ctx.Response.Reset()
-		h.Serve(&ctx)
+		h.Serve(ctx)
 	}
 }
 
@@ -242,14 +240,9 @@ func TestNotFoundBudget(t *testing.T) {
 	}
 	h.Miss = fixedResolver{nil, resolve.NotFound}
 	get := func(path, client string) *fasthttp.RequestCtx {
-		var ctx fasthttp.RequestCtx
-		var req fasthttp.Request
-		req.Header.SetMethod("GET")
-		req.Header.Set("X-Test-Client", client)
-		req.SetRequestURI(path)
-		ctx.Init(&req, nil, nil)
-		h.Serve(&ctx)
-		return &ctx
+		ctx := request("GET", path, "X-Test-Client", client)
+		h.Serve(ctx)
+		return ctx
 	}
 	for i, want := range []int{404, 404, 429, 429} {
 		path := []string{"/nope01", "/not-a-code.php", "/nope02", "/nope03"}[i]

@@ -5,8 +5,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/valyala/fasthttp"
-
 	"github.com/edgelink/edgelink/edge/store"
 	"github.com/edgelink/edgelink/internal/snapshottest"
 	"github.com/edgelink/edgelink/shared/link"
@@ -87,13 +85,7 @@ func TestSnapshotHitDoesNotAllocate(t *testing.T) {
 	h := newSnapshotHandler(t)
 	h.Now = nil
 	for _, uri := range []string{"/00000A", "/summer-sale", "/00000G"} {
-		var ctx fasthttp.RequestCtx
-		var req fasthttp.Request
-		req.Header.SetMethod("GET")
-		req.SetRequestURI(uri)
-		ctx.Init(&req, nil, nil)
-		h.Serve(&ctx) // warm the response header buffers and the pool
-		if n := testing.AllocsPerRun(1000, func() { ctx.Response.Reset(); h.Serve(&ctx) }); n != 0 {
+		if n := hitAllocs(h, request("GET", uri)); n != 0 {
 			t.Errorf("GET %s: hit path allocated %v times per request", uri, n)
 		}
 	}
