@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/edgelink/edgelink/control/clickroll"
 	"github.com/edgelink/edgelink/control/clickstats"
@@ -158,17 +157,15 @@ ON CONFLICT (day, bucket) DO UPDATE SET count = t.count + excluded.count`,
 
 // clickRollerSession is a dedicated connection holding the click roller's
 // advisory lock.
-type clickRollerSession struct {
-	conn *pgxpool.Conn
-}
+type clickRollerSession struct{ lockSession }
 
 // AcquireClickRoller implements clickroll.Store on a dedicated connection.
 func (s *Store) AcquireClickRoller(ctx context.Context) (clickroll.Session, error) {
-	conn, err := s.lockConn(ctx, clickRollerLockKey, clickroll.ErrBusy)
+	l, err := s.lock(ctx, clickRollerLockKey, clickroll.ErrBusy)
 	if err != nil {
 		return nil, err
 	}
-	return &clickRollerSession{conn: conn}, nil
+	return &clickRollerSession{l}, nil
 }
 
 // Alive implements clickroll.Session: it checks the session's connection,
@@ -179,10 +176,6 @@ func (c *clickRollerSession) Alive(ctx context.Context) error {
 	}
 	return nil
 }
-
-// Close releases the lock by closing the connection (a connection holding
-// a session lock must not go back to the pool).
-func (c *clickRollerSession) Close() { closeConn(c.conn) }
 
 // LiveLinkDrift is a tenant whose live-link counter disagreed with its rows.
 type LiveLinkDrift struct {

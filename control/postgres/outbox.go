@@ -7,7 +7,6 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
-	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/edgelink/edgelink/control/outbox"
 	"github.com/edgelink/edgelink/shared/link"
@@ -97,21 +96,19 @@ func (s *Store) MarkPublished(ctx context.Context, next uint64) error {
 
 // relaySession is a dedicated connection holding the relay's advisory lock
 // and listening for outbox notifications.
-type relaySession struct {
-	conn *pgxpool.Conn
-}
+type relaySession struct{ lockSession }
 
 // AcquireRelay implements outbox.Store on a dedicated connection.
 func (s *Store) AcquireRelay(ctx context.Context) (outbox.Session, error) {
-	conn, err := s.lockConn(ctx, relayLockKey, outbox.ErrBusy)
+	l, err := s.lock(ctx, relayLockKey, outbox.ErrBusy)
 	if err != nil {
 		return nil, err
 	}
-	if _, err := conn.Exec(ctx, `LISTEN outbox`); err != nil {
-		closeConn(conn) // drops the lock with the connection
+	if _, err := l.conn.Exec(ctx, `LISTEN outbox`); err != nil {
+		l.Close() // drops the lock with the connection
 		return nil, translate(err)
 	}
-	return &relaySession{conn: conn}, nil
+	return &relaySession{l}, nil
 }
 
 // Wait implements outbox.Session.
@@ -122,7 +119,3 @@ func (r *relaySession) Wait(ctx context.Context) error {
 	}
 	return nil
 }
-
-// Close releases the lock by closing the connection: a connection that
-// LISTENed or held a lock must not go back to the pool.
-func (r *relaySession) Close() { closeConn(r.conn) }

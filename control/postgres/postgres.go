@@ -78,24 +78,34 @@ func (s *Store) Ping(ctx context.Context) error {
 	return nil
 }
 
-// lockConn takes a dedicated connection holding the session advisory lock
-// key, or answers busy while another session holds it.
-func (s *Store) lockConn(ctx context.Context, key int64, busy error) (*pgxpool.Conn, error) {
+// lockSession is a dedicated connection holding a session advisory lock:
+// the relay's or the click roller's, one active instance at a time.
+type lockSession struct {
+	conn *pgxpool.Conn
+}
+
+// lock takes a dedicated connection holding the session advisory lock key,
+// or answers busy while another session holds it.
+func (s *Store) lock(ctx context.Context, key int64, busy error) (lockSession, error) {
 	conn, err := s.pool.Acquire(ctx)
 	if err != nil {
-		return nil, translate(err)
+		return lockSession{}, translate(err)
 	}
 	var ok bool
 	if err := conn.QueryRow(ctx, `SELECT pg_try_advisory_lock($1)`, key).Scan(&ok); err != nil {
 		conn.Release()
-		return nil, translate(err)
+		return lockSession{}, translate(err)
 	}
 	if !ok {
 		conn.Release()
-		return nil, busy
+		return lockSession{}, busy
 	}
-	return conn, nil
+	return lockSession{conn: conn}, nil
 }
+
+// Close releases the lock by closing the connection: a connection that
+// held a session lock (or LISTENed) must not go back to the pool.
+func (l lockSession) Close() { closeConn(l.conn) }
 
 // closeConn closes a dedicated connection instead of giving it back: one
 // that held a session lock or LISTENed must not go back to the pool.
