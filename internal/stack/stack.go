@@ -94,7 +94,6 @@ func closeOnError(err *error, close func() error) {
 	}
 }
 
-// cleanup registers stop with t, reporting its error.
 // started is a NewX: it runs start with a context bounded by within (0:
 // none, for a piece that lives on the context it is given), fails t when
 // the piece does not start, and stops it with stop when the test ends.
@@ -114,6 +113,7 @@ func started[T any](t testing.TB, what string, within time.Duration, start func(
 	return v
 }
 
+// cleanup registers stop with t, reporting its error.
 func cleanup(t testing.TB, what string, stop func() error) {
 	t.Cleanup(func() {
 		if err := stop(); err != nil {
