@@ -34,16 +34,12 @@ import (
 // raise the counter to the witness) resumes allocation above every
 // confirmed interval.
 func TestFailoverToLaggingReplicaRefusesUnsafeAllocation(t *testing.T) {
-	gate(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
-	defer cancel()
-	c := startCluster(t)
-	nats := stack.NewNATS(t, stack.NATSConfig{})
-	_, js := nats.Client(t)
+	ctx, c := begin(t, 8*time.Minute)
+	_, js := c.nats.Client(t)
 	witness := kvwitness.New(js, kvwitness.Bucket, 1)
 	vip := stack.NewProxy(t, "127.0.0.1:"+strconv.Itoa(c.primary.Server.Port()))
 	const step = 10
-	cfg := controlserver.Config{DatabaseURL: vip.DSN("edgelink"), NATSURL: nats.URL(), PublicURL: "http://127.0.0.1:1",
+	cfg := controlserver.Config{DatabaseURL: vip.DSN("edgelink"), NATSURL: c.nats.URL(), PublicURL: "http://127.0.0.1:1",
 		IDStep: step, Instance: "control-a"}
 	a := startControl(t, cfg)
 	ids := stack.NewLedger()

@@ -1,7 +1,6 @@
 package replication
 
 import (
-	"context"
 	"fmt"
 	"net/http"
 	"testing"
@@ -10,7 +9,6 @@ import (
 	"github.com/edgelink/edgelink/control/controlserver"
 	"github.com/edgelink/edgelink/control/responder"
 	"github.com/edgelink/edgelink/gate/evidence"
-	"github.com/edgelink/edgelink/internal/stack"
 	"github.com/edgelink/edgelink/shared/authority"
 )
 
@@ -22,18 +20,14 @@ import (
 // after a replica miss are counted, and must be many, or the replica did
 // not really lag and the test proved nothing.
 func TestReplicaLagEveryCreateJumpable(t *testing.T) {
-	gate(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	c := startCluster(t)
-	nats := stack.NewNATS(t, stack.NATSConfig{})
-	edgeURL, e := startEdge(t, nats.URL())
+	ctx, c := begin(t, 5*time.Minute)
+	edgeURL, e := startEdge(t, c.nats.URL())
 	lookups := make(chan *responder.ReplicaFirst, 1)
 	// A generous replica timeout: on a busy machine a replica answer can
 	// take longer than the default 200 ms, and the caught-up replica must
 	// answer every one of its lookups itself.
 	ctl := startControl(t, controlserver.Config{DatabaseURL: c.primary.DSN, ReplicaURL: c.replica.DSN,
-		ReplicaTimeout: 10 * time.Second, NATSURL: nats.URL(), PublicURL: edgeURL, IDStep: 50,
+		ReplicaTimeout: 10 * time.Second, NATSURL: c.nats.URL(), PublicURL: edgeURL, IDStep: 50,
 		OnReplicaLookups: func(rf *responder.ReplicaFirst) { lookups <- rf }})
 	rf := <-lookups
 

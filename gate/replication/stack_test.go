@@ -8,6 +8,7 @@ import (
 	"os"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -26,12 +27,24 @@ func gate(t *testing.T) {
 	}
 }
 
-// cluster is a primary with a database "edgelink" (migrated, one tenant)
-// and an asynchronous streaming replica of it. Both are stopped when the
-// test ends.
+// cluster is a primary with a database "edgelink" (migrated, one tenant),
+// an asynchronous streaming replica of it, and NATS. All are stopped when
+// the test ends.
 type cluster struct {
 	primary, replica *stack.Postgres
 	apiKey           string
+	nats             *stack.NATS
+}
+
+// begin starts a scenario: it skips it unless the gate run asked for it,
+// bounds it by within (the context ends with the test) and starts its
+// cluster.
+func begin(t *testing.T, within time.Duration) (context.Context, *cluster) {
+	t.Helper()
+	gate(t)
+	ctx, cancel := context.WithTimeout(context.Background(), within)
+	t.Cleanup(cancel)
+	return ctx, startCluster(t)
 }
 
 func startCluster(t *testing.T) *cluster {
@@ -39,6 +52,7 @@ func startCluster(t *testing.T) *cluster {
 	c := &cluster{primary: stack.NewPostgres(t, stack.PostgresConfig{})}
 	_, c.apiKey = c.primary.NewTenant(t, "gate")
 	c.replica = c.primary.NewReplica(t)
+	c.nats = stack.NewNATS(t, stack.NATSConfig{})
 	return c
 }
 
