@@ -205,14 +205,8 @@ func (d *clickDB) caughtUp(t *testing.T) {
 	ctx := context.Background()
 	var pos, last uint64
 	if err := stack.Poll(ctx, "click roller caught up", 60*time.Second, func() bool {
-		s, err := d.js.Stream(ctx, clicks.Stream)
-		if err != nil {
-			t.Fatal(err)
-		}
-		info, err := s.Info(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
+		_, info := streamInfo(t, d.js, clicks.Stream)
+		var err error
 		if pos, err = d.st.ClickPosition(ctx, clicks.Stream); err != nil {
 			t.Fatal(err)
 		}

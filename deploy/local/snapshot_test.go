@@ -324,27 +324,64 @@ func codesOf(rows []linkRow) []string {
 	return out
 }
 
+// ownNATS is the local stack on a NATS of the test's own, which a test may
+// stop and whose snapshot bucket it reads and writes, with the stack's
+// database and a JetStream client of that NATS.
+type ownNATS struct {
+	nats    *stack.NATS
+	js      jetstream.JetStream
+	pool    *pgxpool.Pool
+	edgeURL string
+	edge    *edgeserver.Edge // the stack's own edge
+}
+
+func startOnOwnNATS(t *testing.T) *ownNATS {
+	t.Helper()
+	s := &ownNATS{nats: stack.NewNATS(t, stack.NATSConfig{})}
+	r, e := startEdgeStack(t, s.nats.URL(), nil)
+	s.pool, s.edgeURL, s.edge = dbPool(t, r), r.EdgeURL, e
+	_, s.js = s.nats.Client(t)
+	return s
+}
+
+// streamInfo is the JetStream stream name and what it holds now.
+func streamInfo(t *testing.T, js jetstream.JetStream, name string) (jetstream.Stream, *jetstream.StreamInfo) {
+	t.Helper()
+	s, err := js.Stream(context.Background(), name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := s.Info(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s, info
+}
+
+// seed inserts rows and waits until the outbox has published them.
+func (s *ownNATS) seed(t *testing.T, rows []linkRow) {
+	t.Helper()
+	insertLinks(t, s.pool, rows)
+	waitPublished(t, s.pool)
+}
+
 // TestEdgeBootsFromSnapshotLikeAuthority: an edge booted from a snapshot
 // plus the stream after it answers 10,000 sampled codes exactly like the
 // authority; it is not ready before the replay; and booted again from its
 // local copy with NATS down, it serves the links it knows.
 func TestEdgeBootsFromSnapshotLikeAuthority(t *testing.T) {
-	ns := stack.NewNATS(t, stack.NATSConfig{})
-	r, _ := startEdgeStack(t, ns.URL(), nil)
-	pool := dbPool(t, r)
-	_, js := ns.Client(t)
+	s := startOnOwnNATS(t)
 	rng := rand.New(rand.NewPCG(6, 6))
 
 	phase1 := genLinks(rng, 9000, 20_000_000_000, "promo")
-	insertLinks(t, pool, phase1)
-	waitPublished(t, pool)
-	h := buildAndPublish(t, pool, js)
+	s.seed(t, phase1)
+	h := buildAndPublish(t, s.pool, s.js)
 	t.Logf("snapshot at change version %d, stream seq %d, %d entries", h.ChangeVersion, h.StreamSeq, h.Entries)
 
 	// Changes after the snapshot, which only the replay brings: new links,
 	// and snapshot links disabled, deleted, re-enabled and retargeted.
 	phase2 := genLinks(rng, 2000, 20_000_000_001, "late")
-	insertLinks(t, pool, phase2)
+	insertLinks(t, s.pool, phase2)
 	var active, disabled []string
 	for _, l := range phase1 {
 		switch {
@@ -354,15 +391,15 @@ func TestEdgeBootsFromSnapshotLikeAuthority(t *testing.T) {
 			disabled = append(disabled, l.code)
 		}
 	}
-	updateLinks(t, pool, active[:300], `status = 'disabled'`)
-	updateLinks(t, pool, active[300:500], `status = 'deleted'`)
-	updateLinks(t, pool, active[500:700], `url = url || '&retargeted=1', redirect_type = 307`)
-	updateLinks(t, pool, disabled[:100], `status = 'active'`)
-	updateLinks(t, pool, active[700:800], `expires_at = now() - interval '1 minute'`)
-	waitPublished(t, pool)
+	updateLinks(t, s.pool, active[:300], `status = 'disabled'`)
+	updateLinks(t, s.pool, active[300:500], `status = 'deleted'`)
+	updateLinks(t, s.pool, active[500:700], `url = url || '&retargeted=1', redirect_type = 307`)
+	updateLinks(t, s.pool, disabled[:100], `status = 'active'`)
+	updateLinks(t, s.pool, active[700:800], `expires_at = now() - interval '1 minute'`)
+	waitPublished(t, s.pool)
 
 	dir := t.TempDir()
-	edgeURL, e, stop := runEdge(t, ns.URL(), dir, func(c *edgeserver.Config) {
+	edgeURL, e, stop := runEdge(t, s.nats.URL(), dir, func(c *edgeserver.Config) {
 		c.OnStart = func(e *edgeserver.Edge) { e.Feed.Pause() }
 	})
 	stack.Eventually(t, "edge boots from the snapshot", 60*time.Second, e.Syncer.Booted)
@@ -379,7 +416,7 @@ func TestEdgeBootsFromSnapshotLikeAuthority(t *testing.T) {
 		t.Fatalf("the overlay holds %d entries: the edge replayed more than the changes after the snapshot", n)
 	}
 
-	truth := authority(t, pool)
+	truth := authority(t, s.pool)
 	codes := sample(rng, truth, 10_000, 1500)
 	compare(t, "edge booted from a snapshot", truth, askAll(t, edgeURL, codes), codes)
 	t.Logf("10,000 answers match; %d from the snapshot, overlay %d entries", e.Handler.Counters.SnapshotHits.Load(), e.Overlay.Len())
@@ -388,7 +425,7 @@ func TestEdgeBootsFromSnapshotLikeAuthority(t *testing.T) {
 	// holds and nothing changed since answer as before; readiness says
 	// degraded.
 	stop()
-	ns.Stop()
+	s.nats.Stop()
 	changed := map[string]bool{}
 	for _, c := range append(append(codesOf(phase2), active[:800]...), disabled[:100]...) {
 		changed[c] = true
@@ -399,7 +436,7 @@ func TestEdgeBootsFromSnapshotLikeAuthority(t *testing.T) {
 			stable = append(stable, l.code)
 		}
 	}
-	offURL, off, _ := runEdge(t, ns.URL(), dir, nil)
+	offURL, off, _ := runEdge(t, s.nats.URL(), dir, nil)
 	stack.Eventually(t, "edge boots from its local copy with NATS down", 30*time.Second, off.Syncer.Booted)
 	compare(t, "edge booted from disk with NATS down", truth, askAll(t, offURL, stable), stable)
 	// In service, degraded: every edge restarted during a NATS outage
@@ -417,25 +454,21 @@ func TestEdgeBootsFromSnapshotLikeAuthority(t *testing.T) {
 // zero failed or wrong answers; a corrupt and a truncated snapshot are
 // refused and the edge keeps serving the one it had.
 func TestHotSwapUnderLoad(t *testing.T) {
-	ns := stack.NewNATS(t, stack.NATSConfig{})
-	r, e := startEdgeStack(t, ns.URL(), nil)
-	pool := dbPool(t, r)
-	_, js := ns.Client(t)
+	s := startOnOwnNATS(t)
 	rng := rand.New(rand.NewPCG(7, 7))
 	rows := genLinks(rng, 5000, 21_000_000_000, "load")
-	insertLinks(t, pool, rows)
-	waitPublished(t, pool)
-	truth := authority(t, pool)
+	s.seed(t, rows)
+	truth := authority(t, s.pool)
 	codes := codesOf(rows)
 
 	waitSwap := func(v uint64) {
 		t.Helper()
 		stack.Eventually(t, fmt.Sprintf("snapshot %d in service", v), 60*time.Second, func() bool {
-			cur := e.Snapshots.Current()
+			cur := s.edge.Snapshots.Current()
 			return cur != nil && cur.Snap.Header.ChangeVersion == v
 		})
 	}
-	waitSwap(buildAndPublish(t, pool, js).ChangeVersion)
+	waitSwap(buildAndPublish(t, s.pool, s.js).ChangeVersion)
 
 	ctx, cancel := context.WithCancel(context.Background())
 	var (
@@ -450,7 +483,7 @@ func TestHotSwapUnderLoad(t *testing.T) {
 			lr := rand.New(rand.NewPCG(uint64(w), 1))
 			for ctx.Err() == nil {
 				code := codes[lr.IntN(len(codes))]
-				status, loc, err := stack.Follow(r.EdgeURL, code)
+				status, loc, err := stack.Follow(s.edgeURL, code)
 				asked.Add(1)
 				if err != nil {
 					failed.Add(1)
@@ -466,17 +499,16 @@ func TestHotSwapUnderLoad(t *testing.T) {
 	}
 	t.Cleanup(func() { cancel(); wg.Wait() })
 
-	obs, err := js.ObjectStore(context.Background(), snapshot.Bucket)
+	obs, err := s.js.ObjectStore(context.Background(), snapshot.Bucket)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for round := range 3 {
 		roundStart := time.Now()
 		// Unrelated new links move the change version on.
-		insertLinks(t, pool, genLinks(rng, 300, 22_000_000_000+int64(round)*10_000, fmt.Sprintf("r%d", round)))
-		waitPublished(t, pool)
+		s.seed(t, genLinks(rng, 300, 22_000_000_000+int64(round)*10_000, fmt.Sprintf("r%d", round)))
 		before := asked.Load()
-		h := buildAndPublish(t, pool, js)
+		h := buildAndPublish(t, s.pool, s.js)
 		waitSwap(h.ChangeVersion)
 		if asked.Load() == before {
 			t.Fatal("no request was answered while the snapshot was swapped: the test proved nothing")
@@ -492,16 +524,16 @@ func TestHotSwapUnderLoad(t *testing.T) {
 		} else {
 			data = data[:len(data)-1000]
 		}
-		rejected := e.Syncer.Rejected.Load()
+		rejected := s.edge.Syncer.Rejected.Load()
 		if _, err := obs.PutBytes(context.Background(), snapshot.ObjectName(h.ChangeVersion+1), data); err != nil {
 			t.Fatal(err)
 		}
-		stack.Eventually(t, "damaged snapshot refused", 60*time.Second, func() bool { return e.Syncer.Rejected.Load() != rejected })
-		if err := e.Syncer.LastRejection(); !errors.Is(err, snapshot.ErrCorrupt) {
+		stack.Eventually(t, "damaged snapshot refused", 60*time.Second, func() bool { return s.edge.Syncer.Rejected.Load() != rejected })
+		if err := s.edge.Syncer.LastRejection(); !errors.Is(err, snapshot.ErrCorrupt) {
 			t.Fatalf("refusal: %v, want ErrCorrupt", err)
 		}
-		t.Logf("round %d (%v): swapped to %d; refused: %v", round, time.Since(roundStart).Round(time.Millisecond), h.ChangeVersion, e.Syncer.LastRejection())
-		if v := e.Snapshots.Current().Snap.Header.ChangeVersion; v != h.ChangeVersion {
+		t.Logf("round %d (%v): swapped to %d; refused: %v", round, time.Since(roundStart).Round(time.Millisecond), h.ChangeVersion, s.edge.Syncer.LastRejection())
+		if v := s.edge.Snapshots.Current().Snap.Header.ChangeVersion; v != h.ChangeVersion {
 			t.Fatalf("after a refused snapshot the edge serves %d, want %d kept", v, h.ChangeVersion)
 		}
 		if err := obs.Delete(context.Background(), snapshot.ObjectName(h.ChangeVersion+1)); err != nil {
@@ -514,7 +546,7 @@ func TestHotSwapUnderLoad(t *testing.T) {
 		t.Errorf("first wrong answer: %s", *msg)
 	}
 	t.Logf("%d requests during %d swaps, %d failed or wrong; overlay now %d entries",
-		asked.Load(), e.Syncer.Swaps.Load(), failed.Load(), e.Overlay.Len())
+		asked.Load(), s.edge.Syncer.Swaps.Load(), failed.Load(), s.edge.Overlay.Len())
 	if failed.Load() != 0 || asked.Load() == 0 {
 		t.Fatalf("%d of %d requests failed or answered wrong during hot swaps", failed.Load(), asked.Load())
 	}
@@ -525,37 +557,26 @@ func TestHotSwapUnderLoad(t *testing.T) {
 // waits for a snapshot that meets the stream, re-syncs from it by itself and
 // then answers like the authority.
 func TestEdgeResyncsAfterRetention(t *testing.T) {
-	ns := stack.NewNATS(t, stack.NATSConfig{})
-	r, _ := startEdgeStack(t, ns.URL(), nil)
-	pool := dbPool(t, r)
-	_, js := ns.Client(t)
+	s := startOnOwnNATS(t)
 	ctx := context.Background()
 	rng := rand.New(rand.NewPCG(8, 8))
 	first := genLinks(rng, 2000, 23_000_000_000, "old")
-	insertLinks(t, pool, first)
-	waitPublished(t, pool)
-	h1 := buildAndPublish(t, pool, js)
+	s.seed(t, first)
+	h1 := buildAndPublish(t, s.pool, s.js)
 
 	// The edge boots from the first snapshot, catches up, and goes away.
 	dir := t.TempDir()
-	edgeURL, _, stop := runEdge(t, ns.URL(), dir, nil)
+	edgeURL, _, stop := runEdge(t, s.nats.URL(), dir, nil)
 	waitReady(t, edgeURL)
 	stop()
 
 	// While it is away: changes, a newer snapshot, then retention drops
 	// everything the edge has not applied, and the newer snapshot goes too
 	// (as if the edge came back between the purge and the next build).
-	insertLinks(t, pool, genLinks(rng, 1000, 23_000_000_001, "new"))
-	updateLinks(t, pool, codesOf(first[:200]), `status = 'disabled'`)
-	waitPublished(t, pool)
-	stream, err := js.Stream(ctx, linkevent.Stream)
-	if err != nil {
-		t.Fatal(err)
-	}
-	info, err := stream.Info(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	insertLinks(t, s.pool, genLinks(rng, 1000, 23_000_000_001, "new"))
+	updateLinks(t, s.pool, codesOf(first[:200]), `status = 'disabled'`)
+	waitPublished(t, s.pool)
+	stream, info := streamInfo(t, s.js, linkevent.Stream)
 	if err := stream.Purge(ctx, jetstream.WithPurgeSequence(info.State.LastSeq)); err != nil {
 		t.Fatal(err)
 	}
@@ -563,17 +584,17 @@ func TestEdgeResyncsAfterRetention(t *testing.T) {
 		t.Fatalf("the purge left the edge's position (%d) on the stream (last %d)", h1.StreamSeq, info.State.LastSeq)
 	}
 
-	edgeURL, e, _ := runEdge(t, ns.URL(), dir, nil)
+	edgeURL, e, _ := runEdge(t, s.nats.URL(), dir, nil)
 	stack.Eventually(t, "the edge notices that the stream lost its events", 60*time.Second, func() bool { return !e.Feed.Complete() })
 	if status, body := readyz(edgeURL); status == http.StatusOK {
 		t.Fatalf("edge behind the stream's retention reports ready: %s", body)
 	}
-	h2 := buildAndPublish(t, pool, js)
+	h2 := buildAndPublish(t, s.pool, s.js)
 	waitReady(t, edgeURL)
 	if v := e.Snapshots.Current().Snap.Header.ChangeVersion; v != h2.ChangeVersion || e.Syncer.Resyncs.Load() == 0 {
 		t.Fatalf("edge serves snapshot %d after %d re-syncs, want %d after at least 1", v, e.Syncer.Resyncs.Load(), h2.ChangeVersion)
 	}
-	truth := authority(t, pool)
+	truth := authority(t, s.pool)
 	codes := sample(rng, truth, 3000, 300)
 	compare(t, "edge re-synced after retention", truth, askAll(t, edgeURL, codes), codes)
 }
