@@ -106,16 +106,12 @@ func status(t *testing.T, url string) int { return call(t, "GET", url, "", "").s
 // deadline with the last answer.
 func waitStatus(t *testing.T, url string, want int) {
 	t.Helper()
-	deadline := time.Now().Add(90 * time.Second)
-	for {
-		a := call(t, "GET", url, "", "")
-		if a.status == want {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("GET %s: still %d %q after 90s; want %d", url, a.status, a.body, want)
-		}
-		time.Sleep(50 * time.Millisecond)
+	var a answer
+	if err := poll.WaitEvery(context.Background(), "GET "+url, 90*time.Second, 50*time.Millisecond, func() bool {
+		a = call(t, "GET", url, "", "")
+		return a.status == want
+	}); err != nil {
+		t.Fatalf("%v: still %d %q; want %d", err, a.status, a.body, want)
 	}
 }
 
@@ -269,17 +265,18 @@ func TestProbesFlip(t *testing.T) {
 		t.Fatal(err)
 	}
 	release()
-	deadline := time.Now().Add(90 * time.Second)
 	livezChecks := 0
-	for failures() < before+3 {
+	if err := poll.WaitEvery(ctx, fmt.Sprintf("load failures past %v+3 after stopping PostgreSQL", before), 90*time.Second, 100*time.Millisecond, func() bool {
+		if failures() >= before+3 {
+			return true
+		}
 		if s := status(t, c.url+"/livez"); s != 200 {
 			t.Fatalf("/livez during the PostgreSQL outage: %d; want 200", s)
 		}
 		livezChecks++
-		if time.Now().After(deadline) {
-			t.Fatalf("load failures did not grow past %v+3 within 90s of stopping PostgreSQL", before)
-		}
-		time.Sleep(100 * time.Millisecond)
+		return false
+	}); err != nil {
+		t.Fatal(err)
 	}
 	// Past the time a lease or seal can take (5 s), livez is still green.
 	for end := time.Now().Add(6 * time.Second); time.Now().Before(end); time.Sleep(200 * time.Millisecond) {
@@ -304,16 +301,12 @@ func TestProbesFlip(t *testing.T) {
 	if s := status(t, c.url+"/livez"); s != 200 {
 		t.Fatalf("/livez after the outage: %d", s)
 	}
-	deadline = time.Now().Add(90 * time.Second)
-	for {
-		a := createLink(t, c.url, key, "https://example.com/after-outage")
-		if a.status == 201 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("create after PostgreSQL came back: %d %s", a.status, a.body)
-		}
-		time.Sleep(200 * time.Millisecond)
+	var a answer
+	if err := poll.WaitEvery(ctx, "a create after PostgreSQL came back", 90*time.Second, 200*time.Millisecond, func() bool {
+		a = createLink(t, c.url, key, "https://example.com/after-outage")
+		return a.status == 201
+	}); err != nil {
+		t.Fatalf("%v: %d %s", err, a.status, a.body)
 	}
 }
 

@@ -15,6 +15,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/edgelink/edgelink/internal/pgserver"
+	"github.com/edgelink/edgelink/internal/poll"
 )
 
 // TestPostgresReplicationScripts runs the manifests' own PostgreSQL setup
@@ -108,8 +109,8 @@ func TestPostgresReplicationScripts(t *testing.T) {
 		t.Fatalf("replica in recovery: %q, %v; want a standby", got, err)
 	}
 	slot := strings.ReplaceAll(replicaSts.name+"-0", "-", "_")
-	poll(t, ctx, primary, "SELECT application_name || ' ' || state FROM pg_stat_replication", slot+" streaming")
-	poll(t, ctx, primary, "SELECT active FROM pg_replication_slots WHERE slot_name = '"+slot+"'", "t")
+	waitQuery(t, ctx, primary, "SELECT application_name || ' ' || state FROM pg_stat_replication", slot+" streaming")
+	waitQuery(t, ctx, primary, "SELECT active FROM pg_replication_slots WHERE slot_name = '"+slot+"'", "t")
 	if _, err := primary.Query(ctx, "CREATE TABLE seen (v text); INSERT INTO seen VALUES ('written on the primary')"); err != nil {
 		t.Fatal(err)
 	}
@@ -195,17 +196,15 @@ func postgresCredential(t *testing.T) *syscall.Credential {
 	return &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}
 }
 
-func poll(t *testing.T, ctx context.Context, s *pgserver.Server, sql, want string) {
+// waitQuery asks sql of s until it answers want, within 90 s.
+func waitQuery(t *testing.T, ctx context.Context, s *pgserver.Server, sql, want string) {
 	t.Helper()
-	deadline := time.Now().Add(90 * time.Second)
-	for {
-		got, err := s.Query(ctx, sql)
-		if err == nil && got == want {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: got %q (%v), want %q", sql, got, err, want)
-		}
-		time.Sleep(100 * time.Millisecond)
+	var got string
+	var err error
+	if perr := poll.WaitEvery(ctx, sql, 90*time.Second, 100*time.Millisecond, func() bool {
+		got, err = s.Query(ctx, sql)
+		return err == nil && got == want
+	}); perr != nil {
+		t.Fatalf("%v: got %q (%v), want %q", perr, got, err, want)
 	}
 }
