@@ -26,8 +26,8 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/edgelink/edgelink/internal/retry"
 	"github.com/edgelink/edgelink/shared/clicks"
-	"github.com/edgelink/edgelink/shared/retry"
 )
 
 // Store is the part of the authority the roller uses.

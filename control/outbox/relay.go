@@ -27,8 +27,8 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/edgelink/edgelink/internal/retry"
 	"github.com/edgelink/edgelink/shared/linkevent"
-	"github.com/edgelink/edgelink/shared/retry"
 )
 
 // Header names on stream messages.

@@ -15,8 +15,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/edgelink/edgelink/edge/store"
+	"github.com/edgelink/edgelink/internal/retry"
 	"github.com/edgelink/edgelink/shared/linkevent"
-	"github.com/edgelink/edgelink/shared/retry"
 )
 
 // Applier takes entries from the feed.
