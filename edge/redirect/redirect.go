@@ -85,7 +85,9 @@ type Handler struct {
 
 var (
 	// No intermediary may cache a redirect: links change and get disabled.
-	cacheControl   = []byte("private, no-store, max-age=0")
+	// no-store forbids every cache to keep the answer; private covers old
+	// shared caches that ignore it.
+	cacheControl   = []byte("private, no-store")
 	headerCache    = []byte(fasthttp.HeaderCacheControl)
 	headerLocation = []byte(fasthttp.HeaderLocation)
 	allowGetHead   = []byte("GET, HEAD")
