@@ -85,8 +85,8 @@ type Handler struct {
 
 var (
 	// No intermediary may cache a redirect: links change and get disabled.
-	// no-store forbids every cache to keep the answer; private covers old
-	// shared caches that ignore it.
+	// no-store forbids every cache to store the answer (RFC 9111 5.2.2.5),
+	// so a max-age would add nothing.
 	cacheControl   = []byte("private, no-store")
 	headerCache    = []byte(fasthttp.HeaderCacheControl)
 	headerLocation = []byte(fasthttp.HeaderLocation)
