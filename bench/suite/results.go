@@ -137,7 +137,7 @@ func (e *env) writeReport() error {
 	m := r.machine
 	p("# edgelink benchmark, %s, commit %s\n\n", r.started.Format("2006-01-02 15:04 MST"), stem[11:])
 	p("Every figure is a median over %d rounds with (min–max), and every ratio is taken round by round against a baseline measured in the same run on the same machine. ", e.o.rounds)
-	p("Only ratios mean anything across machines. The machine was shared with other engineers' builds and tests while this ran: see [noise](#noise).\n\n")
+	p("Only ratios mean anything across machines. What else used the machine's CPU during each run is measured: see [noise](#noise).\n\n")
 	p("## Machine\n\n")
 	var t report.Table
 	t.Header = []string{"", ""}
