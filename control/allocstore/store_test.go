@@ -200,12 +200,17 @@ func (p *allocTestProxy) accept() {
 		}
 		p.track(client)
 		p.track(server)
-		p.wg.Go(func() { p.pipe(client, server, true) })
-		p.wg.Go(func() { p.pipe(server, client, false) })
+		// cut is set before a COMMIT is forwarded: from then on the
+		// server's replies are dropped, so the COMMIT's reply cannot reach
+		// the client while the forwarding side is still closing it (on a
+		// busy machine that window is long).
+		var cut atomic.Bool
+		p.wg.Go(func() { p.pipe(client, server, true, &cut) })
+		p.wg.Go(func() { p.pipe(server, client, false, &cut) })
 	}
 }
 
-func (p *allocTestProxy) pipe(src, dst net.Conn, fromClient bool) {
+func (p *allocTestProxy) pipe(src, dst net.Conn, fromClient bool, cutPair *atomic.Bool) {
 	defer dst.Close()
 	defer src.Close()
 	buf := make([]byte, 64<<10)
@@ -220,19 +225,27 @@ func (p *allocTestProxy) pipe(src, dst net.Conn, fromClient bool) {
 				}
 			}
 			chunk := buf[:n]
+			if !fromClient && cutPair.Load() {
+				io.Copy(io.Discard, src)
+				return
+			}
 			cut := fromClient && p.mode.Load() == allocProxyCutCommit &&
 				bytes.Contains(bytes.ToLower(chunk), []byte("commit")) &&
 				p.mode.CompareAndSwap(allocProxyCutCommit, allocProxyPass)
+			if cut {
+				cutPair.Store(true)
+			}
 			if _, werr := dst.Write(chunk); werr != nil {
 				return
 			}
 			if cut {
-				// COMMIT reached the server; the client never hears back.
-				// The server side is left to read its reply into the void
-				// until the server closes it or the test ends.
+				// COMMIT reached the server; the client never hears back:
+				// the other direction drops the reply. The server's side
+				// stays open until the test ends, so the server meets no
+				// reset before it has read the COMMIT.
 				p.cuts.Add(1)
 				src.Close()
-				io.Copy(io.Discard, dst)
+				<-p.stopped
 				return
 			}
 		}
