@@ -6,8 +6,10 @@ import (
 	"crypto/rand"
 	_ "embed"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"net/http"
 	"slices"
 	"strings"
@@ -26,10 +28,13 @@ const (
 	MaxBatchBodyBytes = 5 << 20
 )
 
-// Authenticator resolves an API key to its tenant. It is asked on every
-// request, so a revoked key fails on its next one.
+// Authenticator resolves an API key to its tenant and the tenant's own
+// request limit (perSecond and burst, each zero where the tenant has none:
+// Config's default applies). It is asked on every request, so a revoked key
+// fails on its next one and a changed limit is in force from then on.
+// Unknown and revoked keys are link.ErrUnauthorized.
 type Authenticator interface {
-	TenantByKey(ctx context.Context, key string) (int64, error)
+	Authenticate(ctx context.Context, key string) (tenant int64, perSecond float64, burst int, err error)
 }
 
 // Links is the write path the API drives.
@@ -60,12 +65,23 @@ type Config struct {
 	Metrics    http.Handler
 	Registerer prometheus.Registerer
 	// RatePerSecond and Burst bound each tenant's requests (a token bucket
-	// per tenant in this instance's memory; default 100/s, burst 200). A
-	// negative rate turns limiting off.
+	// per tenant in this instance's memory; default 100/s, burst 200)
+	// unless the tenant has a limit of its own (Authenticator), which
+	// replaces either. A negative rate leaves tenants without a rate of
+	// their own unlimited.
 	RatePerSecond float64
 	Burst         int
-	Now           func() time.Time
-	Log           *slog.Logger
+	// AuthFailuresPerSecond and AuthFailureBurst bound each client's
+	// failed authentications (a token bucket per socket peer address, an
+	// IPv6 one by its /64; default 1/s, burst 20): past them the client
+	// gets 429 before its key is looked up, a good key included, until a
+	// failure is allowed again. A negative rate turns the bound off.
+	// AuthFailureClients caps the clients tracked (default 100,000).
+	AuthFailuresPerSecond float64
+	AuthFailureBurst      int
+	AuthFailureClients    int
+	Now                   func() time.Time
+	Log                   *slog.Logger
 	// Stats backs the click statistics endpoints (stats.go).
 	Stats StatsReader
 }
@@ -80,6 +96,8 @@ type Server struct {
 	mux    *http.ServeMux
 	public string
 	limit  *limiter
+	fails  *failures
+	limMet *limitMetrics
 	drain  drain
 	met    *requestMetrics
 }
@@ -142,9 +160,20 @@ func New(auth Authenticator, l Links, cfg Config) *Server {
 	if cfg.Burst <= 0 {
 		cfg.Burst = 200
 	}
+	if cfg.AuthFailuresPerSecond == 0 {
+		cfg.AuthFailuresPerSecond = 1
+	}
+	if cfg.AuthFailureBurst <= 0 {
+		cfg.AuthFailureBurst = 20
+	}
+	if cfg.AuthFailureClients <= 0 {
+		cfg.AuthFailureClients = 100_000
+	}
 	s := &Server{auth: auth, links: l, cfg: cfg, log: cfg.Log, mux: http.NewServeMux(),
 		public: strings.TrimRight(cfg.PublicURL, "/"), limit: newLimiter(cfg.RatePerSecond, cfg.Burst, cfg.Now),
 		met: newRequestMetrics(cfg.Registerer)}
+	s.fails = newFailures(cfg.AuthFailuresPerSecond, cfg.AuthFailureBurst, cfg.AuthFailureClients, cfg.Now)
+	s.limMet = newLimitMetrics(cfg.Registerer, s.fails)
 	allowed := make(map[string][]string)
 	var paths []string
 	for _, r := range routeTable {
@@ -233,26 +262,58 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 // authed authenticates the request on every call (a revoked key fails at
-// once), then charges the tenant's rate limit.
+// once), then charges the tenant's rate limit. A client past its budget of
+// failed authentications is refused first, before the database is asked.
 func (s *Server) authed(h func(http.ResponseWriter, *http.Request, int64)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		key, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-		if !ok || strings.TrimSpace(key) == "" {
+		client := clientOf(r)
+		if wait, blocked := s.fails.blocked(client); blocked {
+			s.limMet.refuse("auth_failures")
+			tooMany(w, r, wait, "too many failed authentications from this address; retry after the Retry-After seconds")
+			return
+		}
+		key, ok := bearerToken(r.Header.Get("Authorization"))
+		if !ok {
+			s.fails.fail(client)
 			s.writeError(w, r, link.ErrUnauthorized)
 			return
 		}
-		tenant, err := s.auth.TenantByKey(r.Context(), strings.TrimSpace(key))
+		tenant, perSecond, burst, err := s.auth.Authenticate(r.Context(), key)
 		if err != nil {
+			if errors.Is(err, link.ErrUnauthorized) {
+				s.fails.fail(client)
+			}
 			s.writeError(w, r, err)
 			return
 		}
-		if wait, ok := s.limit.allow(tenant); !ok {
-			w.Header().Set("Retry-After", fmt.Sprint(int((wait+time.Second-1)/time.Second)))
-			writeProblem(w, r, http.StatusTooManyRequests, "rate limit exceeded for this tenant; retry after the Retry-After seconds")
+		if wait, ok := s.limit.allow(tenant, perSecond, burst); !ok {
+			s.limMet.refuse("tenant")
+			tooMany(w, r, wait, "rate limit exceeded for this tenant; retry after the Retry-After seconds")
 			return
 		}
 		h(w, r, tenant)
 	}
+}
+
+// tooMany answers 429 with Retry-After: wait in whole seconds, rounded up.
+func tooMany(w http.ResponseWriter, r *http.Request, wait time.Duration, detail string) {
+	w.Header().Set("Retry-After", fmt.Sprint(max(1, int64(math.Ceil(wait.Seconds())))))
+	writeProblem(w, r, http.StatusTooManyRequests, detail)
+}
+
+// bearerToken is the token of an Authorization header with the Bearer
+// scheme. The scheme is case-insensitive and may be followed by several
+// spaces (RFC 9110 §11.1, RFC 6750 §2.1); the token is one word.
+func bearerToken(h string) (string, bool) {
+	scheme, rest, ok := strings.Cut(h, " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		return "", false
+	}
+	token := strings.Trim(rest, " \t")
+	if token == "" || strings.ContainsAny(token, " \t") {
+		return "", false
+	}
+	return token, true
 }
 
 //go:embed openapi.json

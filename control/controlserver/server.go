@@ -99,6 +99,16 @@ type Config struct {
 	// segments already leased, then answer 503), "best-effort" (lease
 	// without it then; a failover during the outage goes unseen) or "off".
 	AllocWitness string
+	// TenantRate and TenantBurst are the default request limit of a tenant
+	// without one of its own (control tenants set-limits); zero takes
+	// 100/s and 200, a negative rate leaves such tenants unlimited.
+	TenantRate  float64
+	TenantBurst int
+	// AuthFailureRate and AuthFailureBurst bound each client address's
+	// failed authentications (api.Config); zero takes 1/s and 20, a
+	// negative rate turns the bound off.
+	AuthFailureRate  float64
+	AuthFailureBurst int
 }
 
 // Run serves until ctx is done, then shuts down in order: stop taking
@@ -186,7 +196,9 @@ func Run(ctx context.Context, cfg Config) error {
 	probes := newOps(alloc, ns, store.Ping, cfg, log)
 	handler := api.New(store, svc, api.Config{PublicURL: cfg.PublicURL, Log: log, Stats: store,
 		Startup: probes.startup, Ready: probes.ready, Live: probes.live,
-		Metrics: met.Handler(), Registerer: met.Registry})
+		Metrics: met.Handler(), Registerer: met.Registry,
+		RatePerSecond: cfg.TenantRate, Burst: cfg.TenantBurst,
+		AuthFailuresPerSecond: cfg.AuthFailureRate, AuthFailureBurst: cfg.AuthFailureBurst})
 
 	ln := cfg.Listener
 	if ln == nil {
