@@ -107,6 +107,54 @@ func (c *Client) Patch(ctx context.Context, code string, fields map[string]any) 
 	return l, nil
 }
 
+// ListRequest filters and pages a list of the tenant's links (GET
+// /api/v1/links); empty fields are not sent and take the API's defaults.
+type ListRequest struct {
+	Status        string // e.g. active, disabled, deleted (docs/api.md)
+	Namespace     string
+	CreatedAfter  string // RFC 3339
+	CreatedBefore string // RFC 3339
+	Limit         int    // links per page
+	Cursor        string // a previous page's NextCursor
+}
+
+// Page is one page of a list, newest first; NextCursor is nil on the last.
+type Page struct {
+	Links      []Link  `json:"links"`
+	NextCursor *string `json:"next_cursor"`
+}
+
+// List reads one page of the tenant's links.
+func (c *Client) List(ctx context.Context, q ListRequest) (*Page, error) {
+	v := url.Values{}
+	for name, val := range map[string]string{"status": q.Status, "namespace": q.Namespace,
+		"created_after": q.CreatedAfter, "created_before": q.CreatedBefore, "cursor": q.Cursor} {
+		if val != "" {
+			v.Set(name, val)
+		}
+	}
+	if q.Limit != 0 {
+		v.Set("limit", strconv.Itoa(q.Limit))
+	}
+	path := "/api/v1/links"
+	if len(v) > 0 {
+		path += "?" + v.Encode()
+	}
+	p := new(Page)
+	if _, err := c.do(ctx, http.MethodGet, path, nil, "", true, p); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// Delete deletes a link: edges answer 410 for it, and its code is never
+// handed out again. Deleting a deleted link succeeds too, so it is
+// retried.
+func (c *Client) Delete(ctx context.Context, code string) error {
+	_, err := c.do(ctx, http.MethodDelete, "/api/v1/links/"+url.PathEscape(code), nil, "", true, nil)
+	return err
+}
+
 // BatchResult is one item's outcome in a batch answer: Link on 201, Error
 // otherwise.
 type BatchResult = apiwire.BatchResult
