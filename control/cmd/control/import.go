@@ -43,10 +43,10 @@ func (c *importCmd) Run(ctx context.Context, stdout io.Writer, progress progress
 // finishes the job without duplicates.
 func runImport(ctx context.Context, c importCmd, stdout, stderr io.Writer) error {
 	if len(c.Files) > 1 && (c.Mapping != "" || c.Rejects != "") {
-		return errors.New("import: --mapping and --rejects name one file's outputs: import several files without them (each gets FILE.mapping.csv and FILE.rejects.csv)")
+		return usageError{errors.New("import: --mapping and --rejects name one file's outputs: import several files without them (each gets FILE.mapping.csv and FILE.rejects.csv)")}
 	}
 	if c.BatchSize < 1 || c.BatchSize > 1000 {
-		return fmt.Errorf("import: --batch-size must be 1 to 1000, not %d", c.BatchSize)
+		return usageError{fmt.Errorf("import: --batch-size must be 1 to 1000, not %d", c.BatchSize)}
 	}
 	format, err := importer.ParseFormat(c.Format)
 	if err != nil {

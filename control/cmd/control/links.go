@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -22,7 +23,7 @@ type apiFlags struct {
 func (f apiFlags) client() (*apiclient.Client, error) {
 	c, err := apiclient.New(f.APIURL, f.APIKey)
 	if err != nil {
-		return nil, err
+		return nil, usageError{err}
 	}
 	c.Attempts = 3 // a person is waiting; an import raises it
 	return c, nil
@@ -31,8 +32,11 @@ func (f apiFlags) client() (*apiclient.Client, error) {
 type linksCmd struct {
 	apiFlags
 	Create  linksCreateCmd  `cmd:"" help:"Create a short link."`
+	List    linksListCmd    `cmd:"" help:"List your links, newest first, a page at a time (--all for every page)."`
 	Get     linksGetCmd     `cmd:"" help:"Show one of your links."`
 	Disable linksDisableCmd `cmd:"" help:"Disable a link: it answers 410 on every edge until enabled again (PATCH status)."`
+	Enable  linksEnableCmd  `cmd:"" help:"Enable a disabled link: it redirects again on every edge (PATCH status)."`
+	Delete  linksDeleteCmd  `cmd:"" help:"Delete a link for good: it answers 410 on every edge and its code is never handed out again."`
 }
 
 type linksCreateCmd struct {
@@ -53,6 +57,14 @@ type linksDisableCmd struct {
 	Code string `arg:"" help:"The link's code."`
 }
 
+type linksEnableCmd struct {
+	Code string `arg:"" help:"The link's code."`
+}
+
+type linksDeleteCmd struct {
+	Code string `arg:"" help:"The link's code."`
+}
+
 func (c *linksCreateCmd) Run(ctx context.Context, l *linksCmd, stdout io.Writer) error {
 	return runLinksCreate(ctx, l.apiFlags, *c, stdout)
 }
@@ -65,6 +77,33 @@ func (c *linksDisableCmd) Run(ctx context.Context, l *linksCmd, stdout io.Writer
 	return runLinksDisable(ctx, l.apiFlags, c.Code, stdout)
 }
 
+func (c *linksEnableCmd) Run(ctx context.Context, l *linksCmd, stdout io.Writer) error {
+	cl, err := l.client()
+	if err != nil {
+		return err
+	}
+	li, err := cl.Patch(ctx, c.Code, map[string]any{"status": "active"})
+	if err != nil {
+		return fmt.Errorf("links enable %s: %w", c.Code, err)
+	}
+	return l.show(stdout, fmt.Sprintf("enabled %s: it redirects again on the edges", li.ShortURL), li)
+}
+
+func (c *linksDeleteCmd) Run(ctx context.Context, l *linksCmd, stdout io.Writer) error {
+	cl, err := l.client()
+	if err != nil {
+		return err
+	}
+	if err := cl.Delete(ctx, c.Code); err != nil {
+		return fmt.Errorf("links delete %s: %w", c.Code, err)
+	}
+	if l.JSON {
+		return printJSON(stdout, map[string]any{"code": c.Code, "status": "deleted"})
+	}
+	fmt.Fprintf(stdout, "deleted %s: it answers 410 on the edges, and its code is never handed out again\n", c.Code)
+	return nil
+}
+
 func runLinksCreate(ctx context.Context, f apiFlags, c linksCreateCmd, stdout io.Writer) error {
 	cl, err := f.client()
 	if err != nil {
@@ -73,10 +112,10 @@ func runLinksCreate(ctx context.Context, f apiFlags, c linksCreateCmd, stdout io
 	req := apiclient.CreateRequest{URL: c.URL, Code: c.Code, RedirectType: c.RedirectType, Namespace: c.Namespace, ExpiresAt: c.ExpiresAt}
 	if c.ExpiresIn != 0 {
 		if c.ExpiresAt != "" {
-			return fmt.Errorf("links create: give --expires-at or --expires-in, not both")
+			return usageError{errors.New("links create: give --expires-at or --expires-in, not both")}
 		}
 		if c.ExpiresIn < 0 {
-			return fmt.Errorf("links create: --expires-in must be positive")
+			return usageError{errors.New("links create: --expires-in must be positive")}
 		}
 		req.ExpiresAt = time.Now().Add(c.ExpiresIn).UTC().Format(time.RFC3339)
 	}

@@ -45,11 +45,11 @@ type cli struct {
 	globals
 	Serve    serveCmd    `cmd:"" default:"withargs" help:"Serve the creator API and publish changes (default)."`
 	Migrate  migrateCmd  `cmd:"" help:"Apply database migrations and exit."`
-	Tenants  tenantsCmd  `cmd:"" help:"Manage tenants."`
+	Tenants  tenantsCmd  `cmd:"" help:"Manage tenants and their request limits."`
 	Keys     keysCmd     `cmd:"" help:"Manage API keys."`
 	Alloc    allocCmd    `cmd:"" help:"Inspect ID allocation."`
 	Snapshot snapshotCmd `cmd:"" help:"Build edge snapshots."`
-	Links    linksCmd    `cmd:"" help:"Create, show and disable links through the creator API (--api-url, EDGELINK_API_KEY)."`
+	Links    linksCmd    `cmd:"" help:"Create, list, show, disable, enable and delete links through the creator API (--api-url, EDGELINK_API_KEY)."`
 	Import   importCmd   `cmd:"" help:"Import Bitly, YOURLS or Shlink exports through the creator API; safe to run again."`
 }
 
@@ -88,15 +88,21 @@ type serveCmd struct {
 	AllocWitness   string        `name:"alloc-witness" default:"required" enum:"required,best-effort,off" env:"EDGELINK_ALLOC_WITNESS" help:"Allocation high-water witness in NATS (refuses leases from a promoted replica that lost confirmed ones): required (leases wait for NATS), best-effort (lease without it while NATS is down) or off."`
 	StreamReplicas int           `name:"stream-replicas" default:"1" env:"EDGELINK_STREAM_REPLICAS" help:"JetStream servers keeping each stream (LINK_CHANGES, CLICKS, LINK_SNAPSHOTS); 3 on a 3-node cluster."`
 	DrainTimeout   time.Duration `name:"drain-timeout" default:"10s" env:"EDGELINK_DRAIN_TIMEOUT" help:"At SIGTERM, how long creates in flight may finish (new ones get 503 at once); keep it below the pod's termination grace period."`
+	serveLimits
 }
 
 func (s *serveCmd) Run(ctx context.Context, g *globals, log *slog.Logger, onListen func(net.Addr)) error {
+	if err := s.serveLimits.validate(); err != nil {
+		return err
+	}
 	return controlserver.Run(ctx, controlserver.Config{
 		HTTPAddr: s.Listen, DatabaseURL: g.DatabaseURL, NATSURL: s.NATSURL, PublicURL: s.PublicURL,
 		BlockedDomains: lower(s.BlockedDomains), Reserved: s.ReservedCodes, Log: log, OnListen: onListen,
 		IDStart: s.IDStart, IDEnd: s.IDEnd, IDStep: s.IDStep,
 		StreamReplicas: s.StreamReplicas,
 		ReplicaURL:     s.ReplicaURL, AllocWitness: s.AllocWitness, DrainTimeout: s.DrainTimeout,
+		TenantRate: s.TenantRate, TenantBurst: s.TenantBurst,
+		AuthFailureRate: s.AuthFailureRate, AuthFailureBurst: s.AuthFailureBurst,
 	})
 }
 
@@ -112,72 +118,13 @@ func (migrateCmd) Run(ctx context.Context, g *globals, stdout io.Writer) error {
 	})
 }
 
-type tenantsCmd struct {
-	Create tenantsCreateCmd `cmd:"" help:"Create a tenant and print its first API key."`
-}
-
-type tenantsCreateCmd struct {
-	database
-	Name string `arg:"" help:"Tenant name."`
-}
-
-func (c *tenantsCreateCmd) Run(ctx context.Context, g *globals, stdout io.Writer) error {
-	return withStore(ctx, g.DatabaseURL, func(st *postgres.Store) error {
-		id, key, err := st.CreateTenantWithKey(ctx, c.Name)
-		if err != nil {
-			return err
-		}
-		fmt.Fprintf(stdout, "tenant %q created (id %d)\napi key (shown once): %s\n", c.Name, id, key)
-		return nil
-	})
-}
-
-type keysCmd struct {
-	Create keysCreateCmd `cmd:"" help:"Issue another API key for a tenant; it is shown once."`
-	Revoke keysRevokeCmd `cmd:"" help:"Revoke an API key; its next request fails."`
-}
-
-type keysCreateCmd struct {
-	database
-	Tenant string `arg:"" help:"Tenant name."`
-}
-
-func (c *keysCreateCmd) Run(ctx context.Context, g *globals, stdout io.Writer) error {
-	return withStore(ctx, g.DatabaseURL, func(st *postgres.Store) error {
-		id, err := st.TenantByName(ctx, c.Tenant)
-		if err != nil {
-			return fmt.Errorf("tenant %q: %w", c.Tenant, err)
-		}
-		key, err := st.CreateAPIKey(ctx, id)
-		if err != nil {
-			return err
-		}
-		fmt.Fprintf(stdout, "api key (shown once): %s\n", key)
-		return nil
-	})
-}
-
-type keysRevokeCmd struct {
-	database
-	Key string `arg:"" help:"The API key to revoke."`
-}
-
-func (c *keysRevokeCmd) Run(ctx context.Context, g *globals, stdout io.Writer) error {
-	return withStore(ctx, g.DatabaseURL, func(st *postgres.Store) error {
-		if err := st.RevokeAPIKey(ctx, c.Key); err != nil {
-			return fmt.Errorf("revoke: %w", err)
-		}
-		fmt.Fprintln(stdout, "key revoked")
-		return nil
-	})
-}
-
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	if err := run(ctx, os.Args[1:], os.Stdout, os.Stderr, nil); err != nil {
+	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr, nil)
+	stop()
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "control:", err)
-		os.Exit(1)
+		os.Exit(exitCode(err)) // exitcode.go; docs/cli.md lists them
 	}
 }
 
@@ -208,13 +155,19 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, onListen 
 func withStore(ctx context.Context, dsn string, fn func(*postgres.Store) error) error {
 	pool, err := postgres.Open(ctx, dsn, 0)
 	if err != nil {
-		return fmt.Errorf("database: %w", err)
+		return usageError{fmt.Errorf("--database-url: %w", err)}
 	}
 	defer pool.Close()
+	st := postgres.New(pool)
+	// The pool connects lazily: ask once, so an unreachable database says
+	// so (and exits as unavailable) rather than failing inside migrate.
+	if err := st.Ping(ctx); err != nil {
+		return fmt.Errorf("database: %w", err)
+	}
 	if err := postgres.Migrate(ctx, pool); err != nil {
 		return err
 	}
-	return fn(postgres.New(pool))
+	return fn(st)
 }
 
 func lower(ss []string) []string {

@@ -24,7 +24,7 @@ func (c *snapshotBuildCmd) Run(ctx context.Context, g *globals, stdout io.Writer
 
 func runSnapshotBuild(ctx context.Context, dsn string, c snapshotBuildCmd, stdout, stderr io.Writer) error {
 	if c.Out == "" && !c.Publish {
-		return errors.New("snapshot build: give --out FILE, --publish, or both")
+		return usageError{errors.New("snapshot build: give --out FILE, --publish, or both")}
 	}
 	pool, err := postgres.Open(ctx, dsn, 0)
 	if err != nil {
