@@ -30,6 +30,10 @@ type Config struct {
 	// BlockedDomains are target domains refused with their subdomains,
 	// lower-case ASCII (punycode).
 	BlockedDomains []string
+	// AllowPrivateTargets accepts targets on loopback, private, link-local
+	// and other non-public addresses and names (see NormalizeURL); only a
+	// shortener serving one intranet sets it.
+	AllowPrivateTargets bool
 	// Reserved are control's own route segments and an operator's extra
 	// codes; the edge's routes and the policy file are added to them.
 	Reserved []string
@@ -189,7 +193,7 @@ func (s *Service) Update(ctx context.Context, tenantID int64, code string, u Upd
 		return nil, fmt.Errorf("%w: nothing to change; send url, redirect_type, expires_at or status", link.ErrInvalidInput)
 	}
 	if u.URL != nil {
-		norm, err := NormalizeURL(*u.URL, s.cfg.BlockedDomains)
+		norm, err := s.normalizeURL(*u.URL)
 		if err != nil {
 			return nil, err
 		}
@@ -230,7 +234,7 @@ func (s *Service) validate(req CreateRequest) (*link.Link, error) {
 	if req.Rejected != nil {
 		return nil, req.Rejected
 	}
-	norm, err := NormalizeURL(req.URL, s.cfg.BlockedDomains)
+	norm, err := s.normalizeURL(req.URL)
 	if err != nil {
 		return nil, err
 	}
