@@ -38,7 +38,11 @@ type Config struct {
 	NATSURL        string
 	PublicURL      string // base of short URLs, an edge's address
 	BlockedDomains []string
-	Reserved       []string // extra reserved codes, beyond the routes
+	// AllowPrivateTargets accepts link targets on loopback, private and
+	// link-local addresses and names like localhost (refused by default: a
+	// public shortener must not send visitors into their own network).
+	AllowPrivateTargets bool
+	Reserved            []string // extra reserved codes, beyond the routes
 	// IDStart and IDEnd bound the default namespace's IDs, [IDStart,
 	// IDEnd); zero takes the whole 6-character space. Give instances of
 	// another system (a shortener being migrated) a disjoint range.
@@ -189,9 +193,10 @@ func Run(ctx context.Context, cfg Config) error {
 	defer closeAlloc()
 
 	svc := links.New(store, allocIDs{alloc, ns.Name}, links.Config{
-		BlockedDomains: cfg.BlockedDomains,
-		Reserved:       append(append([]string{}, api.Routes...), cfg.Reserved...),
-		Log:            log,
+		BlockedDomains:      cfg.BlockedDomains,
+		AllowPrivateTargets: cfg.AllowPrivateTargets,
+		Reserved:            append(append([]string{}, api.Routes...), cfg.Reserved...),
+		Log:                 log,
 	})
 	probes := newOps(alloc, ns, store.Ping, cfg, log)
 	handler := api.New(store, svc, api.Config{PublicURL: cfg.PublicURL, Log: log, Stats: store,

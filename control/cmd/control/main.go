@@ -80,6 +80,7 @@ type serveCmd struct {
 	NATSURL        string        `name:"nats-url" default:"nats://127.0.0.1:4222" env:"EDGELINK_NATS_URL" help:"NATS server(s) with JetStream, comma-separated."`
 	PublicURL      string        `name:"public-url" default:"http://127.0.0.1:8081" env:"EDGELINK_PUBLIC_URL" help:"Base URL of short links (where edges answer)."`
 	BlockedDomains []string      `name:"blocked-domains" env:"EDGELINK_BLOCKED_DOMAINS" help:"Target domains refused, with their subdomains (comma-separated)."`
+	AllowPrivate   bool          `name:"allow-private-targets" env:"EDGELINK_ALLOW_PRIVATE_TARGETS" help:"Accept targets on loopback, private and link-local addresses and names like localhost (refused by default: links must not lead into visitors' own networks)."`
 	ReservedCodes  []string      `name:"reserved-codes" env:"EDGELINK_RESERVED_CODES" help:"Extra codes custom links may not take (comma-separated)."`
 	IDStart        uint64        `name:"id-start" env:"EDGELINK_ID_START" help:"First ID of the default namespace (default 1)."`
 	IDEnd          uint64        `name:"id-end" env:"EDGELINK_ID_END" help:"End (exclusive) of the default namespace's IDs (default 62^6, the whole 6-character space)."`
@@ -97,7 +98,7 @@ func (s *serveCmd) Run(ctx context.Context, g *globals, log *slog.Logger, onList
 	}
 	return controlserver.Run(ctx, controlserver.Config{
 		HTTPAddr: s.Listen, DatabaseURL: g.DatabaseURL, NATSURL: s.NATSURL, PublicURL: s.PublicURL,
-		BlockedDomains: lower(s.BlockedDomains), Reserved: s.ReservedCodes, Log: log, OnListen: onListen,
+		BlockedDomains: lower(s.BlockedDomains), AllowPrivateTargets: s.AllowPrivate, Reserved: s.ReservedCodes, Log: log, OnListen: onListen,
 		IDStart: s.IDStart, IDEnd: s.IDEnd, IDStep: s.IDStep,
 		StreamReplicas: s.StreamReplicas,
 		ReplicaURL:     s.ReplicaURL, AllocWitness: s.AllocWitness, DrainTimeout: s.DrainTimeout,
