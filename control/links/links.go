@@ -268,18 +268,20 @@ func (s *Service) validate(req CreateRequest) (*link.Link, error) {
 	return l, nil
 }
 
-// validateCustomCode keeps custom codes out of the generated space: a 6
-// character base62 code belongs to the allocator, so an edge can answer a
-// miss in a sealed segment without asking the authority.
+// validateCustomCode keeps custom codes off the servers' own paths and out
+// of the generated space: a 6 character base62 code belongs to the
+// allocator, so an edge can answer a miss in a sealed segment without asking
+// the authority. Reserved words are checked first, whatever their length
+// or characters: "api" is refused for what it is, not for being short.
 func (s *Service) validateCustomCode(code string) error {
+	if s.reserved[lowerASCII(code)] {
+		return fmt.Errorf("%w: code %q is reserved (a path the service serves itself, or a reserved word); choose another", link.ErrInvalidInput, code)
+	}
 	if !link.ValidCodeSyntax(code) {
 		return fmt.Errorf("%w: code must be %d to %d characters of 0-9, A-Z, a-z, '-' or '_'", link.ErrInvalidInput, link.MinCodeLen, link.MaxCodeLen)
 	}
 	if len(code) == base62.Length && (base62.Valid(code) || code == "000000") {
 		return fmt.Errorf("%w: 6-character codes of only letters and digits are reserved for generated links; use another length or add '-' or '_'", link.ErrInvalidInput)
-	}
-	if s.reserved[lowerASCII(code)] {
-		return fmt.Errorf("%w: code %q is reserved", link.ErrInvalidInput, code)
 	}
 	return nil
 }

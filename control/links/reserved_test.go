@@ -2,6 +2,8 @@ package links
 
 import (
 	"errors"
+	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/edgelink/edgelink/shared/link"
@@ -20,9 +22,12 @@ func TestReserved(t *testing.T) {
 		}
 	}
 	svc := New(nil, nil, Config{Reserved: []string{"api"}})
-	for _, code := range []string{"API", "Admin", "LIVEZ"} {
-		if err := svc.validateCustomCode(code); !errors.Is(err, link.ErrInvalidInput) {
-			t.Errorf("custom code %q: %v; want reserved", code, err)
+	// Reserved words are refused as such, before the rules of length and
+	// characters they may break too.
+	for _, code := range []string{"API", "Admin", "LIVEZ", "api", "-", "robots.txt", "Favicon.ico"} {
+		err := svc.validateCustomCode(code)
+		if !errors.Is(err, link.ErrInvalidInput) || !strings.Contains(err.Error(), fmt.Sprintf("code %q is reserved", code)) {
+			t.Errorf("custom code %q: %v; want it refused as reserved, by name", code, err)
 		}
 	}
 }
