@@ -147,17 +147,37 @@ func (s *Service) Get(ctx context.Context, tenantID int64, code string) (*link.L
 	return s.store.GetLink(ctx, tenantID, code)
 }
 
+// Expired is the state of an active link past its expires_at. It is never
+// stored (expiry is evaluated at read time, by no sweeper), but it is what
+// every edge answers such a link with (410), so it is what readers are told.
+const Expired link.Status = "expired"
+
+// State is l's effective state at now: its stored status, except that an
+// active link whose expiry has come is Expired. A disabled or deleted link
+// stays so whatever its expiry: re-enabling it is what would show it
+// expired.
+func State(l *link.Link, now time.Time) link.Status {
+	if l.Status == link.Active && l.Expired(now) {
+		return Expired
+	}
+	return l.Status
+}
+
 // MaxPage bounds a list page.
 const MaxPage = 200
 
 // List returns a page of the tenant's links, newest first, and the cursor of
-// the next page (0 when this is the last).
+// the next page (0 when this is the last). q.Status filters on the
+// effective state (see State) at q.Now, the service's clock when zero.
 func (s *Service) List(ctx context.Context, tenantID int64, q ListRequest) ([]*link.Link, uint64, error) {
 	if q.Limit <= 0 || q.Limit > MaxPage {
 		return nil, 0, fmt.Errorf("%w: limit must be 1 to %d", link.ErrInvalidInput, MaxPage)
 	}
-	if q.Status != "" && !q.Status.Valid() {
-		return nil, 0, fmt.Errorf("%w: status must be active, disabled or deleted", link.ErrInvalidInput)
+	if q.Status != "" && q.Status != Expired && !q.Status.Valid() {
+		return nil, 0, fmt.Errorf("%w: status must be active, expired, disabled or deleted", link.ErrInvalidInput)
+	}
+	if q.Now.IsZero() {
+		q.Now = s.cfg.Now()
 	}
 	want := q.Limit
 	q.Limit++ // one more tells whether another page exists

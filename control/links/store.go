@@ -88,8 +88,11 @@ type NewLink struct {
 type ListRequest struct {
 	// Before is the cursor: only links with a smaller ID; 0 for the first page.
 	Before uint64
-	// Status filters by status; empty means active and disabled (not deleted).
-	Status        link.Status
+	// Status filters by effective state (see State): active (and not
+	// expired), Expired, disabled or deleted; empty means all but deleted.
+	Status link.Status
+	// Now is the instant expiry is judged at.
+	Now           time.Time
 	Namespace     string    // empty: any
 	CreatedAfter  time.Time // zero: unbounded
 	CreatedBefore time.Time // zero: unbounded

@@ -86,11 +86,19 @@ func (s *Store) ListLinks(ctx context.Context, tenantID int64, q links.ListReque
 	if before == 0 {
 		before = 1 << 62
 	}
-	var statuses []string
-	if q.Status != "" {
-		statuses = []string{string(q.Status)}
-	} else {
+	// The effective state (links.State) is a stored status plus, for
+	// active links, which side of q.Now their expiry lies on. It is a
+	// predicate of the row like any other, so the keyset page (id < the
+	// cursor, by id) stays exact: a link that expires between two pages
+	// leaves the active ones, no link is listed twice.
+	statuses, expiry := []string{string(q.Status)}, ""
+	switch q.Status {
+	case "":
 		statuses = []string{string(link.Active), string(link.Disabled)}
+	case link.Active:
+		expiry = "live"
+	case links.Expired:
+		statuses, expiry = []string{string(link.Active)}, "expired"
 	}
 	rows, err := s.pool.Query(ctx, `
 		SELECT id, code, tenant_id, namespace, url, url_original, redirect_type, status,
@@ -100,8 +108,13 @@ func (s *Store) ListLinks(ctx context.Context, tenantID int64, q links.ListReque
 		  AND ($4 = '' OR namespace = $4)
 		  AND ($5::timestamptz IS NULL OR created_at > $5)
 		  AND ($6::timestamptz IS NULL OR created_at < $6)
+		  AND CASE $8::text
+		      WHEN 'live' THEN expires_at IS NULL OR expires_at > $9::timestamptz
+		      WHEN 'expired' THEN expires_at <= $9::timestamptz
+		      ELSE true END
 		ORDER BY id DESC LIMIT $7`,
-		tenantID, before, statuses, q.Namespace, nullTime(q.CreatedAfter), nullTime(q.CreatedBefore), q.Limit)
+		tenantID, before, statuses, q.Namespace, nullTime(q.CreatedAfter), nullTime(q.CreatedBefore), q.Limit,
+		expiry, q.Now)
 	if err != nil {
 		return nil, translate(err)
 	}
