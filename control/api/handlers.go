@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"strconv"
 	"strings"
@@ -17,7 +16,8 @@ import (
 	"github.com/edgelink/edgelink/shared/link"
 )
 
-// createBody is the JSON a creator posts.
+// createBody is the JSON a creator posts; createShape is what decodeJSON
+// lets into it.
 type createBody struct {
 	URL          *string `json:"url"`
 	Code         string  `json:"code"`
@@ -26,12 +26,20 @@ type createBody struct {
 	Namespace    string  `json:"namespace"`
 }
 
-// body renders a link. It depends only on the link and the public URL, so
-// a replayed create renders byte for byte what the original did.
-func (s *Server) body(l *link.Link) apiwire.Link {
+var createShape = jsonObject(
+	jsonField("url", jsonString),
+	jsonField("code", jsonString),
+	jsonField("expires_at", jsonStringOrNull),
+	jsonField("redirect_type", jsonInteger),
+	jsonField("namespace", jsonString),
+)
+
+// body renders a link with its effective state at now (links.State): an
+// active link past its expiry reads expired, as every edge answers it.
+func (s *Server) body(l *link.Link, now time.Time) apiwire.Link {
 	b := apiwire.Link{
 		Code: l.Code, ShortURL: s.public + "/" + l.Code, URL: l.URL, URLOriginal: l.URLOriginal,
-		RedirectType: int(l.RedirectType), Status: string(l.Status), Namespace: l.Namespace,
+		RedirectType: int(l.RedirectType), Status: string(links.State(l, now)), Namespace: l.Namespace,
 		Version: l.Version, CreatedAt: l.CreatedAt.UTC().Format(time.RFC3339Nano), UpdatedAt: l.UpdatedAt.UTC().Format(time.RFC3339Nano),
 	}
 	if !l.ExpiresAt.IsZero() {
@@ -41,8 +49,15 @@ func (s *Server) body(l *link.Link) apiwire.Link {
 	return b
 }
 
+// createdBody renders a create's answer: the link as it was created, its
+// state judged at its creation. A replay renders the same link, so it
+// answers byte for byte what the original did, however long after.
+func (s *Server) createdBody(l *link.Link) apiwire.Link { return s.body(l, l.CreatedAt) }
+
 // idempotencyKey reads the Idempotency-Key header: 1 to 255 printable ASCII
-// characters, or absent.
+// characters (0x20 to 0x7e, so spaces too; HTTP drops them at either end),
+// compared byte for byte, or absent. A draft-style sf-string such as
+// "abc" is a key like any other, quotes included.
 func idempotencyKey(r *http.Request) (string, error) {
 	vals := r.Header.Values("Idempotency-Key")
 	if len(vals) == 0 {
@@ -53,8 +68,8 @@ func idempotencyKey(r *http.Request) (string, error) {
 		return "", fmt.Errorf("%w: send one Idempotency-Key of 1 to 255 characters", link.ErrInvalidInput)
 	}
 	for i := 0; i < len(k); i++ {
-		if k[i] < 0x21 || k[i] > 0x7e {
-			return "", fmt.Errorf("%w: Idempotency-Key must be printable ASCII without spaces", link.ErrInvalidInput)
+		if k[i] < 0x20 || k[i] > 0x7e {
+			return "", fmt.Errorf("%w: Idempotency-Key must be printable ASCII (0x20 to 0x7e, space included), not byte 0x%02x at %d", link.ErrInvalidInput, k[i], i)
 		}
 	}
 	return k, nil
@@ -66,9 +81,9 @@ func (in *createBody) request() (links.CreateRequest, error) {
 	}
 	req := links.CreateRequest{URL: *in.URL, Code: in.Code, RedirectType: link.RedirectType(in.RedirectType), Namespace: in.Namespace}
 	if in.ExpiresAt != nil {
-		t, err := time.Parse(time.RFC3339, *in.ExpiresAt)
+		t, err := parseTime("expires_at", *in.ExpiresAt)
 		if err != nil {
-			return req, fmt.Errorf("%w: expires_at must be an RFC 3339 time such as 2030-01-02T15:04:05Z", link.ErrInvalidInput)
+			return req, err
 		}
 		req.ExpiresAt = t
 	}
@@ -77,8 +92,8 @@ func (in *createBody) request() (links.CreateRequest, error) {
 
 func (s *Server) createLink(w http.ResponseWriter, r *http.Request, tenant int64) {
 	var in createBody
-	if err := decodeJSON(w, r, &in, MaxBodyBytes); err != nil {
-		writeProblem(w, r, statusOf(err), err.Error())
+	if err := decodeJSON(w, r, &in, createShape, MaxBodyBytes, "application/json"); err != nil {
+		writeBodyError(w, r, err)
 		return
 	}
 	req, err := in.request()
@@ -98,12 +113,14 @@ func (s *Server) createLink(w http.ResponseWriter, r *http.Request, tenant int64
 	if c.Replayed {
 		w.Header().Set("Idempotent-Replayed", "true")
 	}
-	writeJSON(w, http.StatusCreated, s.body(c.Link))
+	writeJSON(w, http.StatusCreated, s.createdBody(c.Link))
 }
 
 type batchBody struct {
 	Links []createBody `json:"links"`
 }
+
+var batchShape = jsonObject(jsonField("links", jsonArray(createShape)))
 
 type batchAnswer struct {
 	Created int                   `json:"created"`
@@ -113,8 +130,8 @@ type batchAnswer struct {
 
 func (s *Server) createBatch(w http.ResponseWriter, r *http.Request, tenant int64) {
 	var in batchBody
-	if err := decodeJSON(w, r, &in, MaxBatchBodyBytes); err != nil {
-		writeProblem(w, r, statusOf(err), err.Error())
+	if err := decodeJSON(w, r, &in, batchShape, MaxBatchBodyBytes, "application/json"); err != nil {
+		writeBodyError(w, r, err)
 		return
 	}
 	if len(in.Links) == 0 || len(in.Links) > links.MaxBatch {
@@ -147,7 +164,7 @@ func (s *Server) createBatch(w http.ResponseWriter, r *http.Request, tenant int6
 		out.Results[i].Index = i
 		if it.Err == nil {
 			met.batchItem(http.StatusCreated)
-			b := s.body(it.Link)
+			b := s.createdBody(it.Link)
 			out.Results[i].Status, out.Results[i].Link = http.StatusCreated, &b
 			out.Created++
 			continue
@@ -169,7 +186,7 @@ func (s *Server) getLink(w http.ResponseWriter, r *http.Request, tenant int64) {
 		s.writeError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, s.body(l))
+	writeJSON(w, http.StatusOK, s.body(l, s.cfg.Now()))
 }
 
 type listAnswer struct {
@@ -198,8 +215,10 @@ func decodeCursor(c string) (uint64, error) {
 
 func (s *Server) listLinks(w http.ResponseWriter, r *http.Request, tenant int64) {
 	q := r.URL.Query()
-	var lr links.ListRequest
-	lr.Limit = 50
+	// One instant judges both which links are listed and the state each
+	// reads, so a link expiring meanwhile cannot be listed as active and
+	// read expired.
+	lr := links.ListRequest{Limit: 50, Now: s.cfg.Now()}
 	for name := range q {
 		switch name {
 		case "limit", "cursor", "status", "namespace", "created_after", "created_before":
@@ -227,8 +246,8 @@ func (s *Server) listLinks(w http.ResponseWriter, r *http.Request, tenant int64)
 		dst  *time.Time
 	}{{"created_after", &lr.CreatedAfter}, {"created_before", &lr.CreatedBefore}} {
 		if v := q.Get(tp.name); v != "" {
-			if *tp.dst, err = time.Parse(time.RFC3339, v); err != nil {
-				s.writeError(w, r, fmt.Errorf("%w: %s must be an RFC 3339 time", link.ErrInvalidInput, tp.name))
+			if *tp.dst, err = parseTime(tp.name, v); err != nil {
+				s.writeError(w, r, err)
 				return
 			}
 		}
@@ -240,7 +259,7 @@ func (s *Server) listLinks(w http.ResponseWriter, r *http.Request, tenant int64)
 	}
 	out := listAnswer{Links: make([]apiwire.Link, len(ls))}
 	for i, l := range ls {
-		out.Links[i] = s.body(l)
+		out.Links[i] = s.body(l, lr.Now)
 	}
 	if next != 0 {
 		c := encodeCursor(next)
@@ -250,7 +269,7 @@ func (s *Server) listLinks(w http.ResponseWriter, r *http.Request, tenant int64)
 }
 
 // patchBody is a JSON merge patch of a link: absent fields are kept, and
-// expires_at null clears the expiry.
+// expires_at null clears the expiry (no other field may be null).
 type patchBody struct {
 	URL          *string         `json:"url"`
 	RedirectType *int            `json:"redirect_type"`
@@ -258,10 +277,17 @@ type patchBody struct {
 	Status       *string         `json:"status"`
 }
 
+var patchShape = jsonObject(
+	jsonField("url", jsonString),
+	jsonField("redirect_type", jsonInteger),
+	jsonField("expires_at", jsonStringOrNull),
+	jsonField("status", jsonString),
+)
+
 func (s *Server) patchLink(w http.ResponseWriter, r *http.Request, tenant int64) {
 	var in patchBody
-	if err := decodeJSON(w, r, &in, MaxBodyBytes); err != nil {
-		writeProblem(w, r, statusOf(err), err.Error())
+	if err := decodeJSON(w, r, &in, patchShape, MaxBodyBytes, "application/json", "application/merge-patch+json"); err != nil {
+		writeBodyError(w, r, err)
 		return
 	}
 	var u links.Update
@@ -278,15 +304,14 @@ func (s *Server) patchLink(w http.ResponseWriter, r *http.Request, tenant int64)
 		var t time.Time
 		if !bytes.Equal(in.ExpiresAt, []byte("null")) {
 			var str string
-			err := json.Unmarshal(in.ExpiresAt, &str)
+			err := json.Unmarshal(in.ExpiresAt, &str) // a string: patchShape says so
 			if err == nil {
-				t, err = time.Parse(time.RFC3339, str)
+				t, err = parseTime("expires_at", str)
 			}
 			if err != nil {
-				s.writeError(w, r, fmt.Errorf("%w: expires_at must be an RFC 3339 time or null", link.ErrInvalidInput))
+				s.writeError(w, r, err)
 				return
 			}
-			t = t.Truncate(time.Microsecond)
 		}
 		u.ExpiresAt = &t
 	}
@@ -295,7 +320,7 @@ func (s *Server) patchLink(w http.ResponseWriter, r *http.Request, tenant int64)
 		s.writeError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, s.body(l))
+	writeJSON(w, http.StatusOK, s.body(l, s.cfg.Now()))
 }
 
 func (s *Server) deleteLink(w http.ResponseWriter, r *http.Request, tenant int64) {
@@ -315,47 +340,4 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(status)
 	_ = json.NewEncoder(w).Encode(v)
-}
-
-type statusError struct {
-	status int
-	msg    string
-}
-
-func (e *statusError) Error() string { return e.msg }
-
-func statusOf(err error) int {
-	var se *statusError
-	if errors.As(err, &se) {
-		return se.status
-	}
-	return http.StatusBadRequest
-}
-
-// decodeJSON reads exactly one JSON object with only known fields from a
-// body of at most limit bytes.
-func decodeJSON(w http.ResponseWriter, r *http.Request, v any, limit int64) error {
-	ct := r.Header.Get("Content-Type")
-	if ct != "" && !strings.HasPrefix(ct, "application/json") && !strings.HasPrefix(ct, "application/merge-patch+json") {
-		return &statusError{http.StatusUnsupportedMediaType, "Content-Type must be application/json"}
-	}
-	if r.ContentLength > limit {
-		return &statusError{http.StatusRequestEntityTooLarge, fmt.Sprintf("body is larger than %d bytes", limit)}
-	}
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, limit))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		var tooBig *http.MaxBytesError
-		if errors.As(err, &tooBig) {
-			return &statusError{http.StatusRequestEntityTooLarge, fmt.Sprintf("body is larger than %d bytes", limit)}
-		}
-		if errors.Is(err, io.EOF) {
-			return &statusError{http.StatusBadRequest, "body is empty; send a JSON object"}
-		}
-		return &statusError{http.StatusBadRequest, "malformed JSON: " + err.Error()}
-	}
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return &statusError{http.StatusBadRequest, "malformed JSON: data after the object"}
-	}
-	return nil
 }

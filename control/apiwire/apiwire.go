@@ -28,7 +28,9 @@ func (p *Problem) Error() string {
 }
 
 // Link is a link as the API answers it. Times are RFC 3339 in UTC;
-// ExpiresAt is null for a link that never expires.
+// ExpiresAt is null for a link that never expires. Status is the link's
+// effective state, as edges answer it: active, expired (active, but past
+// ExpiresAt: edges answer 410), disabled or deleted.
 type Link struct {
 	Code         string  `json:"code"`
 	ShortURL     string  `json:"short_url"`
