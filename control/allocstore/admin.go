@@ -149,18 +149,30 @@ func (s *Store) RaiseFloor(ctx context.Context, namespace string, to uint64, act
 }
 
 // NamespaceStatus is one namespace's runway as `control alloc status` shows
-// it.
+// it. The embedded Capacity's Rate and TimeLeft are committed creates, not
+// leases.
 type NamespaceStatus struct {
 	idalloc.Capacity
 	Lower, Upper, Next uint64 // [Lower, Upper) and the next unallocated ID
 	Step               uint64
 	Epoch              int64
 	// LeasedLastHour and LeasedLastDay are IDs leased by instances (raised
-	// floors excluded) in the last hour and day; Rate (per second) is the
-	// larger of the two averages, so a quiet hour does not hide a busy day.
+	// floors excluded) in the last hour and day; LeaseRate (per second) is
+	// the larger of the two averages. Leases reserve a segment at a time
+	// ahead of use and include what is later wasted: at low traffic one
+	// lease dwarfs the creates, so no time left is derived from it.
 	LeasedLastHour, LeasedLastDay uint64
-	// TimeLeft is Remaining at Rate; zero when Rate is zero (no estimate).
-	TimeLeft time.Duration
+	LeaseRate                     float64
+	// PeakMinute is the minute of the last PeakWindow (the current one
+	// included) with the most committed creates, PeakCreates their number
+	// and PeakRate that per second; PeakMinute is zero when there were
+	// none.
+	PeakMinute  time.Time
+	PeakCreates uint64
+	PeakRate    float64
+	// TimeLeft is Remaining at Rate, TimeLeftAtPeak at PeakRate; zero when
+	// the rate is zero (no estimate).
+	TimeLeft, TimeLeftAtPeak time.Duration
 }
 
 // OpenSegments are the segments an instance holds open in a namespace.
@@ -178,8 +190,10 @@ type Status struct {
 	Open       []OpenSegments
 }
 
-// Status reads every namespace's counter, accounting and recent lease rate,
-// and the open segments per instance, in one consistent snapshot.
+// Status reads every namespace's counter, accounting, recent lease rate and
+// committed creates (of the last five minutes and hour, and the peak
+// minute of PeakWindow), and the open segments per instance, in one
+// consistent snapshot.
 func (s *Store) Status(ctx context.Context) (Status, error) {
 	var st Status
 	err := pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
@@ -209,21 +223,29 @@ func (s *Store) Status(ctx context.Context) (Status, error) {
 			ns.Capacity = idalloc.Capacity{
 				Namespace: ns.Namespace, Total: uint64(upper - lower), Allocated: uint64(next - lower),
 				Committed: uint64(committed), Wasted: uint64(wasted), Reserved: uint64(reserved),
-				Remaining: uint64(upper - next), Rate: max(float64(hour)/3600, float64(day)/86400),
+				Remaining: uint64(upper - next),
 			}
-			ns.DaysLeft = idalloc.DaysLeft(ns.Remaining, ns.Rate)
-			if ns.Rate > 0 {
-				secs := float64(ns.Remaining) / ns.Rate
-				if secs < float64(1<<62)/float64(time.Second) {
-					ns.TimeLeft = time.Duration(secs * float64(time.Second))
-				} else {
-					ns.TimeLeft = time.Duration(1<<63 - 1)
-				}
-			}
+			ns.LeaseRate = max(float64(hour)/3600, float64(day)/86400)
 			return ns, nil
 		})
 		if err != nil {
 			return err
+		}
+		for i := range st.Namespaces {
+			ns := &st.Namespaces[i]
+			var at, minute time.Time
+			ns.Last5m, ns.LastHour, at, minute, err = createCounts(ctx, tx, ns.Namespace, s.clock())
+			if err != nil {
+				return err
+			}
+			ns.Rate = max(ns.Last5m.PerSecond(), ns.LastHour.PerSecond())
+			ns.DaysLeft = idalloc.DaysLeft(ns.Remaining, ns.Rate)
+			ns.TimeLeft = timeLeft(ns.Remaining, ns.Rate)
+			if ns.PeakMinute, ns.PeakCreates, err = peakCreates(ctx, tx, ns.Namespace, minute, at); err != nil {
+				return err
+			}
+			ns.PeakRate = float64(ns.PeakCreates) / 60
+			ns.TimeLeftAtPeak = timeLeft(ns.Remaining, ns.PeakRate)
 		}
 		rows, err = tx.Query(ctx, `
 			SELECT a.namespace, a.instance, count(*), sum(a.seg_end - a.seg_start)::bigint, min(a.created_at),

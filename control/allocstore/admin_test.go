@@ -197,8 +197,9 @@ func TestRaiseFloorRacesLeases(t *testing.T) {
 	}
 }
 
-// TestAllocStatus: runway, rate from recent leases (not raised floors) and
-// open segments per instance.
+// TestAllocStatus: runway, the lease rate from recent leases (not raised
+// floors), no create rate or time left without creates (leases are not
+// creates), and open segments per instance.
 func TestAllocStatus(t *testing.T) {
 	ctx := context.Background()
 	s, _ := storeWith(t, idalloc.Namespace{Name: "default", Start: 1, End: 1_000_001, Step: 1000})
@@ -223,10 +224,10 @@ func TestAllocStatus(t *testing.T) {
 	}
 	d, l := st.Namespaces[0], st.Namespaces[1]
 	if d.Namespace != "default" || d.Next != 3001 || d.Remaining != 1_000_001-3001 || d.LeasedLastHour != 3000 ||
-		d.Committed != 600 || d.Wasted != 400 || d.Reserved != 2000 || d.Rate != 3000.0/3600 || d.TimeLeft <= 0 {
+		d.Committed != 600 || d.Wasted != 400 || d.Reserved != 2000 || d.LeaseRate != 3000.0/3600 || d.Rate != 0 || d.TimeLeft != 0 {
 		t.Errorf("default: %+v", d)
 	}
-	if l.Namespace != "legacy" || l.Next != 2_500_000 || l.LeasedLastHour != 0 || l.Rate != 0 || l.TimeLeft != 0 || l.Wasted != 500_000 {
+	if l.Namespace != "legacy" || l.Next != 2_500_000 || l.LeasedLastHour != 0 || l.LeaseRate != 0 || l.Rate != 0 || l.TimeLeft != 0 || l.Wasted != 500_000 {
 		t.Errorf("legacy (raised, never leased): %+v", l)
 	}
 	if len(st.Open) != 2 || st.Open[0].Instance != "ctl-1" || st.Open[0].Segments != 1 || st.Open[0].IDs != 1000 ||

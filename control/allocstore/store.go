@@ -31,6 +31,7 @@ import (
 type Store struct {
 	pool        *pgxpool.Pool
 	lockTimeout time.Duration
+	now         func() time.Time // nil: the database's clock
 }
 
 // Option configures a Store.
@@ -42,6 +43,20 @@ type Option func(*Store)
 // default is 2s.
 func WithLockTimeout(d time.Duration) Option {
 	return func(s *Store) { s.lockTimeout = d }
+}
+
+// WithClock makes the create-rate windows of Capacity and Status end at
+// now() instead of at the database's clock (tests place creates in time).
+func WithClock(now func() time.Time) Option {
+	return func(s *Store) { s.now = now }
+}
+
+// clock is the end of the create-rate windows: zero for the database's.
+func (s *Store) clock() time.Time {
+	if s.now == nil {
+		return time.Time{}
+	}
+	return s.now()
 }
 
 // New returns the allocation authority on pool.
@@ -422,19 +437,19 @@ func (s *Store) SealAbandoned(ctx context.Context, sealedBy string, silence time
 	return n, nil
 }
 
-// Capacity implements idalloc.CapacityReader from the counter row and the
-// audit. Rate is the IDs leased in the last hour, per second.
+// Capacity implements idalloc.CapacityReader from the counter row, the
+// audit and the per-minute counts of committed creates: Rate is the busier
+// of the last five minutes' and the last hour's creates per second.
 func (s *Store) Capacity(ctx context.Context, namespace string) (idalloc.Capacity, error) {
-	var lower, upper, next, committed, wasted, reserved, lastHour int64
+	var lower, upper, next, committed, wasted, reserved int64
 	err := s.pool.QueryRow(ctx, `
 		SELECT n.lower_bound, n.upper_bound, n.next_id,
 		       coalesce(sum(a.used_count) FILTER (WHERE a.sealed_at IS NOT NULL), 0)::bigint,
 		       coalesce(sum(a.seg_end - a.seg_start - a.used_count) FILTER (WHERE a.sealed_at IS NOT NULL), 0)::bigint,
-		       coalesce(sum(a.seg_end - a.seg_start) FILTER (WHERE a.sealed_at IS NULL), 0)::bigint,
-		       coalesce(sum(a.seg_end - a.seg_start) FILTER (WHERE a.created_at > now() - interval '1 hour'), 0)::bigint
+		       coalesce(sum(a.seg_end - a.seg_start) FILTER (WHERE a.sealed_at IS NULL), 0)::bigint
 		FROM alloc_namespaces n LEFT JOIN alloc_audit a ON a.namespace = n.namespace
 		WHERE n.namespace = $1
-		GROUP BY n.namespace`, namespace).Scan(&lower, &upper, &next, &committed, &wasted, &reserved, &lastHour)
+		GROUP BY n.namespace`, namespace).Scan(&lower, &upper, &next, &committed, &wasted, &reserved)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return idalloc.Capacity{}, fmt.Errorf("%w: %q", idalloc.ErrUnknownNamespace, namespace)
 	}
@@ -449,8 +464,11 @@ func (s *Store) Capacity(ctx context.Context, namespace string) (idalloc.Capacit
 		Wasted:    uint64(wasted),
 		Reserved:  uint64(reserved),
 		Remaining: uint64(upper - next),
-		Rate:      float64(lastHour) / 3600,
 	}
+	if c.Last5m, c.LastHour, _, _, err = createCounts(ctx, s.pool, namespace, s.clock()); err != nil {
+		return idalloc.Capacity{}, translate("capacity: create rate", err, false)
+	}
+	c.Rate = max(c.Last5m.PerSecond(), c.LastHour.PerSecond())
 	c.DaysLeft = idalloc.DaysLeft(c.Remaining, c.Rate)
 	return c, nil
 }

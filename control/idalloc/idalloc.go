@@ -186,12 +186,33 @@ type Capacity struct {
 	Reserved uint64
 	// Remaining is IDs never allocated.
 	Remaining uint64
-	// Rate is the recent allocation rate in IDs per second (authority view:
-	// IDs leased in the last hour, or this instance's observed rate when
-	// that is higher).
+	// Last5m and LastHour are the committed creates of the last five
+	// minutes and of the last hour, every instance's, as the authority
+	// counts them.
+	Last5m, LastHour CreateCount
+	// Rate is the recent rate of committed creates in IDs per second: the
+	// busier of Last5m and LastHour, so a quiet five minutes does not hide
+	// a busy hour and a burst shows within the minute. Segment leases are
+	// not creates: they reserve a segment of IDs at a time, ahead of use.
 	Rate float64
 	// DaysLeft is Remaining at Rate; +Inf when Rate is zero.
 	DaysLeft float64
+}
+
+// CreateCount is the committed creates of a window that ends when it was
+// read and starts at a whole minute: a window of "the last five minutes"
+// is five minutes plus the part of the current minute gone by.
+type CreateCount struct {
+	Creates uint64
+	Window  time.Duration
+}
+
+// PerSecond is Creates over Window; zero for an empty window.
+func (c CreateCount) PerSecond() float64 {
+	if c.Window <= 0 {
+		return 0
+	}
+	return float64(c.Creates) / c.Window.Seconds()
 }
 
 func validateNamespaces(nss []Namespace) error {

@@ -112,12 +112,11 @@ func (a *Allocator) Progress() time.Time {
 	return time.Unix(0, oldest)
 }
 
-// Capacity reports namespace's space accounting as the authority sees it
-// (the store must implement CapacityReader), with the rate raised to this
-// instance's observed rate when that is higher.
+// Capacity reports namespace's space accounting and its rate of committed
+// creates as the authority sees them (the store must implement
+// CapacityReader), with DaysLeft at that rate.
 func (a *Allocator) Capacity(ctx context.Context, namespace string) (Capacity, error) {
-	n := a.byName[namespace]
-	if n == nil {
+	if a.byName[namespace] == nil {
 		return Capacity{}, fmt.Errorf("%w: %q", ErrUnknownNamespace, namespace)
 	}
 	cr, ok := a.store.(CapacityReader)
@@ -127,12 +126,6 @@ func (a *Allocator) Capacity(ctx context.Context, namespace string) (Capacity, e
 	c, err := cr.Capacity(ctx, namespace)
 	if err != nil {
 		return Capacity{}, fmt.Errorf("idalloc: capacity: %w", err)
-	}
-	n.mu.Lock()
-	local := n.rate
-	n.mu.Unlock()
-	if local > c.Rate {
-		c.Rate = local
 	}
 	c.DaysLeft = DaysLeft(c.Remaining, c.Rate)
 	return c, nil

@@ -4,11 +4,11 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"math"
 	"os"
 	"time"
 
 	"github.com/edgelink/edgelink/control/allocstore"
+	"github.com/edgelink/edgelink/control/idalloc"
 	"github.com/edgelink/edgelink/control/postgres"
 )
 
@@ -42,7 +42,9 @@ func withAllocStore(ctx context.Context, dsn string, fn func(*allocstore.Store) 
 }
 
 // runAllocStatus is `control alloc status`: per namespace its range,
-// counter, what is left, the recent lease rate and the time left at it,
+// counter, what is left, the committed creates of the last five minutes
+// and hour and the peak minute of the last 7 days, the time left at the
+// recent and at the peak create rate, the lease rate (labelled as such),
 // then the open segments per instance.
 func runAllocStatus(ctx context.Context, dsn string, c allocStatusCmd, stdout io.Writer) error {
 	return withAllocStore(ctx, dsn, func(s *allocstore.Store) error {
@@ -53,70 +55,113 @@ func runAllocStatus(ctx context.Context, dsn string, c allocStatusCmd, stdout io
 		if c.JSON {
 			return printJSON(stdout, allocStatusJSON(st))
 		}
-		for _, ns := range st.Namespaces {
-			used := 0.0
-			if ns.Total > 0 {
-				used = 100 * float64(ns.Allocated) / float64(ns.Total)
-			}
-			fmt.Fprintf(stdout, "namespace %s: IDs [%s, %s), next %s, step %s, epoch %d\n",
-				ns.Namespace, thousands(ns.Lower), thousands(ns.Upper), thousands(ns.Next), thousands(ns.Step), ns.Epoch)
-			fmt.Fprintf(stdout, "  remaining   %s IDs (%.4f%% of the range allocated)\n", thousands(ns.Remaining), used)
-			fmt.Fprintf(stdout, "  allocated   %s = committed %s + wasted %s + reserved (open segments) %s\n",
-				thousands(ns.Allocated), thousands(ns.Committed), thousands(ns.Wasted), thousands(ns.Reserved))
-			fmt.Fprintf(stdout, "  leased      %s IDs in the last hour, %s in the last day: %.2f IDs/s\n",
-				thousands(ns.LeasedLastHour), thousands(ns.LeasedLastDay), ns.Rate)
-			fmt.Fprintf(stdout, "  time left   %s\n", timeLeft(ns))
-		}
-		if len(st.Open) == 0 {
-			fmt.Fprintln(stdout, "open segments: none")
-			return nil
-		}
-		fmt.Fprintln(stdout, "open segments:")
-		now := time.Now()
-		for _, o := range st.Open {
-			hb := "never"
-			if !o.Heartbeat.IsZero() {
-				hb = now.Sub(o.Heartbeat).Round(time.Second).String() + " ago"
-			}
-			fmt.Fprintf(stdout, "  %s %s: %d segments, %s IDs, oldest leased %s ago, heartbeat %s\n",
-				o.Namespace, o.Instance, o.Segments, thousands(o.IDs), now.Sub(o.Oldest).Round(time.Second), hb)
-		}
+		printAllocStatus(stdout, st, time.Now())
 		return nil
 	})
 }
 
-func timeLeft(ns allocstore.NamespaceStatus) string {
+func printAllocStatus(stdout io.Writer, st allocstore.Status, now time.Time) {
+	for _, ns := range st.Namespaces {
+		used := 0.0
+		if ns.Total > 0 {
+			used = 100 * float64(ns.Allocated) / float64(ns.Total)
+		}
+		fmt.Fprintf(stdout, "namespace %s: IDs [%s, %s), next %s, step %s, epoch %d\n",
+			ns.Namespace, thousands(ns.Lower), thousands(ns.Upper), thousands(ns.Next), thousands(ns.Step), ns.Epoch)
+		fmt.Fprintf(stdout, "  remaining   %s IDs (%.4f%% of the range allocated)\n", thousands(ns.Remaining), used)
+		fmt.Fprintf(stdout, "  allocated   %s = committed %s + wasted %s + reserved (open segments) %s\n",
+			thousands(ns.Allocated), thousands(ns.Committed), thousands(ns.Wasted), thousands(ns.Reserved))
+		fmt.Fprintf(stdout, "  creates     %s in the last 5 min (%s), %s in the last hour (%s): committed links, every instance's\n",
+			thousands(ns.Last5m.Creates), perSecond(ns.Last5m.PerSecond()), thousands(ns.LastHour.Creates), perSecond(ns.LastHour.PerSecond()))
+		if ns.PeakMinute.IsZero() {
+			fmt.Fprintln(stdout, "  peak        no creates in the last 7 days")
+		} else {
+			fmt.Fprintf(stdout, "  peak        %s creates in the busiest minute of the last 7 days (%s UTC): %s\n",
+				thousands(ns.PeakCreates), ns.PeakMinute.UTC().Format("2006-01-02 15:04"), perSecond(ns.PeakRate))
+		}
+		fmt.Fprintf(stdout, "  time left   %s\n", timeLeft(ns.Remaining, ns.TimeLeft, "at the recent create rate (the busier of the last 5 min and hour)"))
+		fmt.Fprintf(stdout, "              %s\n", timeLeft(ns.Remaining, ns.TimeLeftAtPeak, "at the peak rate"))
+		fmt.Fprintf(stdout, "  leased      %s IDs in the last hour, %s in the last day: %s (segment leases reserve IDs ahead of creates; not a create rate)\n",
+			thousands(ns.LeasedLastHour), thousands(ns.LeasedLastDay), perSecond(ns.LeaseRate))
+	}
+	if len(st.Open) == 0 {
+		fmt.Fprintln(stdout, "open segments: none")
+		return
+	}
+	fmt.Fprintln(stdout, "open segments:")
+	for _, o := range st.Open {
+		hb := "never"
+		if !o.Heartbeat.IsZero() {
+			hb = now.Sub(o.Heartbeat).Round(time.Second).String() + " ago"
+		}
+		fmt.Fprintf(stdout, "  %s %s: %d segments, %s IDs, oldest leased %s ago, heartbeat %s\n",
+			o.Namespace, o.Instance, o.Segments, thousands(o.IDs), now.Sub(o.Oldest).Round(time.Second), hb)
+	}
+}
+
+// perSecond prints a rate with the digits a low one needs.
+func perSecond(r float64) string {
 	switch {
-	case ns.Remaining == 0:
-		return "none: the range is exhausted, creates fail (see docs/runbooks/capacity-exhaustion.md)"
-	case ns.Rate == 0:
-		return "no leases in the last day: no estimate"
-	case math.IsInf(ns.DaysLeft, 1) || ns.DaysLeft > 365*100:
-		return "more than a century at this rate"
-	case ns.DaysLeft >= 2:
-		return fmt.Sprintf("about %.0f days at this rate", ns.DaysLeft)
+	case r == 0:
+		return "0/s"
+	case r < 0.1:
+		return fmt.Sprintf("%.4f/s", r)
 	default:
-		return fmt.Sprintf("about %s at this rate", ns.TimeLeft.Round(time.Second))
+		return fmt.Sprintf("%.2f/s", r)
+	}
+}
+
+// timeLeft says how long remaining IDs last, left being that at some rate
+// (zero: no creates, no estimate); at names the rate.
+func timeLeft(remaining uint64, left time.Duration, at string) string {
+	days := left.Hours() / 24
+	switch {
+	case remaining == 0:
+		return "none: the range is exhausted, creates fail (see docs/runbooks/capacity-exhaustion.md)"
+	case left == 0:
+		return "no estimate " + at + ": no creates"
+	case days > 365*100:
+		return "more than a century " + at
+	case days >= 2:
+		return fmt.Sprintf("about %.0f days %s", days, at)
+	default:
+		return fmt.Sprintf("about %s %s", left.Round(time.Second), at)
 	}
 }
 
 func allocStatusJSON(st allocstore.Status) any {
+	type countJSON struct {
+		Creates       uint64  `json:"creates"`
+		WindowSeconds float64 `json:"window_seconds"`
+		PerSecond     float64 `json:"per_second"`
+	}
+	type peakJSON struct {
+		Minute    *string `json:"minute"` // null: no creates in the window
+		Creates   uint64  `json:"creates"`
+		PerSecond float64 `json:"per_second"`
+		Window    string  `json:"window"`
+	}
 	type nsJSON struct {
-		Namespace      string   `json:"namespace"`
-		Lower          uint64   `json:"lower"`
-		Upper          uint64   `json:"upper"`
-		Next           uint64   `json:"next"`
-		Step           uint64   `json:"step"`
-		Epoch          int64    `json:"epoch"`
-		Remaining      uint64   `json:"remaining"`
-		Allocated      uint64   `json:"allocated"`
-		Committed      uint64   `json:"committed"`
-		Wasted         uint64   `json:"wasted"`
-		Reserved       uint64   `json:"reserved"`
-		LeasedLastHour uint64   `json:"leased_last_hour"`
-		LeasedLastDay  uint64   `json:"leased_last_day"`
-		RatePerSecond  float64  `json:"rate_per_second"`
-		SecondsLeft    *float64 `json:"seconds_left"` // null: no estimate
+		Namespace      string    `json:"namespace"`
+		Lower          uint64    `json:"lower"`
+		Upper          uint64    `json:"upper"`
+		Next           uint64    `json:"next"`
+		Step           uint64    `json:"step"`
+		Epoch          int64     `json:"epoch"`
+		Remaining      uint64    `json:"remaining"`
+		Allocated      uint64    `json:"allocated"`
+		Committed      uint64    `json:"committed"`
+		Wasted         uint64    `json:"wasted"`
+		Reserved       uint64    `json:"reserved"`
+		CreatesLast5m  countJSON `json:"creates_last_5m"`
+		CreatesLastHr  countJSON `json:"creates_last_hour"`
+		CreatesPeak    peakJSON  `json:"creates_peak"`
+		CreateRate     float64   `json:"create_rate_per_second"`
+		SecondsLeft    *float64  `json:"seconds_left"`         // at create_rate_per_second; null: no estimate
+		SecondsAtPeak  *float64  `json:"seconds_left_at_peak"` // null: no estimate
+		LeasedLastHour uint64    `json:"leased_last_hour"`
+		LeasedLastDay  uint64    `json:"leased_last_day"`
+		LeaseRate      float64   `json:"lease_rate_per_second"`
 	}
 	type openJSON struct {
 		Namespace string  `json:"namespace"`
@@ -126,16 +171,30 @@ func allocStatusJSON(st allocstore.Status) any {
 		Oldest    string  `json:"oldest"`
 		Heartbeat *string `json:"heartbeat"`
 	}
+	count := func(c idalloc.CreateCount) countJSON {
+		return countJSON{c.Creates, c.Window.Seconds(), c.PerSecond()}
+	}
+	secsLeft := func(remaining uint64, rate float64) *float64 {
+		if rate <= 0 {
+			return nil
+		}
+		secs := float64(remaining) / rate
+		return &secs
+	}
 	out := struct {
 		Namespaces []nsJSON   `json:"namespaces"`
 		Open       []openJSON `json:"open_segments"`
 	}{Namespaces: []nsJSON{}, Open: []openJSON{}}
 	for _, ns := range st.Namespaces {
-		j := nsJSON{ns.Namespace, ns.Lower, ns.Upper, ns.Next, ns.Step, ns.Epoch, ns.Remaining, ns.Allocated,
-			ns.Committed, ns.Wasted, ns.Reserved, ns.LeasedLastHour, ns.LeasedLastDay, ns.Rate, nil}
-		if ns.Rate > 0 {
-			secs := float64(ns.Remaining) / ns.Rate
-			j.SecondsLeft = &secs
+		j := nsJSON{Namespace: ns.Namespace, Lower: ns.Lower, Upper: ns.Upper, Next: ns.Next, Step: ns.Step, Epoch: ns.Epoch,
+			Remaining: ns.Remaining, Allocated: ns.Allocated, Committed: ns.Committed, Wasted: ns.Wasted, Reserved: ns.Reserved,
+			CreatesLast5m: count(ns.Last5m), CreatesLastHr: count(ns.LastHour),
+			CreatesPeak: peakJSON{Creates: ns.PeakCreates, PerSecond: ns.PeakRate, Window: "busiest minute of the last 7 days, the current one included"},
+			CreateRate:  ns.Rate, SecondsLeft: secsLeft(ns.Remaining, ns.Rate), SecondsAtPeak: secsLeft(ns.Remaining, ns.PeakRate),
+			LeasedLastHour: ns.LeasedLastHour, LeasedLastDay: ns.LeasedLastDay, LeaseRate: ns.LeaseRate}
+		if !ns.PeakMinute.IsZero() {
+			m := ns.PeakMinute.UTC().Format(time.RFC3339)
+			j.CreatesPeak.Minute = &m
 		}
 		out.Namespaces = append(out.Namespaces, j)
 	}
