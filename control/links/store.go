@@ -36,14 +36,17 @@ type Store interface {
 // error), so one item cannot roll back the others. It is not safe for
 // concurrent use.
 type Tx interface {
-	// ClaimKeys records keys that no committed transaction holds yet and
-	// reports, per key, whether this transaction now holds it. A key that
-	// a concurrent transaction is inserting makes this wait until that one
-	// ends: then the key is claimed here if it rolled back and not if it
-	// committed. Keys must be distinct.
+	// ClaimKeys records keys that no committed transaction holds yet, or
+	// whose hold has expired (older than the store's key time to live: it
+	// is taken over, its old answer dropped), and reports, per key,
+	// whether this transaction now holds it. A key that a concurrent
+	// transaction is inserting makes this wait until that one ends: then
+	// the key is claimed here if it rolled back and not if it committed.
+	// Keys must be distinct.
 	ClaimKeys(ctx context.Context, keys []IdemKey) ([]bool, error)
 	// StoredResponses reads committed keys, typically those ClaimKeys did
-	// not claim. A key that was not found is missing from the map.
+	// not claim. A key that was not found, or has expired, is missing from
+	// the map.
 	StoredResponses(ctx context.Context, keys []IdemKeyID) (map[IdemKeyID]StoredResponse, error)
 	// FinishKeys stores each claimed key's response, or gives the key up
 	// when its response is nil (the request failed and wrote nothing, so a

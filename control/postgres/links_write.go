@@ -16,7 +16,8 @@ import (
 // Tx implements links.Tx on a transaction, or on the pool for
 // Autocommit. It is not safe for concurrent use.
 type Tx struct {
-	tx querier
+	tx     querier
+	keyTTL time.Duration // idempotency keys older than this are expired
 }
 
 type querier interface {
@@ -27,93 +28,13 @@ type querier interface {
 // WriteTx implements links.Store: fn runs in a transaction on the primary,
 // committed if fn returns nil.
 func (s *Store) WriteTx(ctx context.Context, fn func(links.Tx) error) error {
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error { return fn(&Tx{tx: tx}) })
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error { return fn(&Tx{tx: tx, keyTTL: s.keyTTL}) })
 	return translate(err)
 }
 
 // Autocommit implements links.Store: every call of the Tx it returns runs
 // on the pool, a transaction of its own.
-func (s *Store) Autocommit() links.Tx { return &Tx{tx: s.pool} }
-
-// ClaimKeys implements links.Tx. Keys are claimed in a fixed order so two
-// transactions claiming overlapping sets queue instead of deadlocking.
-func (t *Tx) ClaimKeys(ctx context.Context, keys []links.IdemKey) ([]bool, error) {
-	claimed := make([]bool, len(keys))
-	if len(keys) == 0 {
-		return claimed, nil
-	}
-	tenants, names, hashes := make([]int64, len(keys)), make([]string, len(keys)), make([][]byte, len(keys))
-	index := make(map[links.IdemKeyID]int, len(keys))
-	for i, k := range keys {
-		tenants[i], names[i], hashes[i] = k.TenantID, k.Key, k.Hash
-		index[links.IdemKeyID{TenantID: k.TenantID, Key: k.Key}] = i
-	}
-	rows, err := t.tx.Query(ctx, `
-		INSERT INTO idempotency_keys (tenant_id, idem_key, request_hash)
-		SELECT * FROM unnest($1::bigint[], $2::text[], $3::bytea[]) ORDER BY 1, 2
-		ON CONFLICT DO NOTHING
-		RETURNING tenant_id, idem_key`, tenants, names, hashes)
-	if err != nil {
-		return nil, translate(err)
-	}
-	var id links.IdemKeyID
-	_, err = pgx.ForEachRow(rows, []any{&id.TenantID, &id.Key}, func() error {
-		claimed[index[id]] = true
-		return nil
-	})
-	if err != nil {
-		return nil, translate(err)
-	}
-	return claimed, nil
-}
-
-// StoredResponses implements links.Tx.
-func (t *Tx) StoredResponses(ctx context.Context, keys []links.IdemKeyID) (map[links.IdemKeyID]links.StoredResponse, error) {
-	out := make(map[links.IdemKeyID]links.StoredResponse, len(keys))
-	if len(keys) == 0 {
-		return out, nil
-	}
-	tenants, names := make([]int64, len(keys)), make([]string, len(keys))
-	for i, k := range keys {
-		tenants[i], names[i] = k.TenantID, k.Key
-	}
-	rows, err := t.tx.Query(ctx, `
-		SELECT k.tenant_id, k.idem_key, k.request_hash, k.response
-		FROM idempotency_keys k JOIN unnest($1::bigint[], $2::text[]) AS r(tenant_id, idem_key)
-		  ON k.tenant_id = r.tenant_id AND k.idem_key = r.idem_key`, tenants, names)
-	if err != nil {
-		return nil, translate(err)
-	}
-	var (
-		id links.IdemKeyID
-		sr links.StoredResponse
-	)
-	_, err = pgx.ForEachRow(rows, []any{&id.TenantID, &id.Key, &sr.Hash, &sr.Response}, func() error {
-		out[id] = links.StoredResponse{Hash: append([]byte(nil), sr.Hash...), Response: append([]byte(nil), sr.Response...)}
-		return nil
-	})
-	return out, translate(err)
-}
-
-// FinishKeys implements links.Tx.
-func (t *Tx) FinishKeys(ctx context.Context, keys []links.IdemKeyID, responses [][]byte) error {
-	if len(keys) == 0 {
-		return nil
-	}
-	tenants, names := make([]int64, len(keys)), make([]string, len(keys))
-	for i, k := range keys {
-		tenants[i], names[i] = k.TenantID, k.Key
-	}
-	_, err := t.tx.Exec(ctx, `
-		WITH r AS (SELECT * FROM unnest($1::bigint[], $2::text[], $3::bytea[]) AS r(tenant_id, idem_key, response)),
-		d AS (
-			DELETE FROM idempotency_keys k USING r
-			WHERE k.tenant_id = r.tenant_id AND k.idem_key = r.idem_key AND r.response IS NULL)
-		UPDATE idempotency_keys k SET response = r.response FROM r
-		WHERE k.tenant_id = r.tenant_id AND k.idem_key = r.idem_key AND r.response IS NOT NULL`,
-		tenants, names, responses)
-	return translate(err)
-}
+func (s *Store) Autocommit() links.Tx { return &Tx{tx: s.pool, keyTTL: s.keyTTL} }
 
 // insertLinks writes many links and their outbox rows in one statement. The
 // xid is taken before any version (see insertLink). A row whose code (or

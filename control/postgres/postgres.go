@@ -50,11 +50,27 @@ var (
 
 // Store runs control's queries on a pool. It is safe for concurrent use.
 type Store struct {
-	pool *pgxpool.Pool
+	pool   *pgxpool.Pool
+	keyTTL time.Duration
+}
+
+// Option configures a Store.
+type Option func(*Store)
+
+// WithIdempotencyTTL sets how long an idempotency key answers retries
+// (default links.DefaultKeyTTL); check it with links.CheckKeyTTL first.
+func WithIdempotencyTTL(ttl time.Duration) Option {
+	return func(s *Store) { s.keyTTL = ttl }
 }
 
 // New returns a Store on pool.
-func New(pool *pgxpool.Pool) *Store { return &Store{pool: pool} }
+func New(pool *pgxpool.Pool, opts ...Option) *Store {
+	s := &Store{pool: pool, keyTTL: links.DefaultKeyTTL}
+	for _, o := range opts {
+		o(s)
+	}
+	return s
+}
 
 // Pool is the underlying pool, for components that need their own
 // connections (the relay's LISTEN).
