@@ -113,6 +113,10 @@ type Config struct {
 	// negative rate turns the bound off.
 	AuthFailureRate  float64
 	AuthFailureBurst int
+	// IdempotencyTTL is how long an idempotency key answers retries
+	// (links.CheckKeyTTL: at most 30 days); zero takes 24 hours. Each
+	// instance purges expired keys in the background.
+	IdempotencyTTL time.Duration
 }
 
 // Run serves until ctx is done, then shuts down in order: stop taking
@@ -121,6 +125,13 @@ func Run(ctx context.Context, cfg Config) error {
 	log := cfg.Log
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
+	}
+	keyTTL := cfg.IdempotencyTTL
+	if keyTTL == 0 {
+		keyTTL = links.DefaultKeyTTL
+	}
+	if err := links.CheckKeyTTL(keyTTL); err != nil {
+		return err
 	}
 	// pgx's default pool (max(4, CPUs)) starves the create writers beside
 	// the relay's session, the authority responder and segment loads.
@@ -132,7 +143,7 @@ func Run(ctx context.Context, cfg Config) error {
 	if err := postgres.Migrate(ctx, pool); err != nil {
 		return err
 	}
-	store := postgres.New(pool)
+	store := postgres.New(pool, postgres.WithIdempotencyTTL(keyTTL))
 	// Derived counters converge: whatever drifted (a bug, a manual fix in
 	// SQL) is corrected against the rows, and said.
 	if drifts, err := store.ReconcileLiveLinks(ctx); err != nil {
@@ -274,8 +285,12 @@ func Run(ctx context.Context, cfg Config) error {
 	// against the ceiling's raises.
 	answers := responder.New(nc, lookup, allocStore, responder.Config{Log: log})
 	g.Go(func() error { return answers.Run(ctx) })
+	// Expired idempotency keys are read as absent already; the purge only
+	// frees their rows. Every instance runs one: they skip each other's.
+	keyPurge := links.NewKeyPurge(store, links.KeyPurgeConfig{Log: log})
+	g.Go(func() error { keyPurge.Run(ctx); return nil })
 	met.Attach(metrics.Sources{Alloc: alloc, Namespaces: []string{ns.Name}, Links: svc, Relay: relay,
-		Responder: answers, Roller: roller, Replica: replicaLookups})
+		Responder: answers, Roller: roller, Replica: replicaLookups, KeyPurge: keyPurge})
 	// Scheduled snapshot builds stop with the API; a build cut short is
 	// simply not published.
 	sched := cfg.Snapshots

@@ -1,7 +1,8 @@
 // Package metrics is control's Prometheus metrics: the allocator's runway,
-// latency, failures and waste (so that exhaustion is seen coming, load
-// trouble is classified and waste is accounted for), the outbox relay, the
-// authority responder and the click roller. Values are read from the
+// latency, failures and waste, and the authority's capacity at the rate of
+// committed creates (so that exhaustion is seen coming, load trouble is
+// classified and waste is accounted for), the outbox relay, the authority
+// responder, the click roller and the idempotency key purge. Values are read from the
 // components' own counters at scrape time; labels are only namespace,
 // class, cause, state and outcome, never a code, URL or key.
 package metrics
@@ -77,6 +78,7 @@ type Sources struct {
 	Responder  *responder.Responder
 	Roller     *clickroll.Roller
 	Replica    *responder.ReplicaFirst // nil without a read replica
+	KeyPurge   *links.KeyPurge
 }
 
 // Attach registers the components' metrics.
@@ -134,7 +136,9 @@ var (
 	dFenced      = desc("control_idalloc_fenced", "1 while allocation is fenced: the authority's high-water mark is not provable.", "namespace")
 	dExhausted   = desc("control_idalloc_exhausted", "1 once the namespace's last ID has been leased.", "namespace")
 	dCapacity    = desc("control_idalloc_capacity_ids", "The authority's space accounting by state: committed, wasted, reserved, remaining, total (refreshed periodically).", "namespace", "state")
-	dDaysLeft    = desc("control_idalloc_capacity_days_left", "Remaining IDs at the recent rate, in days (+Inf when idle).", "namespace")
+	dDaysLeft    = desc("control_idalloc_capacity_days_left", "Remaining IDs at the recent rate of committed creates (control_idalloc_create_rate_per_second), in days (+Inf without creates).", "namespace")
+	dCreateRate  = desc("control_idalloc_create_rate_per_second", "Committed creates per second, every instance's, as the authority counts them: the busier of the last 5 minutes and the last hour (refreshed every 30 s). Segment leases are not creates.", "namespace")
+	dKeysPurged  = desc("control_idempotency_keys_purged_total", "Expired idempotency keys this instance deleted.")
 	dCodeSkips   = desc("control_links_generated_codes_skipped_total", "Generated IDs skipped (waste), by cause: taken (a link held their code already), reserved (their code is a reserved word).", "cause")
 	dSharedTx    = desc("control_links_create_transactions_total", "Create transactions (coalesced creates share one).")
 	dCoalesced   = desc("control_links_coalesced_creates_total", "Creates carried by shared transactions.")
@@ -161,7 +165,7 @@ type collector struct {
 
 func (x *collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{dCurrent, dStandby, dRunway, dRate, dLoads, dFailures, dWaits, dOpen, dSealed,
-		dWasted, dSwept, dPending, dFenced, dExhausted, dCapacity, dDaysLeft, dCodeSkips, dSharedTx, dCoalesced,
+		dWasted, dSwept, dPending, dFenced, dExhausted, dCapacity, dDaysLeft, dCreateRate, dKeysPurged, dCodeSkips, dSharedTx, dCoalesced,
 		dPublished, dGapWaits, dRelaySkip, dRelayVer, dRelayAt, dRelayActive, dAuthAnswers, dQuestions, dFrontiers, dReplica, dWitnessSkip,
 		dRollClicks, dRollLost, dRollPos} {
 		ch <- d
@@ -219,6 +223,7 @@ func (x *collector) Collect(ch chan<- prometheus.Metric) {
 				days = math.Inf(1)
 			}
 			gauge(dDaysLeft, days, ns)
+			gauge(dCreateRate, cp.Rate, ns)
 		}
 		x.c.mu.Unlock()
 	}
@@ -228,6 +233,9 @@ func (x *collector) Collect(ch chan<- prometheus.Metric) {
 		counter(dCodeSkips, st.ReservedSkips, "reserved")
 		counter(dSharedTx, st.SharedTx)
 		counter(dCoalesced, st.Coalesced)
+	}
+	if k := x.s.KeyPurge; k != nil {
+		counter(dKeysPurged, k.Purged())
 	}
 	if r := x.s.Relay; r != nil {
 		st := r.Stats()

@@ -17,6 +17,7 @@ import (
 	"github.com/alecthomas/kong"
 
 	"github.com/edgelink/edgelink/control/controlserver"
+	"github.com/edgelink/edgelink/control/links"
 	"github.com/edgelink/edgelink/control/postgres"
 )
 
@@ -69,7 +70,7 @@ type allocCmd struct {
 	Verify       allocVerifyCmd       `cmd:"" help:"Check the allocation audit: intervals pairwise disjoint per namespace, counters at or above every audited end. Exits non-zero and names the offending intervals otherwise."`
 	Witness      allocWitnessCmd      `cmd:"" help:"Compare each namespace's counter with the allocation witness kept in NATS (what confirmed leases reached): names the IDs a promoted replica has no record of. Exits non-zero when a counter is below its witness."`
 	FenceRecover allocFenceRecoverCmd `cmd:"" help:"After a failover the witness fenced: raise every counter below its witness to it (the skipped IDs are audited as waste), so allocation resumes above every confirmed interval."`
-	Status       allocStatusCmd       `cmd:"" help:"Runway per namespace: range, counter, remaining IDs, recent lease rate and time left; open segments per instance."`
+	Status       allocStatusCmd       `cmd:"" help:"Runway per namespace: range, counter, remaining IDs, committed creates per second (last 5 minutes, last hour, peak minute of 7 days) and the time left at them, the lease rate; open segments per instance."`
 	RaiseFloor   allocRaiseFloorCmd   `cmd:"" name:"raise-floor" help:"Move a namespace's counter forward to --to (never back), in one audited transaction: start above an old system's IDs."`
 	Widen        allocWidenCmd        `cmd:"" help:"Move a namespace's end up to --to (never down, never into another namespace); then restart control with --id-end."`
 }
@@ -89,12 +90,16 @@ type serveCmd struct {
 	AllocWitness   string        `name:"alloc-witness" default:"required" enum:"required,best-effort,off" env:"EDGELINK_ALLOC_WITNESS" help:"Allocation high-water witness in NATS (refuses leases from a promoted replica that lost confirmed ones): required (leases wait for NATS), best-effort (lease without it while NATS is down) or off."`
 	StreamReplicas int           `name:"stream-replicas" default:"1" env:"EDGELINK_STREAM_REPLICAS" help:"JetStream servers keeping each stream (LINK_CHANGES, CLICKS, LINK_SNAPSHOTS); 3 on a 3-node cluster."`
 	DrainTimeout   time.Duration `name:"drain-timeout" default:"10s" env:"EDGELINK_DRAIN_TIMEOUT" help:"At SIGTERM, how long creates in flight may finish (new ones get 503 at once); keep it below the pod's termination grace period."`
+	IdempotencyTTL time.Duration `name:"idempotency-ttl" default:"24h" env:"EDGELINK_IDEMPOTENCY_TTL" help:"How long an Idempotency-Key answers retries (at most 720h, 30 days); a retry after it is a new create with a new code. Expired keys are purged in the background."`
 	serveLimits
 }
 
 func (s *serveCmd) Run(ctx context.Context, g *globals, log *slog.Logger, onListen func(net.Addr)) error {
 	if err := s.serveLimits.validate(); err != nil {
 		return err
+	}
+	if err := links.CheckKeyTTL(s.IdempotencyTTL); err != nil {
+		return usageError{fmt.Errorf("--idempotency-ttl: %w", err)}
 	}
 	return controlserver.Run(ctx, controlserver.Config{
 		HTTPAddr: s.Listen, DatabaseURL: g.DatabaseURL, NATSURL: s.NATSURL, PublicURL: s.PublicURL,
@@ -104,6 +109,7 @@ func (s *serveCmd) Run(ctx context.Context, g *globals, log *slog.Logger, onList
 		ReplicaURL:     s.ReplicaURL, AllocWitness: s.AllocWitness, DrainTimeout: s.DrainTimeout,
 		TenantRate: s.TenantRate, TenantBurst: s.TenantBurst,
 		AuthFailureRate: s.AuthFailureRate, AuthFailureBurst: s.AuthFailureBurst,
+		IdempotencyTTL: s.IdempotencyTTL,
 	})
 }
 
