@@ -4,7 +4,14 @@
 //
 // The postmaster runs as a direct child (not daemonized by pg_ctl) in its own
 // process group with a parent-death signal, so a crashed or killed parent
-// never leaves a server behind.
+// never leaves a server behind. Once it exits, whatever of its group is
+// left is killed too: no backend outlives its postmaster to hold the
+// shared memory a new one needs.
+//
+// A server can be supervised (Config.Supervise): started again whenever
+// it exits other than by Stop or Kill. Start keeps the port stable for a
+// folder (remembered in Dir/port) and recovers a lock file a crashed run
+// left (lockfile.go).
 package pgserver
 
 import (
@@ -13,6 +20,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"os/exec"
 	"os/user"
@@ -24,6 +32,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/edgelink/edgelink/internal/atomicfile"
 	"github.com/edgelink/edgelink/internal/freeport"
 )
 
@@ -35,7 +44,8 @@ type Config struct {
 	// Dir holds the cluster (Dir/data) and its socket. It is created when
 	// missing; an existing cluster in it is reused as is.
 	Dir string
-	// Port to listen on at 127.0.0.1; 0 picks a free one.
+	// Port to listen on at 127.0.0.1; 0 takes the port the last Start in
+	// Dir remembered when it is free, else a free one.
 	Port int
 	// Fast turns off fsync and full-page writes: for throwaway test clusters
 	// only, since a crash then loses data.
@@ -44,23 +54,39 @@ type Config struct {
 	Settings []string
 	// Log receives the server's output; nil discards it.
 	Log io.Writer
+	// Supervise starts the server again, on the same port and data,
+	// whenever the postmaster exits other than by Stop or Kill (a crash,
+	// the OOM killer, a kill -9 by hand), with a backoff between failed
+	// attempts.
+	Supervise bool
+	// Logger receives a line for each unexpected exit and restart and for
+	// a stale lock file removed; nil discards them.
+	Logger *slog.Logger
 }
 
 // Server is a running postmaster. Its methods are safe for concurrent use.
 type Server struct {
-	cfg    Config
-	bin    string
-	port   int
-	data   string
-	sock   string
-	cred   *syscall.Credential
+	cfg  Config
+	log  *slog.Logger
+	bin  string
+	dir  string
+	data string
+	sock string
+	cred *syscall.Credential
+
 	mu     sync.Mutex
-	cmd    *exec.Cmd
-	exited chan struct{}
+	port   int
+	cmd    *exec.Cmd     // nil once stopped, or exited under supervision
+	exited chan struct{} // closed when cmd has exited
+	tail   *tailBuffer   // cmd's last output
+	// The supervisor, while one runs (supervise.go).
+	superStop context.CancelFunc
+	superDone chan struct{}
 }
 
 // Start initializes the cluster if needed and starts the server, returning
-// once it accepts connections.
+// once it accepts connections. It fails with ErrRunning when a PostgreSQL
+// it did not start already runs on the folder's data.
 func Start(ctx context.Context, cfg Config) (*Server, error) {
 	s, _, err := prepare(cfg)
 	if err != nil {
@@ -71,11 +97,55 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 			return nil, err
 		}
 	}
-	s.port = cfg.Port
-	if err := s.start(ctx); err != nil {
+	if err := s.startRemembered(ctx); err != nil {
 		return nil, err
 	}
+	if cfg.Supervise {
+		s.supervise()
+	}
 	return s, nil
+}
+
+// portFile remembers the port of the last start in Dir, so a folder's
+// database URL stays the same from one run to the next.
+const portFile = "port"
+
+// startRemembered starts on cfg.Port, else on the port remembered in Dir
+// when it is free, else on a free one, and remembers the port it got.
+func (s *Server) startRemembered(ctx context.Context) error {
+	s.port = s.cfg.Port
+	started := false
+	if s.port == 0 {
+		if port, ok := s.rememberedPort(); ok {
+			err := s.startOn(ctx, port)
+			switch {
+			case err == nil:
+				started = true
+			case errors.Is(err, errPortTaken):
+				s.log.Warn("the port PostgreSQL had last is taken; picking another, so its database URL changes", "port", port, "dir", s.dir)
+			default:
+				return err
+			}
+		}
+	}
+	if !started {
+		if err := s.start(ctx); err != nil {
+			return err
+		}
+	}
+	if err := atomicfile.Write(filepath.Join(s.dir, portFile), []byte(strconv.Itoa(s.Port())+"\n")); err != nil {
+		return fmt.Errorf("pgserver: remember the port: %w", err)
+	}
+	return nil
+}
+
+func (s *Server) rememberedPort() (int, bool) {
+	b, err := os.ReadFile(filepath.Join(s.dir, portFile))
+	if err != nil {
+		return 0, false
+	}
+	port, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	return port, err == nil && port > 0 && port < 1<<16
 }
 
 // prepare makes cfg.Dir ready for a server run as the right user.
@@ -88,7 +158,11 @@ func prepare(cfg Config) (*Server, string, error) {
 	if err != nil {
 		return nil, "", err
 	}
-	s := &Server{cfg: cfg, bin: bin, data: filepath.Join(dir, "data"), sock: filepath.Join(dir, "sock")}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	s := &Server{cfg: cfg, log: log, bin: bin, dir: dir, data: filepath.Join(dir, "data"), sock: filepath.Join(dir, "sock")}
 	if err := os.MkdirAll(s.sock, 0o755); err != nil {
 		return nil, "", fmt.Errorf("pgserver: %w", err)
 	}
@@ -138,41 +212,60 @@ func isExec(path string) bool {
 }
 
 // Port is the TCP port the server listens on at 127.0.0.1.
-func (s *Server) Port() int { return s.port }
+func (s *Server) Port() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.port
+}
 
 // DataDir is the cluster's data directory.
 func (s *Server) DataDir() string { return s.data }
 
 // DSN returns a connection string for database db as the superuser.
 func (s *Server) DSN(db string) string {
-	return fmt.Sprintf("postgres://postgres@127.0.0.1:%d/%s?sslmode=disable", s.port, db)
+	return fmt.Sprintf("postgres://postgres@127.0.0.1:%d/%s?sslmode=disable", s.Port(), db)
 }
 
 // Stop shuts the server down cleanly (fast shutdown), killing it if it has not
-// stopped within 30 seconds. Stopping a stopped server is a no-op.
+// stopped within 30 seconds. Stopping a stopped server is a no-op. A
+// supervised server stays down: the supervisor ends first.
 func (s *Server) Stop() error {
+	s.unsupervise()
 	return s.signal(syscall.SIGINT, 30*time.Second)
 }
 
 // Kill stops the server with SIGKILL on its whole process group, as a crash
-// would: no checkpoint, recovery on the next start.
+// would: no checkpoint, recovery on the next start. Unlike a crash, it
+// also ends supervision, so the server stays down until Restart.
 func (s *Server) Kill() error {
+	s.unsupervise()
 	return s.signal(syscall.SIGKILL, 10*time.Second)
 }
 
-// Restart starts a stopped or killed server again on the same port and data.
-// After a kill, Postgres needs a moment before it can run crash recovery, so
-// it retries until ctx is done.
+// Restart starts a stopped, killed or crashed server again on the same
+// port and data, and supervises it again if so configured. After a kill,
+// Postgres needs a moment before it can run crash recovery, so it retries
+// until ctx is done.
 func (s *Server) Restart(ctx context.Context) error {
+	s.unsupervise()
 	s.mu.Lock()
-	running := s.cmd != nil
+	running := s.cmd != nil && !isClosed(s.exited)
+	if !running {
+		s.cmd = nil
+	}
 	s.mu.Unlock()
 	if running {
+		if s.cfg.Supervise {
+			s.supervise()
+		}
 		return errors.New("pgserver: restart of a running server")
 	}
 	var err error
 	for {
 		if err = s.start(ctx); err == nil {
+			if s.cfg.Supervise {
+				s.supervise()
+			}
 			return nil
 		}
 		select {
@@ -188,7 +281,7 @@ func (s *Server) signal(sig syscall.Signal, grace time.Duration) error {
 	cmd, exited := s.cmd, s.exited
 	s.cmd = nil
 	s.mu.Unlock()
-	if cmd == nil {
+	if cmd == nil || isClosed(exited) {
 		return nil
 	}
 	_ = syscall.Kill(-cmd.Process.Pid, sig)
@@ -231,8 +324,8 @@ func (s *Server) run(ctx context.Context, name string, args ...string) error {
 // 0. A picked port can be taken by another process before postgres binds
 // it; then it picks another, a few times.
 func (s *Server) start(ctx context.Context) error {
-	if s.port != 0 {
-		return s.startOn(ctx, s.port)
+	if port := s.Port(); port != 0 {
+		return s.startOn(ctx, port)
 	}
 	var err error
 	for range 5 {
@@ -282,11 +375,21 @@ func (s *Server) startOn(ctx context.Context, port int) error {
 		// SIGQUIT is Postgres's immediate shutdown: if we die, it goes too.
 		Pdeathsig: syscall.SIGQUIT,
 	}
+	if err := s.clearStaleLock(); err != nil {
+		return err
+	}
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("pgserver: start postgres: %w", err)
 	}
 	exited := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(exited) }()
+	go func() {
+		_ = cmd.Wait()
+		// Backends left behind by a postmaster that died would keep the
+		// shared memory a new postmaster waits for; they serve no one.
+		// The group keeps its id while any of them lives.
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		close(exited)
+	}()
 
 	deadline := time.NewTimer(60 * time.Second)
 	defer deadline.Stop()
@@ -312,9 +415,18 @@ func (s *Server) startOn(ctx context.Context, port int) error {
 		}
 	}
 	s.mu.Lock()
-	s.port, s.cmd, s.exited = port, cmd, exited
+	s.port, s.cmd, s.exited, s.tail = port, cmd, exited, tail
 	s.mu.Unlock()
 	return nil
+}
+
+func isClosed(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
 }
 
 // ready asks pg_isready, which distinguishes "starting up" and "in recovery"
