@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"testing"
 	"time"
@@ -29,6 +30,11 @@ type PostgresConfig struct {
 	Durable bool
 	// Settings are extra "name=value" server settings.
 	Settings []string
+	// Supervise starts the server again whenever it exits other than by
+	// Stop or Kill (pgserver.Config.Supervise), logging on Log: the local
+	// stack's PostgreSQL comes back from a crash by itself.
+	Supervise bool
+	Log       *slog.Logger
 }
 
 // Postgres is one migrated database and the pool the harness holds on it.
@@ -58,7 +64,8 @@ func StartPostgres(ctx context.Context, cfg PostgresConfig) (_ *Postgres, err er
 	if err != nil {
 		return nil, err
 	}
-	if p.Server, err = pgserver.Start(ctx, pgserver.Config{Dir: dir, Fast: !cfg.Durable, Settings: cfg.Settings}); err != nil {
+	if p.Server, err = pgserver.Start(ctx, pgserver.Config{Dir: dir, Fast: !cfg.Durable, Settings: cfg.Settings,
+		Supervise: cfg.Supervise, Logger: cfg.Log}); err != nil {
 		return nil, fmt.Errorf("start PostgreSQL: %w", err)
 	}
 	db := cfg.Database

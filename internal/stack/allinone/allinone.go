@@ -76,7 +76,10 @@ func Run(ctx context.Context, o Options) (err error) {
 	stop := func(f func() error) { err = errors.Join(err, f()) }
 
 	fmt.Fprintf(o.Stdout, "starting PostgreSQL (data in %s)...\n", filepath.Join(dataDir, "pg"))
-	pg, err := stack.StartPostgres(ctx, stack.PostgresConfig{Dir: filepath.Join(dataDir, "pg"), Durable: true})
+	// Supervised: a PostgreSQL that dies under the stack is started again
+	// on the same port, and control's pool reconnects to it.
+	pg, err := stack.StartPostgres(ctx, stack.PostgresConfig{Dir: filepath.Join(dataDir, "pg"), Durable: true,
+		Supervise: true, Log: o.Log.With("component", "postgres")})
 	if err != nil {
 		return err
 	}
