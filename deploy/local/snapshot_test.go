@@ -289,9 +289,10 @@ func compare(t *testing.T, what string, truth, got map[string]answer, codes []st
 func runEdge(t *testing.T, natsURL, dir string, adjust func(*edgeserver.Config)) (string, *edgeserver.Edge, func()) {
 	t.Helper()
 	cfg := edgeserver.Config{NATSURL: natsURL, Name: "snap-" + fmt.Sprint(rand.Uint32()), SnapshotDir: dir,
-		// Unknown codes go to the authority: a generous timeout keeps a
-		// busy test machine from turning a 404 into a 503.
-		AuthorityTimeout: 10 * time.Second}
+		// Unknown codes go to the authority: a generous timeout and wait
+		// for a lookup slot keep a busy test machine from turning a 404
+		// into a 503.
+		AuthorityTimeout: 10 * time.Second, AuthorityMaxWait: 10 * time.Second}
 	if adjust != nil {
 		adjust(&cfg)
 	}

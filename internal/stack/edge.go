@@ -27,13 +27,27 @@ type Edge struct {
 	err    error
 }
 
+// busyAuthorityWait is how long a test's edge lets one authority lookup
+// take, waiting for a slot included, unless its test says otherwise. The
+// production defaults (a 50 ms wait for a slot, then 503) bound work on a
+// loaded edge; on a 2-core test machine with a CPU hog they turned a fresh
+// link's first follow into a shed 503.
+const busyAuthorityWait = 10 * time.Second
+
 // StartEdge runs an edge with cfg until ctx ends or Stop is called and
 // returns once it listens and its parts are built. An empty cfg.HTTPAddr
-// listens on a free loopback port; cfg.OnListen and cfg.OnStart, if set,
-// are still called.
+// listens on a free loopback port; a zero AuthorityTimeout or
+// AuthorityMaxWait is 10 s (busyAuthorityWait); cfg.OnListen and
+// cfg.OnStart, if set, are still called.
 func StartEdge(ctx context.Context, cfg edgeserver.Config) (*Edge, error) {
 	if cfg.HTTPAddr == "" {
 		cfg.HTTPAddr = "127.0.0.1:0"
+	}
+	if cfg.AuthorityTimeout == 0 {
+		cfg.AuthorityTimeout = busyAuthorityWait
+	}
+	if cfg.AuthorityMaxWait == 0 {
+		cfg.AuthorityMaxWait = busyAuthorityWait
 	}
 	e := &Edge{cfg: cfg}
 	if err := e.start(ctx); err != nil {
