@@ -39,15 +39,7 @@ func parseHost(s string) (host, error) {
 		return host{}, err
 	}
 	ascii, err := idnaProfile.ToASCII(decoded)
-	if err == nil && ascii != "" {
-		// The stored host is parsed again when it comes back; an IDNA
-		// quirk that moved it a second time would move the link.
-		var again string
-		if again, err = idnaProfile.ToASCII(ascii); err == nil && again != ascii {
-			err = strconv.ErrSyntax
-		}
-	}
-	if err != nil || ascii == "" {
+	if err != nil || ascii == "" || !stableIDNA(ascii) {
 		return host{}, invalidURL("host %q is not a valid domain name", s)
 	}
 	ascii = strings.ToLower(ascii)
@@ -63,6 +55,14 @@ func parseHost(s string) (host, error) {
 		return host{}, err
 	}
 	return host{text: ascii, name: name}, nil
+}
+
+// stableIDNA reports whether ascii maps to itself: the stored host is
+// parsed again when it comes back, and an IDNA quirk that moved it a second
+// time would move the link.
+func stableIDNA(ascii string) bool {
+	again, err := idnaProfile.ToASCII(ascii)
+	return err == nil && again == ascii
 }
 
 // percentDecodeHost decodes the escapes browsers decode in a host
