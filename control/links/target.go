@@ -33,7 +33,8 @@ type TargetPolicy struct {
 // raw would, and NormalizeURL of it returns it unchanged. That form has the
 // scheme and host in lower case, international hosts in punycode, numeric
 // hosts as dotted IPv4 or compressed IPv6, default ports dropped, dot
-// segments resolved and non-ASCII percent-encoded as UTF-8.
+// segments resolved, and non-ASCII (as UTF-8) and the characters browsers
+// escape in each part percent-encoded.
 //
 // Whatever a browser would read differently from a plain reading is refused
 // rather than repaired: control characters, spaces and backslashes, a
