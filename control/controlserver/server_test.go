@@ -232,6 +232,24 @@ func TestProbesFlip(t *testing.T) {
 	// Runway: with leases failing, creates use up the reserve; readiness
 	// turns off at the low mark (2 IDs left) while creates still succeed.
 	release = lockCounter(t, pool)
+	// A lease that committed just before the lock may still be on its way
+	// into the allocator (under load that takes a while), and would lift
+	// the runway again after readiness was lost: wait until control holds
+	// every leased ID it has not handed out, so from here the runway moves
+	// only with creates.
+	var leased int64
+	if err := pool.QueryRow(ctx, `SELECT coalesce(sum(seg_end - seg_start), 0) FROM alloc_audit WHERE namespace = 'default'`).Scan(&leased); err != nil {
+		t.Fatal(err)
+	}
+	poll.Until(t, "control holds every leased ID but the one created", 30*time.Second, func() bool {
+		fams, err := scrape.Scrape(c.url + "/metrics")
+		if err != nil {
+			return false
+		}
+		cur, _ := scrape.Value(fams, "control_idalloc_current_remaining_ids")
+		standby, _ := scrape.Value(fams, "control_idalloc_standby_remaining_ids")
+		return cur+standby == float64(leased-1)
+	})
 	created, readyLost := 0, false
 	for i := 0; i < 4*step && !readyLost; i++ {
 		if a := createLink(t, c.url, key, fmt.Sprintf("https://example.com/runway/%d", i)); a.status != 201 {
