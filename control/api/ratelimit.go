@@ -249,8 +249,8 @@ func newLimitMetrics(reg prometheus.Registerer, f *failures) *limitMetrics {
 	}
 	m := &limitMetrics{refused: prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "control_rate_limited_total",
-		Help: "Requests answered 429 by limit: tenant (its request rate) or auth_failures (a client past its budget of failed authentications).",
-	}, []string{"limit"})}
+		Help: "Requests answered 429, by the limit that refused them (cause): tenant (its request rate) or auth_failures (a client past its budget of failed authentications).",
+	}, []string{"cause"})}
 	m.refused.WithLabelValues("tenant")
 	m.refused.WithLabelValues("auth_failures")
 	reg.MustRegister(m.refused, prometheus.NewGaugeFunc(prometheus.GaugeOpts{
