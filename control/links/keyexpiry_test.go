@@ -1,7 +1,6 @@
 package links_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -14,6 +13,7 @@ import (
 
 	"github.com/edgelink/edgelink/control/links"
 	"github.com/edgelink/edgelink/control/postgres"
+	"github.com/edgelink/edgelink/internal/logbuf"
 	"github.com/edgelink/edgelink/internal/pgtest"
 	"github.com/edgelink/edgelink/internal/poll"
 	"github.com/edgelink/edgelink/shared/link"
@@ -257,25 +257,10 @@ func TestKeyPurgesAtOnce(t *testing.T) {
 }
 
 // failLog collects what loggers built by logger write at warning or above.
-type failLog struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (l *failLog) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.Write(p)
-}
+type failLog struct{ logbuf.Buffer }
 
 func (l *failLog) logger() *slog.Logger {
 	return slog.New(slog.NewTextHandler(l, &slog.HandlerOptions{Level: slog.LevelWarn}))
 }
 
 func (l *failLog) failed() bool { return l.String() != "" }
-
-func (l *failLog) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.String()
-}

@@ -11,31 +11,13 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/edgelink/edgelink/internal/logbuf"
 	"github.com/edgelink/edgelink/internal/poll"
 )
-
-// syncBuffer collects log lines from the supervisor's goroutine.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
-}
 
 // tempDir is a folder the postgres user can enter (t.TempDir's parent
 // is not), removed when the test ends.
@@ -86,7 +68,7 @@ func testContext(t *testing.T) context.Context {
 // supervision.
 func TestSupervisedServerComesBackAfterSIGKILL(t *testing.T) {
 	ctx := testContext(t)
-	var log syncBuffer
+	var log logbuf.Buffer
 	s, err := Start(ctx, Config{Dir: tempDir(t), Supervise: true, Logger: slog.New(slog.NewTextHandler(&log, nil))})
 	if err != nil {
 		t.Fatal(err)
@@ -174,7 +156,7 @@ func TestStartRecoversALockFileACrashLeft(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx := testContext(t)
-			var log syncBuffer
+			var log logbuf.Buffer
 			// Not Fast: with synchronous_commit off a kill loses the last
 			// commits, which the test reads back.
 			cfg := Config{Dir: tempDir(t), Logger: slog.New(slog.NewTextHandler(&log, nil))}

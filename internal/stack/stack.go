@@ -16,15 +16,14 @@
 package stack
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"os"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/edgelink/edgelink/internal/logbuf"
 	"github.com/edgelink/edgelink/internal/poll"
 )
 
@@ -43,23 +42,7 @@ func Eventually(t testing.TB, what string, within time.Duration, cond func() boo
 
 // LogBuffer collects a component's output for parsing and for failure
 // reports. It is safe for concurrent use; the zero value is ready.
-type LogBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *LogBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-// String is everything written so far.
-func (l *LogBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
+type LogBuffer struct{ logbuf.Buffer }
 
 // Lines is everything written so far, one line an element.
 func (l *LogBuffer) Lines() []string {

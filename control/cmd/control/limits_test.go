@@ -7,33 +7,14 @@ import (
 	"net"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/edgelink/edgelink/internal/logbuf"
 	"github.com/edgelink/edgelink/internal/natstest"
 	"github.com/edgelink/edgelink/internal/pgtest"
 	"github.com/edgelink/edgelink/internal/poll"
 )
-
-// lockedBuffer collects a server's log for a failure report; safe for
-// concurrent use.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // serve runs `control [globals] serve [flags]` in this process, as the
 // binary would, on a free port until the test ends, and returns its API's
@@ -41,7 +22,7 @@ func (l *lockedBuffer) String() string {
 func serve(t *testing.T, globals, flags []string) string {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	var log lockedBuffer
+	var log logbuf.Buffer
 	addr := make(chan net.Addr, 1)
 	done := make(chan error, 1)
 	go func() {
