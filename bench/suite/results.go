@@ -84,8 +84,15 @@ type results struct {
 	createOut            []string
 	createRatios         []map[string]float64
 	soak                 []soakRec
-	wrong, failures      []string
+	// sections are the reports of scenarios that render themselves (their
+	// own file: a Markdown section and its charts), in the order they ran.
+	sections        []section
+	wrong, failures []string
 }
+
+// section is one scenario's part of the report: Markdown under its own
+// "## title" heading.
+type section struct{ title, body string }
 
 // pick returns f of the runs of one scenario, variant and server, in round
 // order.
@@ -193,6 +200,9 @@ func (e *env) writeReport() error {
 	e.memSection(&b)
 	if len(r.createRatios) > 0 {
 		e.createSection(&b)
+	}
+	for _, s := range r.sections {
+		p("## %s\n\n%s\n", s.title, strings.TrimSpace(s.body)+"\n")
 	}
 	p("## Answers checked\n\n")
 	t = report.Table{Header: []string{"system", "asked", "right", "refused (429/503)", "wrong", "first wrong"}, Align: "lrrrrl"}

@@ -5,7 +5,9 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
+	_ "net/http/pprof" // served only with -pprof
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -37,6 +39,7 @@ type options struct {
 	soak        time.Duration
 	soakRate    int
 	keepTemp    bool
+	pprof       string
 }
 
 // env is one run: its processes, stack, servers and recorded figures.
@@ -84,6 +87,7 @@ func run(ctx context.Context, args []string) (err error) {
 	fs.DurationVar(&o.soak, "soak", 0, "run the soak instead of the suite: this long under load, memory sampled")
 	fs.IntVar(&o.soakRate, "soak-rate", 2000, "soak request rate (requests/s)")
 	fs.BoolVar(&o.keepTemp, "keep", false, "keep the temporary folder (logs, configs)")
+	fs.StringVar(&o.pprof, "pprof", "", "serve Go's pprof profiles of this process (control, NATS, the loaders) on this loopback address, and the edge's on the next port")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -100,6 +104,16 @@ func run(ctx context.Context, args []string) (err error) {
 		}
 	}
 
+	if o.pprof != "" {
+		// Profiles of control, NATS and the loaders while a scenario runs;
+		// the edge serves its own when EDGELINK_DEBUG_LISTEN is set.
+		ln, err := net.Listen("tcp", o.pprof)
+		if err != nil {
+			return fmt.Errorf("pprof: %w", err)
+		}
+		defer ln.Close()
+		go func() { _ = http.Serve(ln, nil) }()
+	}
 	e := &env{o: o, ctx: ctx, procs: measure.NewGroup(nil)}
 	e.dir, err = os.MkdirTemp("", "edgelink-bench-")
 	if err != nil {
