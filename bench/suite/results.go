@@ -68,6 +68,7 @@ type results struct {
 	machine              machineInfo
 	opts                 options
 	loadTook, streamTook time.Duration
+	bulk                 *bulkTrace
 	avgURL               float64
 	redisAddr            string
 	runs                 []runRec
@@ -200,6 +201,9 @@ func (e *env) writeReport() error {
 	e.memSection(&b)
 	if len(r.createRatios) > 0 {
 		e.createSection(&b)
+	}
+	if err := e.bulkSection(dir, stem); err != nil {
+		return err
 	}
 	for _, s := range r.sections {
 		p("## %s\n\n%s\n", s.title, strings.TrimSpace(s.body)+"\n")

@@ -223,7 +223,12 @@ func (e *env) setup() error {
 		return err
 	}
 	fmt.Printf("   stack up: control %s, edge %s (pid %d)\n", e.st.controlURL, e.st.edgeURL, e.st.edge.PID())
-	took, err := e.st.loadLinks(e.ctx, e.o.links, e.o.seed, 4, os.Stdout)
+	trace := newBulkTrace()
+	sctx, stopSampling := context.WithCancel(e.ctx)
+	sampled := make(chan struct{})
+	go func() { defer close(sampled); trace.sample(sctx, e.st.edgeURL) }()
+	defer func() { stopSampling(); <-sampled }()
+	took, err := e.st.loadLinks(e.ctx, e.o.links, e.o.seed, 4, os.Stdout, trace.batchDone)
 	if err != nil {
 		return err
 	}
@@ -236,11 +241,21 @@ func (e *env) setup() error {
 	if len(e.codes) != e.o.links {
 		return fmt.Errorf("the authority holds %d active links, want %d", len(e.codes), e.o.links)
 	}
-	t := time.Now()
 	if err := waitApplied(e.ctx, e.st.edgeURL, maxV, 10*time.Minute); err != nil {
 		return err
 	}
-	e.res.streamTook = time.Since(t) // beyond the load itself
+	// One more sample after the wait, so the trace holds the moment the
+	// edge had them all even if the sampler's last tick came before it.
+	stopSampling()
+	<-sampled
+	trace.applied = append(trace.applied, bulkPoint{time.Since(trace.start), maxV})
+	versions, err := e.st.linkVersions(e.ctx)
+	if err != nil {
+		return err
+	}
+	trace.finish(versions)
+	e.res.bulk = trace
+	e.res.streamTook = trace.allApplied - trace.lastBatch // beyond the load itself
 	var total int
 	for _, u := range e.urls {
 		total += len(u)

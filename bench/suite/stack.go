@@ -180,7 +180,7 @@ func (s *benchStack) stop() {
 // loadLinks creates n links through control's batch endpoint
 // (POST /api/v1/links/batch, 1,000 per request) from a few concurrent
 // clients, like a campaign tool would.
-func (s *benchStack) loadLinks(ctx context.Context, n int, seed uint64, clients int, progress io.Writer) (time.Duration, error) {
+func (s *benchStack) loadLinks(ctx context.Context, n int, seed uint64, clients int, progress io.Writer, batchDone func(total uint64)) (time.Duration, error) {
 	const batch = 1000
 	var next atomic.Int64
 	var created atomic.Int64
@@ -218,7 +218,11 @@ func (s *benchStack) loadLinks(ctx context.Context, n int, seed uint64, clients 
 					errc <- fmt.Errorf("batch created %d of %d links", got, k)
 					return
 				}
-				if d := created.Add(int64(k)); d%100_000 < batch && progress != nil {
+				d := created.Add(int64(k))
+				if batchDone != nil {
+					batchDone(uint64(d))
+				}
+				if d%100_000 < batch && progress != nil {
 					fmt.Fprintf(progress, "  loaded %d links (%.0f/s)\n", d, float64(d)/time.Since(start).Seconds())
 				}
 			}
