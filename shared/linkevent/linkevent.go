@@ -1,5 +1,8 @@
 // Package linkevent is the change message on the stream: one versioned event
 // per mutation, published by control's outbox relay and applied by edges.
+// A stream message carries a run of consecutive events in the compact batch
+// format (Batch, Decode); one JSON event per message (Marshal, Unmarshal) is
+// the shape written before batching, which Decode still reads.
 //
 // Events carry the full state of what changed, never a delta, so an edge
 // applies them by "last writer wins per code by version" and a duplicate or
@@ -62,11 +65,14 @@ type Event struct {
 	SegState  string `json:"st,omitempty"`
 }
 
-// MsgID is the JetStream de-duplication id of the event with version v, so a
-// relay that publishes the same version twice stores it once.
+// MsgID is the JetStream de-duplication id of the message whose first event
+// has version v, so a relay that publishes a run from the same version twice
+// stores it once.
 func MsgID(v uint64) string { return "v" + strconv.FormatUint(v, 10) }
 
-// Marshal encodes e after checking it is complete.
+// Marshal encodes e as JSON after checking it is complete: one event per
+// message, the shape controls wrote before batching (tests write it to prove
+// edges still read it).
 func Marshal(e *Event) ([]byte, error) {
 	if err := e.validate(); err != nil {
 		return nil, err
