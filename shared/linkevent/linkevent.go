@@ -24,6 +24,10 @@ const (
 	// Subject is the one subject all changes go to, so the stream's order is
 	// the relay's publish order (version order).
 	Subject = "links.changes"
+	// HeaderVersion is the header carrying the version of a message's last
+	// event, so a reader learns the stream's newest version, and a snapshot
+	// the version its stream position stands for, from headers alone.
+	HeaderVersion = "Edgelink-Version"
 )
 
 // Kind says what an event describes.
