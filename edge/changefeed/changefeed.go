@@ -52,6 +52,7 @@ type Feed struct {
 	mu     sync.Mutex
 	gen    uint64             // incremented by Restart
 	cancel context.CancelFunc // stops the current consumer
+	events []linkevent.Event  // decoded message, reused; guarded by mu
 }
 
 // errRestarted ends a consumer that Restart replaced.
@@ -247,40 +248,56 @@ func (f *Feed) consume(ctx context.Context) error {
 	}
 }
 
+// apply applies one message: a run of events (a batch) or one JSON event
+// from a control before batching, in order, each exactly as a message of its
+// own would be. The caller holds mu.
 func (f *Feed) apply(msg jetstream.Msg) {
 	meta, err := msg.Metadata()
 	if err != nil {
 		f.bad.Add(1)
 		return
 	}
-	var ev linkevent.Event
-	if err := linkevent.Unmarshal(msg.Data(), &ev); err != nil {
+	f.events, err = linkevent.Decode(msg.Data(), f.events)
+	if err != nil {
+		// Counted as one bad message; none of its events is applied, and
+		// the next message's Prev reports the gap it leaves.
 		f.bad.Add(1)
-		f.log.Error("undecodable change event skipped", "seq", meta.Sequence.Stream, "err", err)
-	} else {
-		if last := f.version.Load(); last != 0 && ev.Prev != last && ev.Version > last {
-			// Something between what we applied and this event is missing
-			// from the stream (purged or aged out): the overlay can no
-			// longer prove it is complete.
-			f.gaps.Add(1)
-			f.log.Error("change feed gap", "applied_version", last, "event_prev", ev.Prev, "event_version", ev.Version)
-		}
-		switch ev.Kind {
-		case linkevent.KindLink:
-			f.store.Apply(store.EntryFromEvent(&ev))
-		case linkevent.KindSegment:
-			if s, ok := f.store.(SegmentSealer); ok && ev.SegState == linkevent.SegmentSealed {
-				s.Seal(ev.SegStart, ev.SegEnd)
-			}
-		}
-		if ev.Version > f.version.Load() {
-			f.version.Store(ev.Version)
-		}
+		f.log.Error("undecodable change message skipped", "seq", meta.Sequence.Stream, "err", err)
+	}
+	for i := range f.events {
+		f.applyEvent(&f.events[i])
+	}
+	if cap(f.events) > maxKeptEvents {
+		f.events = nil // one huge message does not pin its array for good
 	}
 	f.seq.Store(meta.Sequence.Stream)
 	f.pending.Store(meta.NumPending)
 	f.lastAt.Store(time.Now().UnixNano())
 	if meta.NumPending == 0 {
 		f.caught.Store(true)
+	}
+}
+
+// maxKeptEvents bounds the decoded events kept for the next message.
+const maxKeptEvents = 4096
+
+func (f *Feed) applyEvent(ev *linkevent.Event) {
+	if last := f.version.Load(); last != 0 && ev.Prev != last && ev.Version > last {
+		// Something between what we applied and this event is missing
+		// from the stream (purged or aged out): the overlay can no
+		// longer prove it is complete.
+		f.gaps.Add(1)
+		f.log.Error("change feed gap", "applied_version", last, "event_prev", ev.Prev, "event_version", ev.Version)
+	}
+	switch ev.Kind {
+	case linkevent.KindLink:
+		f.store.Apply(store.EntryFromEvent(ev))
+	case linkevent.KindSegment:
+		if s, ok := f.store.(SegmentSealer); ok && ev.SegState == linkevent.SegmentSealed {
+			s.Seal(ev.SegStart, ev.SegEnd)
+		}
+	}
+	if ev.Version > f.version.Load() {
+		f.version.Store(ev.Version)
 	}
 }

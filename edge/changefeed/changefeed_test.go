@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/edgelink/edgelink/edge/store"
 	"github.com/edgelink/edgelink/internal/natstest"
 	"github.com/edgelink/edgelink/internal/poll"
@@ -64,5 +66,127 @@ func TestRestartRepositions(t *testing.T) {
 	waitFor("replay after 2", func() bool { p := f.Position(); return p.CaughtUp && p.Seq == 10 && len(rec.seen()) == 12 })
 	if got := rec.seen(); fmt.Sprint(got) != "[7 8 9 10 3 4 5 6 7 8 9 10]" || !f.Complete() {
 		t.Fatalf("applied %v (complete %v), want a replay from 3", got, f.Complete())
+	}
+}
+
+func linkEvent(v uint64) linkevent.Event {
+	return linkevent.Event{Version: v, Prev: v - 1, Kind: linkevent.KindLink, Code: fmt.Sprintf("code%02d", v),
+		URL: fmt.Sprintf("https://example.com/%d", v), RedirectType: 302, Status: link.Active}
+}
+
+// run is linkEvent(from) to linkEvent(to), chained.
+func run(from, to uint64) []linkevent.Event {
+	var evs []linkevent.Event
+	for v := from; v <= to; v++ {
+		evs = append(evs, linkEvent(v))
+	}
+	return evs
+}
+
+// startFeed runs a feed into a's store until the test ends.
+func startFeed(t *testing.T, f *Feed) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = f.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+}
+
+func waitPos(t *testing.T, f *Feed, rec *recorder, what string, cond func(Position) bool) {
+	t.Helper()
+	if err := poll.Wait(context.Background(), what, 30*time.Second, func() bool { return cond(f.Position()) }); err != nil {
+		t.Fatalf("%v: feed at %+v, applied %v", err, f.Position(), rec.seen())
+	}
+}
+
+// TestBothShapes: a stream an old control began (one JSON event per
+// message) and a new one continued (batches) is applied event by event, in
+// order, each once, into the real layers; a Restart after a batch's
+// sequence with its last version starts exactly after it.
+func TestBothShapes(t *testing.T) {
+	_, js := natstest.Start(t).Connect(t)
+	natstest.ChangeStream(t, js)
+	for _, e := range run(1, 3) {
+		natstest.PublishChange(t, js, &e)
+	}
+	natstest.PublishChanges(t, js, run(4, 8)...)               // seq 4
+	natstest.PublishChanges(t, js, run(9, 9)...)               // seq 5
+	afterSeq := natstest.PublishChanges(t, js, run(10, 14)...) // seq 6
+	natstest.PublishChanges(t, js, run(15, 20)...)             // seq 7
+
+	layers := &store.Layers{Overlay: store.NewOverlay(), Hint: store.NewHint(1000, 0.01), Segments: new(store.Segments)}
+	rec := &recorder{}
+	f := New(js, &both{layers, rec}, nil)
+	startFeed(t, f)
+	waitPos(t, f, rec, "apply all 20", func(p Position) bool { return p.CaughtUp && p.Seq == 7 })
+	if got := rec.seen(); fmt.Sprint(got) != fmt.Sprint(versions(1, 20)) || !f.Complete() || f.Position().Version != 20 || f.Position().Bad != 0 {
+		t.Fatalf("applied %v (position %+v), want 1 to 20 once each, in order, without a gap", got, f.Position())
+	}
+	for v := uint64(1); v <= 20; v++ {
+		e := linkEvent(v)
+		hit, ok := layers.Find([]byte(e.Code))
+		if !ok || hit.Entry == nil || hit.Entry.URL != e.URL || hit.Entry.Version != v || !layers.Hint.MayContain([]byte(e.Code)) {
+			t.Fatalf("%s after the feed: %+v, %v; want version %d to %s, in the hint", e.Code, hit.Entry, ok, v, e.URL)
+		}
+	}
+	// As after a snapshot taken at that batch: its position is the
+	// message's sequence and its last version.
+	f.Restart(afterSeq, 14)
+	waitPos(t, f, rec, "replay after 14", func(p Position) bool { return p.CaughtUp && p.Seq == 7 && len(rec.seen()) == 26 })
+	if got := rec.seen()[20:]; fmt.Sprint(got) != fmt.Sprint(versions(15, 20)) || !f.Complete() {
+		t.Fatalf("after a restart at sequence %d, applied %v (complete %v), want 15 to 20 without a gap", afterSeq, got, f.Complete())
+	}
+}
+
+func versions(from, to uint64) []uint64 {
+	var vs []uint64
+	for v := from; v <= to; v++ {
+		vs = append(vs, v)
+	}
+	return vs
+}
+
+// both applies to the layers and records the versions.
+type both struct {
+	*store.Layers
+	rec *recorder
+}
+
+func (b *both) Apply(e *store.Entry) bool { b.rec.Apply(e); return b.Layers.Apply(e) }
+
+// TestBatchGaps: a batch whose first event does not follow what was applied
+// is a gap, and so is whatever follows a message that does not decode (none
+// of whose events is applied).
+func TestBatchGaps(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		publish func(t *testing.T, js jetstream.JetStream)
+		applied []uint64
+		bad     uint64
+	}{
+		{"batch after a hole", func(t *testing.T, js jetstream.JetStream) {
+			natstest.PublishChanges(t, js, run(1, 3)...)
+			natstest.PublishChanges(t, js, run(6, 8)...) // 6 says prev 5
+		}, []uint64{1, 2, 3, 6, 7, 8}, 0},
+		{"undecodable batch", func(t *testing.T, js jetstream.JetStream) {
+			natstest.PublishChanges(t, js, run(1, 3)...)
+			if _, err := js.Publish(context.Background(), linkevent.Subject, []byte{linkevent.FormatBatch, 9, 0, 0, 0}); err != nil {
+				t.Fatal(err)
+			}
+			natstest.PublishChanges(t, js, run(7, 9)...) // as if the bad one held 4 to 6
+		}, []uint64{1, 2, 3, 7, 8, 9}, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, js := natstest.Start(t).Connect(t)
+			natstest.ChangeStream(t, js)
+			tc.publish(t, js)
+			rec := &recorder{}
+			f := New(js, rec, nil)
+			startFeed(t, f)
+			waitPos(t, f, rec, "catch up", func(p Position) bool { return p.CaughtUp && p.Version == tc.applied[len(tc.applied)-1] })
+			if got := rec.seen(); fmt.Sprint(got) != fmt.Sprint(tc.applied) || f.Complete() || f.Position().Bad != tc.bad {
+				t.Fatalf("applied %v, complete %v, bad %d; want %v, a gap, %d bad", got, f.Complete(), f.Position().Bad, tc.applied, tc.bad)
+			}
+		})
 	}
 }
