@@ -3,7 +3,9 @@
 //
 // It starts its own durable PostgreSQL (fsync and synchronous_commit on, the
 // defaults) from the machine's binaries with internal/stack, runs control's
-// API in-process on loopback, and reports:
+// API (control/api over control/links and control/postgres, as control
+// serve wires them) on loopback in a second process of this binary (see
+// serve.go), and reports:
 //
 //   - single creates, closed loop: POST /api/v1/links from N vegeta workers
 //     as fast as they are answered, beside N goroutines each inserting one
@@ -14,11 +16,17 @@
 //   - batch creates: POST /api/v1/links/batch with 100 links, beside a raw
 //     loop inserting 100 links and their outbox rows per transaction.
 //
+// and, for every phase, the CPU per link created of control's process, of
+// PostgreSQL's processes and of this process (the load: vegeta, or the raw
+// loop), from /proc. Control runs apart so that its CPU is its own;
+// -profile DIR writes its CPU profile of each API phase.
+//
 // IDs come from an in-memory counter standing in for the segment
 // allocator's fast path (one atomic add per ID), so what is measured is the
 // create path, not the allocator. Rate limiting is off.
 //
 //	go run ./bench/create -duration 10s
+//	go run ./bench/create -duration 5s -profile /tmp/create-prof  # then go tool pprof
 package main
 
 import (
@@ -27,23 +35,22 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"log/slog"
-	"net"
 	"net/http"
 	"os"
+	"os/signal"
+	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	vegeta "github.com/tsenart/vegeta/v12/lib"
 
-	"github.com/edgelink/edgelink/control/api"
-	"github.com/edgelink/edgelink/control/links"
-	"github.com/edgelink/edgelink/control/postgres"
+	"github.com/edgelink/edgelink/bench/measure"
 	"github.com/edgelink/edgelink/internal/stack"
 	"github.com/edgelink/edgelink/shared/base62"
 )
@@ -62,10 +69,14 @@ type options struct {
 	batchClients int
 	writers      int
 	rawClients   int
+	profile      string
 }
 
 func run(ctx context.Context, args []string, out io.Writer) error {
-	var o options
+	var (
+		o  options
+		so serveOptions
+	)
 	fs := flag.NewFlagSet("create", flag.ContinueOnError)
 	fs.DurationVar(&o.duration, "duration", 10*time.Second, "length of each phase")
 	fs.IntVar(&o.clients, "clients", 64, "concurrent clients for single creates (vegeta workers and pgx goroutines alike)")
@@ -73,8 +84,24 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	fs.IntVar(&o.batchClients, "batch-clients", 4, "concurrent clients for batch creates")
 	fs.IntVar(&o.writers, "writers", 4, "control's shared create transactions in flight")
 	fs.IntVar(&o.rawClients, "raw-clients", 8, "clients of the second pgx 1-per-tx loop (its best concurrency here)")
+	fs.StringVar(&o.profile, "profile", "", "write a CPU profile of control for each API phase into this folder")
+	fs.StringVar(&so.dsn, serveFlag, "", "internal: serve control's API on this database (the benchmark starts itself so)")
+	fs.IntVar(&so.coalesce, "serve-coalesce", 500, "internal: control's creates per shared transaction")
+	fs.Uint64Var(&so.idStart, "serve-id-start", 0, "internal: control's first ID")
+	fs.IntVar(&so.conns, "serve-conns", 16, "internal: control's pool size")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if so.dsn != "" {
+		so.writers = o.writers
+		ctx, stop := signal.NotifyContext(ctx, syscall.SIGTERM, os.Interrupt)
+		defer stop()
+		return serve(ctx, so, out)
+	}
+	if o.profile != "" {
+		if err := os.MkdirAll(o.profile, 0o755); err != nil {
+			return err
+		}
 	}
 
 	pg, err := stack.StartPostgres(ctx, stack.PostgresConfig{Database: "bench", Durable: true,
@@ -93,7 +120,6 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		return err
 	}
 	defer pool.Close()
-	store := postgres.New(pool)
 	tenant, key, err := pg.Tenant(ctx, "bench")
 	if err != nil {
 		return err
@@ -106,50 +132,83 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		}
 		settings = append(settings, name+"="+v)
 	}
-
-	ids := &memIDs{}
-	ids.next.Store(1_000_000)
-	svc := links.New(store, ids, links.Config{Reserved: api.Routes, Writers: o.writers, MaxCoalesce: 500})
-	handler := api.New(store, svc, api.Config{PublicURL: "https://sho.rt", RatePerSecond: -1,
-		Log: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))})
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	meter, err := newMeter(ctx, pool)
 	if err != nil {
 		return err
 	}
-	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 5 * time.Second}
-	go func() { _ = srv.Serve(ln) }()
-	defer srv.Close()
-	base := "http://" + ln.Addr().String()
+
+	ids := &memIDs{}
+	ids.next.Store(1_000_000)
+	g := measure.NewGroup(nil)
+	defer g.Stop()
+	// control's IDs start far above the raw loops': the two never meet.
+	ctl, err := startControl(g, serveOptions{dsn: pg.DSN, writers: o.writers, coalesce: 500,
+		idStart: 30_000_000_000, conns: max(o.clients, 16) + 8})
+	if err != nil {
+		return err
+	}
+	meter.control = ctl.proc.PID()
+	base := ctl.base
 
 	fmt.Fprintf(out, "edgelink create benchmark: %s per phase, PostgreSQL on this machine (%s)\n\n", o.duration, strings.Join(settings, ", "))
 
+	var phases []phase
+	measured := func(name, profile string, f func() result) result {
+		var prof chan error
+		if o.profile != "" && profile != "" {
+			prof = make(chan error, 1)
+			go func() { prof <- ctl.profile(filepath.Join(o.profile, profile+".pprof"), o.duration) }()
+		}
+		before := meter.read()
+		r := f()
+		r.cpu = meter.read().sub(before)
+		if prof != nil {
+			if err := <-prof; err != nil {
+				fmt.Fprintf(os.Stderr, "bench/create: profile %s: %v\n", profile, err)
+			}
+		}
+		phases = append(phases, phase{name, r})
+		return r
+	}
+
 	// Single creates, closed loop, same concurrency on both sides. The
 	// baseline goes first so its table is the smaller one.
-	raw1 := rawLoop(ctx, pool, tenant, ids, o.clients, 1, o.duration)
-	raw8 := rawLoop(ctx, pool, tenant, ids, o.rawClients, 1, o.duration)
-	before := svc.Stats()
-	api1 := attack(base, key, "/api/v1/links", 1, 0, o.clients, o.duration)
-	after := svc.Stats()
-	txs, carried := after.SharedTx-before.SharedTx, after.Coalesced-before.Coalesced
-	apiOpen := attack(base, key, "/api/v1/links", 1, o.rate, o.clients*4, o.duration)
+	raw1 := measured(fmt.Sprintf("pgx loop, 1 create per tx, %d clients", o.clients), "",
+		func() result { return rawLoop(ctx, pool, tenant, ids, o.clients, 1, o.duration) })
+	raw8 := measured(fmt.Sprintf("pgx loop, 1 create per tx, %d clients", o.rawClients), "",
+		func() result { return rawLoop(ctx, pool, tenant, ids, o.rawClients, 1, o.duration) })
+	before, _ := ctl.stats()
+	api1 := measured(fmt.Sprintf("API POST /links, closed loop, %d workers", o.clients), "single-closed",
+		func() result { return attack(base, key, "/api/v1/links", 1, 0, o.clients, o.duration) })
+	after, _ := ctl.stats()
+	txs, carried := after[0]-before[0], after[1]-before[1]
+	apiOpen := measured(fmt.Sprintf("API POST /links, open loop at %d/s", o.rate), "single-open",
+		func() result { return attack(base, key, "/api/v1/links", 1, o.rate, o.clients*4, o.duration) })
 
-	rawB := rawLoop(ctx, pool, tenant, ids, o.batchClients, 100, o.duration)
-	apiB := attack(base, key, "/api/v1/links/batch", 100, 0, o.batchClients, o.duration)
+	rawB := measured(fmt.Sprintf("pgx loop, 100 links per tx, %d clients", o.batchClients), "",
+		func() result { return rawLoop(ctx, pool, tenant, ids, o.batchClients, 100, o.duration) })
+	apiB := measured(fmt.Sprintf("API POST /links/batch (100), %d workers", o.batchClients), "batch",
+		func() result { return attack(base, key, "/api/v1/links/batch", 100, 0, o.batchClients, o.duration) })
 
 	var n int
 	if err := pool.QueryRow(ctx, "SELECT count(*) FROM links").Scan(&n); err != nil {
 		return err
 	}
 	fmt.Fprintf(out, "%-58s %12s %10s %10s %8s\n", "phase", "links/s", "p50", "p99", "errors")
-	row := func(name string, r result) {
-		fmt.Fprintf(out, "%-58s %12.0f %10s %10s %8d\n", name, r.linksPerSec, r.p50.Round(10*time.Microsecond), r.p99.Round(10*time.Microsecond), r.errors)
+	for _, p := range phases {
+		r := p.r
+		fmt.Fprintf(out, "%-58s %12.0f %10s %10s %8d\n", p.name, r.linksPerSec, r.p50.Round(10*time.Microsecond), r.p99.Round(10*time.Microsecond), r.errors)
 	}
-	row(fmt.Sprintf("pgx loop, 1 create per tx, %d clients", o.clients), raw1)
-	row(fmt.Sprintf("pgx loop, 1 create per tx, %d clients", o.rawClients), raw8)
-	row(fmt.Sprintf("API POST /links, closed loop, %d workers", o.clients), api1)
-	row(fmt.Sprintf("API POST /links, open loop at %d/s", o.rate), apiOpen)
-	row(fmt.Sprintf("pgx loop, 100 links per tx, %d clients", o.batchClients), rawB)
-	row(fmt.Sprintf("API POST /links/batch (100), %d workers", o.batchClients), apiB)
+	fmt.Fprintf(out, "\nCPU per link created, µs (utime+stime from /proc; control runs as its own process, the loader is vegeta or the pgx loop):\n")
+	fmt.Fprintf(out, "%-58s %10s %11s %10s\n", "phase", "control", "PostgreSQL", "loader")
+	for _, p := range phases {
+		c := p.r.cpu.perLink(p.r.created)
+		ctlCol := fmt.Sprintf("%.1f", c.control)
+		if !strings.HasPrefix(p.name, "API") {
+			ctlCol = "-"
+		}
+		fmt.Fprintf(out, "%-58s %10s %11.1f %10.1f\n", p.name, ctlCol, c.pg, c.loader)
+	}
 	fmt.Fprintf(out, "\nratios (same run, same machine):\n")
 	fmt.Fprintf(out, "  API single creates / pgx 1-per-tx loop, same clients:  %.2fx\n", api1.linksPerSec/raw1.linksPerSec)
 	fmt.Fprintf(out, "  API single creates / pgx 1-per-tx loop, %d clients:    %.2fx\n", o.rawClients, api1.linksPerSec/raw8.linksPerSec)
@@ -158,15 +217,25 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	if txs > 0 {
 		fmt.Fprintf(out, "  coalescing (closed loop): %d creates in %d shared transactions, %.1f per transaction\n", carried, txs, float64(carried)/float64(txs))
 	}
+	fmt.Fprintf(out, "  PostgreSQL CPU per link, API / pgx loop: single %.2fx (open loop / %d clients), batch %.2fx\n",
+		apiOpen.cpu.perLink(apiOpen.created).pg/raw8.cpu.perLink(raw8.created).pg, o.rawClients,
+		apiB.cpu.perLink(apiB.created).pg/rawB.cpu.perLink(rawB.created).pg)
 	fmt.Fprintf(out, "  links in the table at the end: %d\n", n)
 	return nil
 }
 
+type phase struct {
+	name string
+	r    result
+}
+
 type result struct {
 	linksPerSec float64
+	created     int
 	p50, p99    time.Duration
 	errors      int
 	success     float64
+	cpu         usage
 }
 
 // attack runs vegeta against path. perReq links go in each request (1 for
@@ -223,8 +292,8 @@ func attack(base, key, path string, perReq, rate, workers int, d time.Duration) 
 	}
 	m.Close()
 	return result{
-		linksPerSec: float64(created) / m.Duration.Seconds(),
-		p50:         m.Latencies.P50, p99: m.Latencies.P99,
+		linksPerSec: float64(created) / m.Duration.Seconds(), created: created,
+		p50: m.Latencies.P50, p99: m.Latencies.P99,
 		errors:  int(m.Requests) - int(float64(m.Requests)*m.Success),
 		success: m.Success,
 	}
@@ -287,7 +356,7 @@ func rawLoop(ctx context.Context, pool *pgxpool.Pool, tenant int64, ids *memIDs,
 	wg.Wait()
 	el := time.Since(start)
 	sort.Slice(lats, func(i, j int) bool { return lats[i] < lats[j] })
-	return result{linksPerSec: float64(total) / el.Seconds(), p50: quantile(lats, 0.5), p99: quantile(lats, 0.99), errors: errs, success: 1}
+	return result{linksPerSec: float64(total) / el.Seconds(), created: total, p50: quantile(lats, 0.5), p99: quantile(lats, 0.99), errors: errs, success: 1}
 }
 
 func quantile(sorted []time.Duration, q float64) time.Duration {
