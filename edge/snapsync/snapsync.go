@@ -367,9 +367,15 @@ func (s *Syncer) checkStream(ctx context.Context, l *store.Loaded) error {
 	if err != nil {
 		return nil // aged out or unreachable: cannot be checked here
 	}
-	var ev linkevent.Event
-	if err := linkevent.Unmarshal(msg.Data, &ev); err != nil || ev.Version != h.ChangeVersion {
-		return fmt.Errorf("%w: stream sequence %d holds version %d, snapshot says %d", ErrForeign, h.StreamSeq, ev.Version, h.ChangeVersion)
+	// A position is a message's sequence and the version of its last
+	// event: a batch's inner versions are not positions.
+	evs, err := linkevent.Decode(msg.Data, nil)
+	var last uint64
+	if err == nil {
+		last = evs[len(evs)-1].Version
+	}
+	if last != h.ChangeVersion {
+		return fmt.Errorf("%w: stream sequence %d holds version %d, snapshot says %d", ErrForeign, h.StreamSeq, last, h.ChangeVersion)
 	}
 	return nil
 }

@@ -362,3 +362,66 @@ func TestForeignLocalCopyIsIgnored(t *testing.T) {
 		})
 	}
 }
+
+// TestLocalCopyAtBatchPosition: a snapshot's position is a message's
+// sequence with the version of its last event, whether the message is one
+// JSON event (an old control) or a batch; the version of an event inside a
+// batch at that sequence is not a position of this stream.
+func TestLocalCopyAtBatchPosition(t *testing.T) {
+	ctx := context.Background()
+	_, js := natstest.Start(t).Connect(t)
+	natstest.ChangeStream(t, js)
+	ev := func(v uint64) linkevent.Event {
+		return linkevent.Event{Version: v, Prev: v - 1, Kind: linkevent.KindLink, Code: "c-00001",
+			URL: fmt.Sprintf("https://this-stream.example/%d", v), RedirectType: 302, Status: link.Active}
+	}
+	for v := uint64(1); v <= 3; v++ {
+		e := ev(v)
+		natstest.PublishChange(t, js, &e)
+	}
+	batchSeq := natstest.PublishChanges(t, js, ev(4), ev(5), ev(6), ev(7), ev(8))
+	natstest.PublishChanges(t, js, ev(9), ev(10))
+	for _, tc := range []struct {
+		name     string
+		ver, seq uint64
+		foreign  string // what the rejection says; "" when the copy is served
+	}{
+		{"last version of a batch", 8, batchSeq, ""},
+		{"an old control's single event", 2, 2, ""},
+		{"inner version of a batch", 6, batchSeq, "holds version 8"},
+		{"first version of a batch", 4, batchSeq, "holds version 8"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			data, err := snapshottest.Build([]snapshot.Link{{Code: "c-00001", URL: "https://snapshot.example/", RedirectType: 302, Status: link.Active}},
+				snapshot.Header{ChangeVersion: tc.ver, StreamSeq: tc.seq}, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(dir, snapshot.ObjectName(tc.ver)), data, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			layers, feed := newLayers(), newFeed()
+			s := New(js, layers, feed, Config{Dir: dir, BootWait: 2 * time.Second})
+			if err := s.Boot(ctx); err != nil {
+				t.Fatal(err)
+			}
+			seq, ver, restarts := feed.at()
+			if tc.foreign == "" {
+				if got := target(t, layers, "c-00001"); got != "https://snapshot.example/" || s.LastRejection() != nil {
+					t.Fatalf("served %q, rejection %v; want the local copy served", got, s.LastRejection())
+				}
+				if seq != tc.seq || ver != tc.ver || restarts != 1 {
+					t.Fatalf("feed positioned at sequence %d version %d (%d restarts), want %d, %d", seq, ver, restarts, tc.seq, tc.ver)
+				}
+				return
+			}
+			if err := s.LastRejection(); !errors.Is(err, ErrForeign) || !strings.Contains(err.Error(), tc.foreign) {
+				t.Fatalf("rejection = %v, want ErrForeign mentioning %q", err, tc.foreign)
+			}
+			if got := target(t, layers, "c-00001"); got != "" || restarts != 0 {
+				t.Fatalf("served %q (%d restarts) from a snapshot at no position of this stream", got, restarts)
+			}
+		})
+	}
+}
