@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -18,6 +19,9 @@ import (
 type Tx struct {
 	tx     querier
 	keyTTL time.Duration // idempotency keys older than this are expired
+	// autocommit: every statement is a transaction of its own, so one that
+	// fails leaves nothing behind and another can be tried in its place.
+	autocommit bool
 }
 
 type querier interface {
@@ -34,13 +38,14 @@ func (s *Store) WriteTx(ctx context.Context, fn func(links.Tx) error) error {
 
 // Autocommit implements links.Store: every call of the Tx it returns runs
 // on the pool, a transaction of its own.
-func (s *Store) Autocommit() links.Tx { return &Tx{tx: s.pool, keyTTL: s.keyTTL} }
+func (s *Store) Autocommit() links.Tx { return &Tx{tx: s.pool, keyTTL: s.keyTTL, autocommit: true} }
 
 // insertLinks writes many links and their outbox rows in one statement. The
 // xid is taken before any version (see insertLink). A row whose code (or
 // id) exists already is skipped, not an error: its version becomes a hole the
 // relay passes once this transaction ends. Rows go in code order so
-// concurrent batches wait on each other's codes in one direction only.
+// concurrent batches wait on each other's codes in one direction only. A
+// NULL url_original is the url itself.
 const insertLinks = `
 WITH x AS MATERIALIZED (SELECT pg_current_xact_id() AS xid),
 i AS MATERIALIZED (
@@ -52,7 +57,7 @@ i AS MATERIALIZED (
 l AS (
 	INSERT INTO links (id, code, tenant_id, code_source, namespace, url_original, url,
 	                   redirect_type, status, expires_at, version)
-	SELECT id, code, tenant_id, code_source, namespace, url_original, url, redirect_type, 'active',
+	SELECT id, code, tenant_id, code_source, namespace, coalesce(url_original, url), url, redirect_type, 'active',
 	       expires_at, version
 	FROM i ORDER BY code
 	ON CONFLICT DO NOTHING
@@ -65,44 +70,103 @@ o AS (
 )
 SELECT i.code, l.version, l.created_at, l.updated_at FROM l JOIN i ON i.version = l.version`
 
-// InsertLinks implements links.Tx; duplicate codes in one call are
-// refused as link.ErrInvalidInput.
-func (t *Tx) InsertLinks(ctx context.Context, ls []links.NewLink) ([]bool, error) {
+// insertFreshLinks is insertLinks for generated codes that no link holds
+// yet, the common case: a plain INSERT, all rows or none. It skips what
+// ON CONFLICT costs on every row (a probe of each unique index before the
+// insert and a speculative insertion confirmed by a WAL record of its own),
+// the join back to the inserted rows, and a result row per link: it answers
+// one row, the versions in input order and the transaction's now(), which
+// is every row's created_at and updated_at (their default). A code or ID
+// that is taken fails it with unique_violation, and with it every row.
+const insertFreshLinks = `
+WITH x AS MATERIALIZED (SELECT pg_current_xact_id() AS xid),
+i AS MATERIALIZED (
+	SELECT t.*, nextval('change_version_seq') AS version
+	FROM x, unnest($1::bigint[], $2::text[], $3::bigint[], $4::text[], $5::text[], $6::text[],
+	               $7::int2[], $8::timestamptz[]) WITH ORDINALITY
+	     AS t(id, code, tenant_id, namespace, url_original, url, redirect_type, expires_at, ord)
+),
+l AS (
+	INSERT INTO links (id, code, tenant_id, code_source, namespace, url_original, url,
+	                   redirect_type, status, expires_at, version)
+	SELECT id, code, tenant_id, 'generated', namespace, coalesce(url_original, url), url, redirect_type, 'active',
+	       expires_at, version
+	FROM i ORDER BY code
+),
+o AS (
+	INSERT INTO outbox (version, xid, kind, code, url, redirect_type, status, expires_at)
+	SELECT i.version, x.xid, 'link', i.code, i.url, i.redirect_type, 'active', i.expires_at FROM i, x
+)
+SELECT array_agg(version ORDER BY ord), now() FROM i`
+
+// linkArgs are InsertLinks' links as the statements' arrays.
+type linkArgs struct {
+	ids      []int64
+	codes    []string
+	tenants  []int64
+	custom   []string // code_source
+	nss      []string
+	origs    pgtype.FlatArray[pgtype.Text] // NULL where the url is the original
+	urls     []string
+	rts      []int16
+	expires  pgtype.FlatArray[pgtype.Timestamptz]
+	byCode   map[string]int
+	anyTaken bool // a custom code, which another link may hold
+}
+
+func newLinkArgs(ls []links.NewLink) (*linkArgs, error) {
 	n := len(ls)
-	inserted := make([]bool, n)
-	if n == 0 {
-		return inserted, nil
+	a := &linkArgs{
+		ids: make([]int64, n), codes: make([]string, n), tenants: make([]int64, n), custom: make([]string, n),
+		nss: make([]string, n), origs: make([]pgtype.Text, n), urls: make([]string, n), rts: make([]int16, n),
+		expires: make([]pgtype.Timestamptz, n), byCode: make(map[string]int, n),
 	}
-	var (
-		ids      = make([]int64, n)
-		codes    = make([]string, n)
-		tenants  = make([]int64, n)
-		sources  = make([]string, n)
-		nss      = make([]string, n)
-		origs    = make([]string, n)
-		urls     = make([]string, n)
-		rts      = make([]int16, n)
-		expires  = make([]pgtype.Timestamptz, n)
-		byCode   = make(map[string]int, n)
-		dupCodes bool
-	)
 	for i, nl := range ls {
 		l := nl.Link
-		ids[i], codes[i], tenants[i] = int64(l.ID), l.Code, l.TenantID
-		sources[i] = "generated"
+		a.ids[i], a.codes[i], a.tenants[i] = int64(l.ID), l.Code, l.TenantID
+		a.custom[i] = "generated"
 		if nl.Custom {
-			sources[i] = "custom"
+			a.custom[i], a.anyTaken = "custom", true
 		}
-		nss[i], origs[i], urls[i], rts[i], expires[i] = l.Namespace, l.URLOriginal, l.URL, int16(l.RedirectType), nullTime(l.ExpiresAt)
-		if _, dup := byCode[l.Code]; dup {
-			dupCodes = true
+		a.nss[i], a.urls[i], a.rts[i], a.expires[i] = l.Namespace, l.URL, int16(l.RedirectType), nullTime(l.ExpiresAt)
+		if l.URLOriginal != l.URL {
+			a.origs[i] = pgtype.Text{String: l.URLOriginal, Valid: true}
 		}
-		byCode[l.Code] = i
+		if _, dup := a.byCode[l.Code]; dup {
+			return nil, fmt.Errorf("insert links: %w: duplicate codes in one call", link.ErrInvalidInput)
+		}
+		a.byCode[l.Code] = i
 	}
-	if dupCodes {
-		return nil, fmt.Errorf("insert links: %w: duplicate codes in one call", link.ErrInvalidInput)
+	return a, nil
+}
+
+// InsertLinks implements links.Tx; duplicate codes in one call are
+// refused as link.ErrInvalidInput. On Autocommit, generated codes go in
+// with insertFreshLinks, and only if one of them is taken (an imported link
+// holds it) again with insertLinks, which skips it.
+func (t *Tx) InsertLinks(ctx context.Context, ls []links.NewLink) ([]bool, error) {
+	inserted := make([]bool, len(ls))
+	if len(ls) == 0 {
+		return inserted, nil
 	}
-	rows, err := t.tx.Query(ctx, insertLinks, ids, codes, tenants, sources, nss, origs, urls, rts, expires)
+	a, err := newLinkArgs(ls)
+	if err != nil {
+		return nil, err
+	}
+	if t.autocommit && !a.anyTaken {
+		err := t.insertFresh(ctx, ls, a)
+		if err == nil {
+			for i := range inserted {
+				inserted[i] = true
+			}
+			return inserted, nil
+		}
+		if !isUniqueViolation(err) {
+			return nil, translate(err)
+		}
+		// Nothing of it stands: insertLinks finds which code is taken.
+	}
+	rows, err := t.tx.Query(ctx, insertLinks, a.ids, a.codes, a.tenants, a.custom, a.nss, a.origs, a.urls, a.rts, a.expires)
 	if err != nil {
 		return nil, translate(err)
 	}
@@ -112,7 +176,7 @@ func (t *Tx) InsertLinks(ctx context.Context, ls []links.NewLink) ([]bool, error
 		created, updated time.Time
 	)
 	_, err = pgx.ForEachRow(rows, []any{&code, &version, &created, &updated}, func() error {
-		i := byCode[code]
+		i := a.byCode[code]
 		l := ls[i].Link
 		l.Version, l.CreatedAt, l.UpdatedAt, l.Status = uint64(version), created, updated, link.Active
 		inserted[i] = true
@@ -122,4 +186,33 @@ func (t *Tx) InsertLinks(ctx context.Context, ls []links.NewLink) ([]bool, error
 		return nil, translate(err)
 	}
 	return inserted, nil
+}
+
+// insertFresh runs insertFreshLinks and fills in every link.
+func (t *Tx) insertFresh(ctx context.Context, ls []links.NewLink, a *linkArgs) error {
+	rows, err := t.tx.Query(ctx, insertFreshLinks, a.ids, a.codes, a.tenants, a.nss, a.origs, a.urls, a.rts, a.expires)
+	if err != nil {
+		return err
+	}
+	var (
+		versions []int64
+		now      time.Time
+	)
+	_, err = pgx.ForEachRow(rows, []any{&versions, &now}, func() error { return nil })
+	if err != nil {
+		return err
+	}
+	if len(versions) != len(ls) {
+		return fmt.Errorf("insert links: %d versions for %d links", len(versions), len(ls))
+	}
+	for i, nl := range ls {
+		l := nl.Link
+		l.Version, l.CreatedAt, l.UpdatedAt, l.Status = uint64(versions[i]), now, now, link.Active
+	}
+	return nil
+}
+
+func isUniqueViolation(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == "23505"
 }

@@ -1,0 +1,133 @@
+package postgres
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/edgelink/edgelink/control/links"
+	"github.com/edgelink/edgelink/shared/base62"
+	"github.com/edgelink/edgelink/shared/link"
+)
+
+// TestInsertLinksAnswersWhatIsStored: InsertLinks on Autocommit and in a
+// transaction, with generated codes all fresh and with one an imported link
+// already holds, and with custom codes: every link it reports inserted is
+// stored exactly as its answer says (version, times, the original URL
+// where it differs from the normalized one, expiry), with one outbox row
+// of the same version; the taken one is reported not inserted and writes
+// nothing; versions follow the input's order.
+func TestInsertLinksAnswersWhatIsStored(t *testing.T) {
+	ctx := context.Background()
+	st, tenant := storeWithTenant(t)
+	imported := &link.Link{ID: 900, Code: "0000E8", TenantID: tenant, Namespace: "default",
+		URL: "https://imported.example/", URLOriginal: "https://imported.example/", RedirectType: 302}
+	if err := st.CreateLink(ctx, imported, true); err != nil {
+		t.Fatal(err)
+	}
+	expires := time.Date(2099, 1, 2, 3, 4, 5, 123456000, time.UTC)
+	nextID := uint64(1000)
+	batch := func(n int, takenAt int, custom bool) []links.NewLink {
+		ls := make([]links.NewLink, n)
+		for i := range ls {
+			nextID++
+			code, _ := base62.Encode(nextID)
+			if i == takenAt {
+				code = imported.Code
+			}
+			if custom {
+				code = fmt.Sprintf("custom-%d", nextID)
+			}
+			l := &link.Link{ID: nextID, Code: code, TenantID: tenant, Namespace: "default",
+				URL: fmt.Sprintf("https://example.com/%d", nextID), RedirectType: link.RedirectType(301 + 6*(i%2))}
+			l.URLOriginal = l.URL
+			if i%3 == 1 {
+				l.URLOriginal = fmt.Sprintf("HTTPS://Example.com:443/%d", nextID)
+			}
+			if i%4 == 2 {
+				l.ExpiresAt = expires
+			}
+			ls[i] = links.NewLink{Link: l, Custom: custom}
+		}
+		return ls
+	}
+	for _, tc := range []struct {
+		name    string
+		inTx    bool
+		takenAt int // -1: none
+		custom  bool
+	}{
+		{"autocommit, all fresh", false, -1, false},
+		{"autocommit, one taken", false, 3, false},
+		{"transaction, all fresh", true, -1, false},
+		{"transaction, one taken", true, 0, false},
+		{"autocommit, custom codes", false, -1, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ls := batch(7, tc.takenAt, tc.custom)
+			var got []bool
+			insert := func(tx links.Tx) error {
+				var err error
+				got, err = tx.InsertLinks(ctx, ls)
+				return err
+			}
+			var err error
+			if tc.inTx {
+				err = st.WriteTx(ctx, insert)
+			} else {
+				err = insert(st.Autocommit())
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			var last uint64
+			for i, nl := range ls {
+				l := nl.Link
+				if want := i != tc.takenAt; got[i] != want {
+					t.Fatalf("link %d (%s): inserted %v; want %v", i, l.Code, got[i], want)
+				}
+				if !got[i] {
+					stored, err := st.GetLink(ctx, tenant, l.Code)
+					if err != nil || stored.ID != imported.ID {
+						t.Fatalf("taken code %s now holds %+v, %v; want the imported link", l.Code, stored, err)
+					}
+					continue
+				}
+				if l.Version <= last {
+					t.Errorf("link %d has version %d after %d: versions must follow the input's order", i, l.Version, last)
+				}
+				last = l.Version
+				stored, err := st.GetLink(ctx, tenant, l.Code)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if diff := cmp.Diff(l, stored); diff != "" {
+					t.Errorf("link %d: the answer differs from what is stored (-answer +stored):\n%s", i, diff)
+				}
+				var (
+					url     string
+					rt      int16
+					exp     *time.Time
+					version uint64
+				)
+				if err := st.Pool().QueryRow(ctx, `SELECT url, redirect_type, expires_at, version FROM outbox WHERE code = $1`, l.Code).
+					Scan(&url, &rt, &exp, &version); err != nil {
+					t.Fatalf("outbox row of %s: %v", l.Code, err)
+				}
+				if url != l.URL || link.RedirectType(rt) != l.RedirectType || (exp != nil) != !l.ExpiresAt.IsZero() || version != l.Version {
+					t.Errorf("outbox row of %s: %s %d %v version %d; want %s %d %v version %d", l.Code, url, rt, exp, version, l.URL, l.RedirectType, l.ExpiresAt, l.Version)
+				}
+			}
+		})
+	}
+	var links, events int
+	if err := st.Pool().QueryRow(ctx, `SELECT (SELECT count(*) FROM links), (SELECT count(*) FROM outbox WHERE kind = 'link')`).Scan(&links, &events); err != nil {
+		t.Fatal(err)
+	}
+	if want := 1 + 5*7 - 2; links != want || events != want {
+		t.Fatalf("%d links and %d outbox rows; want %d of each", links, events, want)
+	}
+}
