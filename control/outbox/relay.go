@@ -31,13 +31,6 @@ import (
 	"github.com/edgelink/edgelink/shared/linkevent"
 )
 
-// Header names on stream messages.
-const (
-	// HeaderVersion carries the event's version, so a reader can learn the
-	// stream's newest version from headers alone.
-	HeaderVersion = "Edgelink-Version"
-)
-
 // Store is what the relay needs from the authority.
 type Store interface {
 	// ReadOutbox returns up to limit outbox rows with version >= from. A
@@ -86,12 +79,18 @@ var ErrBusy = errors.New("another relay holds the outbox lock")
 
 // Config tunes the relay; zero values take the defaults.
 type Config struct {
-	Batch        int           // rows per read; default 500
-	PollInterval time.Duration // fallback poll without notifications; default 1s
-	GapRecheck   time.Duration // how often a hole is re-examined; default 5ms
-	Retention    time.Duration // stream max age; default 7 days
-	Replicas     int           // stream replicas; default 1
-	Log          *slog.Logger
+	Batch int // rows per read; default 2,000
+	// MessageEvents and MessageBytes bound one stream message: a run of
+	// at most MessageEvents consecutive events (default 1,000) in at most
+	// MessageBytes (default 256 KiB, and always below the server's
+	// max_payload). A single event larger than MessageBytes goes alone.
+	MessageEvents int
+	MessageBytes  int
+	PollInterval  time.Duration // fallback poll without notifications; default 1s
+	GapRecheck    time.Duration // how often a hole is re-examined; default 5ms
+	Retention     time.Duration // stream max age; default 7 days
+	Replicas      int           // stream replicas; default 1
+	Log           *slog.Logger
 }
 
 // Relay publishes outbox rows. Create it with New and run it with Run.
@@ -121,7 +120,13 @@ type Relay struct {
 // New returns a relay publishing store's outbox to js.
 func New(store Store, js jetstream.JetStream, cfg Config) *Relay {
 	if cfg.Batch <= 0 {
-		cfg.Batch = 500
+		cfg.Batch = 2000
+	}
+	if cfg.MessageEvents <= 0 {
+		cfg.MessageEvents = 1000
+	}
+	if cfg.MessageBytes <= 0 {
+		cfg.MessageBytes = 256 << 10
 	}
 	if cfg.PollInterval <= 0 {
 		cfg.PollInterval = time.Second
@@ -259,7 +264,7 @@ func (r *Relay) resync(ctx context.Context) error {
 	case err != nil:
 		return fmt.Errorf("resync: %w", err)
 	}
-	v, err := strconv.ParseUint(msg.Header.Get(HeaderVersion), 10, 64)
+	v, err := strconv.ParseUint(msg.Header.Get(linkevent.HeaderVersion), 10, 64)
 	if err != nil {
 		return fmt.Errorf("resync: last stream message %d has no version header", msg.Sequence)
 	}
@@ -342,51 +347,94 @@ func (r *Relay) waitSettled(ctx context.Context) error {
 	}
 }
 
-// publish sends events pipelined, each expecting its predecessor's sequence.
-// If any fails, it resyncs from the stream, which then says exactly how far
-// the run got.
+// publish sends events as a run of messages, pipelined, each a batch of
+// consecutive events (linkevent.Batch) expecting its predecessor's
+// sequence, with the de-duplication id of its first version and its last
+// version in the header. If any fails, it resyncs from the stream, which
+// then says exactly how far the run got. An event that does not encode
+// ends the run before it: what precedes it is published, and the error
+// names it.
 func (r *Relay) publish(ctx context.Context, events []linkevent.Event) error {
-	futures := make([]jetstream.PubAckFuture, 0, len(events))
-	prev := r.prev
+	type sent struct {
+		f           jetstream.PubAckFuture
+		first, last uint64
+		n           int
+	}
+	var (
+		msgs    []sent
+		batch   linkevent.Batch
+		prev    = r.prev
+		bad     error
+		maxSize = r.messageBytes()
+	)
+	flush := func() error {
+		if batch.Len() == 0 {
+			return nil
+		}
+		// Each message gets its own buffer: the client keeps it until
+		// the ack, to send it again after a reconnect.
+		msg := &nats.Msg{Subject: linkevent.Subject, Data: batch.Bytes(), Header: nats.Header{}}
+		msg.Header.Set(linkevent.HeaderVersion, strconv.FormatUint(batch.Last(), 10))
+		f, err := r.js.PublishMsgAsync(msg,
+			jetstream.WithMsgID(linkevent.MsgID(batch.First())),
+			jetstream.WithExpectLastSequence(r.lastSeq+uint64(len(msgs))))
+		if err != nil {
+			return fmt.Errorf("publish versions %d to %d: %w", batch.First(), batch.Last(), err)
+		}
+		msgs = append(msgs, sent{f: f, first: batch.First(), last: batch.Last(), n: batch.Len()})
+		batch = linkevent.Batch{}
+		return nil
+	}
 	for i := range events {
 		e := &events[i]
 		e.Prev = prev
-		data, err := linkevent.Marshal(e)
-		if err != nil {
-			return fmt.Errorf("outbox row %d: %w", e.Version, err)
+		if batch.Len() >= r.cfg.MessageEvents || (batch.Len() > 0 && batch.Size()+linkevent.EncodedSize(e) > maxSize) {
+			if err := flush(); err != nil {
+				return r.failed(ctx, err)
+			}
 		}
-		msg := &nats.Msg{Subject: linkevent.Subject, Data: data, Header: nats.Header{}}
-		msg.Header.Set(HeaderVersion, strconv.FormatUint(e.Version, 10))
-		f, err := r.js.PublishMsgAsync(msg,
-			jetstream.WithMsgID(linkevent.MsgID(e.Version)),
-			jetstream.WithExpectLastSequence(r.lastSeq+uint64(i)))
-		if err != nil {
-			return r.failed(ctx, fmt.Errorf("publish version %d: %w", e.Version, err))
+		if err := batch.Add(e); err != nil {
+			bad = fmt.Errorf("outbox row %d: %w", e.Version, err)
+			break
 		}
-		futures = append(futures, f)
 		prev = e.Version
+	}
+	if err := flush(); err != nil {
+		return r.failed(ctx, err)
 	}
 	timeout := time.NewTimer(10 * time.Second)
 	defer timeout.Stop()
-	for i, f := range futures {
+	for _, m := range msgs {
 		select {
-		case ack := <-f.Ok():
+		case ack := <-m.f.Ok():
 			if ack.Duplicate || ack.Sequence != r.lastSeq+1 {
-				return r.failed(ctx, fmt.Errorf("version %d stored at sequence %d (duplicate %v), expected %d", events[i].Version, ack.Sequence, ack.Duplicate, r.lastSeq+1))
+				return r.failed(ctx, fmt.Errorf("versions %d to %d stored at sequence %d (duplicate %v), expected %d", m.first, m.last, ack.Sequence, ack.Duplicate, r.lastSeq+1))
 			}
-			r.lastSeq, r.prev, r.next = ack.Sequence, events[i].Version, events[i].Version+1
-			r.published.Add(1)
+			r.lastSeq, r.prev, r.next = ack.Sequence, m.last, m.last+1
+			r.published.Add(uint64(m.n))
 			r.version.Store(r.prev)
-		case err := <-f.Err():
-			return r.failed(ctx, fmt.Errorf("publish version %d: %w", events[i].Version, err))
+		case err := <-m.f.Err():
+			return r.failed(ctx, fmt.Errorf("publish versions %d to %d: %w", m.first, m.last, err))
 		case <-timeout.C:
-			return r.failed(ctx, fmt.Errorf("publish version %d: no ack within 10s", events[i].Version))
+			return r.failed(ctx, fmt.Errorf("publish versions %d to %d: no ack within 10s", m.first, m.last))
 		case <-ctx.Done():
 			return ctx.Err()
 		}
 	}
-	r.publishedAt.Store(time.Now().UnixNano())
-	return nil
+	if len(msgs) > 0 {
+		r.publishedAt.Store(time.Now().UnixNano())
+	}
+	return bad
+}
+
+// messageBytes is the byte budget of one message: the configured one, kept
+// clear of the server's max_payload with room for the headers.
+func (r *Relay) messageBytes() int {
+	n := r.cfg.MessageBytes
+	if max := int(r.js.Conn().MaxPayload()) - 4<<10; max > 0 && n > max {
+		n = max
+	}
+	return n - linkevent.BatchOverhead
 }
 
 func (r *Relay) failed(ctx context.Context, err error) error {

@@ -300,3 +300,53 @@ func TestOneActiveRelay(t *testing.T) {
 	}
 	e.waitVersions(t, want)
 }
+
+// TestMessagesAreRuns: a backlog goes out as messages of consecutive
+// events, bounded by count and by bytes, each with the de-duplication id
+// of its first version and its last version in the header, the run
+// chaining across messages.
+func TestMessagesAreRuns(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		cfg    outbox.Config
+		counts []int // events per message
+	}{
+		{"by count", outbox.Config{MessageEvents: 10}, []int{10, 10, 5}},
+		{"by bytes", outbox.Config{MessageBytes: 200}, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t)
+			var want []uint64
+			for range 25 {
+				want = append(want, e.create(t))
+			}
+			tc.cfg.PollInterval = 50 * time.Millisecond
+			r := outbox.New(e.store, e.js, tc.cfg)
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan struct{})
+			go func() { defer close(done); _ = r.Run(ctx) }()
+			t.Cleanup(func() { cancel(); <-done })
+			e.waitVersions(t, want)
+			var counts []int
+			for _, m := range natstest.ChangeMessages(t, e.js) {
+				first, last := m.Events[0].Version, m.Events[len(m.Events)-1].Version
+				if m.MsgID != linkevent.MsgID(first) || m.Version != last {
+					t.Errorf("message %d (versions %d to %d): id %q, version header %d; want %q, %d", m.Seq, first, last, m.MsgID, m.Version, linkevent.MsgID(first), last)
+				}
+				if tc.cfg.MessageBytes > 0 && m.Bytes > tc.cfg.MessageBytes && len(m.Events) > 1 {
+					t.Errorf("message %d is %d bytes, past the %d-byte bound", m.Seq, m.Bytes, tc.cfg.MessageBytes)
+				}
+				counts = append(counts, len(m.Events))
+			}
+			if tc.counts != nil && fmt.Sprint(counts) != fmt.Sprint(tc.counts) {
+				t.Errorf("events per message %v, want %v", counts, tc.counts)
+			}
+			if len(counts) < 2 {
+				t.Errorf("events per message %v: the bound cut no message", counts)
+			}
+			if s := r.Stats(); s.Published != 25 {
+				t.Errorf("published %d events, want 25", s.Published)
+			}
+		})
+	}
+}

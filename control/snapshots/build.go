@@ -15,7 +15,6 @@ import (
 	"github.com/bits-and-blooms/bloom/v3"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/edgelink/edgelink/control/outbox"
 	"github.com/edgelink/edgelink/shared/link"
 	"github.com/edgelink/edgelink/shared/linkevent"
 	"github.com/edgelink/edgelink/shared/snapshot"
@@ -83,8 +82,8 @@ type Progress func(done, total int64)
 
 // Build writes a snapshot of every link to w and returns its header.
 //
-// Consistency: it first reads the newest event on the change stream (version
-// V, sequence S), then reads the authority in one consistent snapshot
+// Consistency: it first reads the newest message on the change stream
+// (sequence S, the version V of its last event), then reads the authority in one consistent snapshot
 // (Authority.ReadLinks: a REPEATABLE READ transaction in PostgreSQL).
 // V was committed before it was published, and every version below V was
 // either published before it or provably never committed (the relay's
@@ -155,8 +154,11 @@ func (b *Builder) Build(ctx context.Context, w io.Writer, progress Progress) (sn
 	return h, nil
 }
 
-// streamPosition is the newest event's version and sequence on the change
-// stream; an empty or missing stream is position zero.
+// streamPosition is the change stream's newest message: its sequence and
+// the version of its last event (a message carries a run of events, and
+// its version header names the last), so a feed restarted after that
+// sequence resumes at the next version. An empty or missing stream is
+// position zero.
 func streamPosition(ctx context.Context, js jetstream.JetStream) (version, seq uint64, err error) {
 	stream, err := js.Stream(ctx, linkevent.Stream)
 	if errors.Is(err, jetstream.ErrStreamNotFound) {
@@ -176,7 +178,7 @@ func streamPosition(ctx context.Context, js jetstream.JetStream) (version, seq u
 	if err != nil {
 		return 0, 0, fmt.Errorf("snapshot: change stream: %w", err)
 	}
-	v, err := strconv.ParseUint(msg.Header.Get(outbox.HeaderVersion), 10, 64)
+	v, err := strconv.ParseUint(msg.Header.Get(linkevent.HeaderVersion), 10, 64)
 	if err != nil {
 		return 0, 0, fmt.Errorf("snapshot: stream message %d has no version", msg.Sequence)
 	}

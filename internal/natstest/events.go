@@ -31,6 +31,7 @@ type ChangeMessage struct {
 	// has none, as in a message written by hand).
 	Version uint64
 	MsgID   string
+	Bytes   int // the message's data length
 	Events  []linkevent.Event
 }
 
@@ -57,7 +58,7 @@ func ChangeMessages(t testing.TB, js jetstream.JetStream) []ChangeMessage {
 		if err != nil {
 			t.Fatalf("seq %d: %v", seq, err)
 		}
-		m := ChangeMessage{Seq: seq, MsgID: msg.Header.Get(jetstream.MsgIDHeader), Events: evs}
+		m := ChangeMessage{Seq: seq, MsgID: msg.Header.Get(jetstream.MsgIDHeader), Bytes: len(msg.Data), Events: evs}
 		if h := msg.Header.Get(linkevent.HeaderVersion); h != "" {
 			if m.Version, err = strconv.ParseUint(h, 10, 64); err != nil {
 				t.Fatalf("seq %d: version header %q: %v", seq, h, err)
