@@ -21,6 +21,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -98,6 +99,7 @@ type Relay struct {
 	store Store
 	js    jetstream.JetStream
 	cfg   Config
+	marks *marks
 
 	// next is the next version to publish; lastSeq the stream sequence of the
 	// last event published.
@@ -143,7 +145,7 @@ func New(store Store, js jetstream.JetStream, cfg Config) *Relay {
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
-	return &Relay{store: store, js: js, cfg: cfg}
+	return &Relay{store: store, js: js, cfg: cfg, marks: newMarks(store.MarkPublished, cfg.Log)}
 }
 
 // StreamConfig is the change stream's configuration.
@@ -172,12 +174,17 @@ type Stats struct {
 	Version     uint64
 	LastPublish time.Time
 	Active      bool
+	// Marked is the newest position this relay recorded in the outbox
+	// (Store.MarkPublished), which trails the stream: marks are made off
+	// the publish path.
+	Marked uint64
 }
 
 // Stats returns the relay's counters; safe to call concurrently with Run.
 func (r *Relay) Stats() Stats {
 	st := Stats{Published: r.published.Load(), GapWaits: r.gapsWaits.Load(), Skipped: r.skipped.Load(),
-		GapRechecks: r.gapRechecks.Load(), Version: r.version.Load(), Active: r.active.Load()}
+		GapRechecks: r.gapRechecks.Load(), Version: r.version.Load(), Active: r.active.Load(),
+		Marked: r.marks.marked.Load()}
 	if ns := r.publishedAt.Load(); ns != 0 {
 		st.LastPublish = time.Unix(0, ns)
 	}
@@ -214,6 +221,18 @@ func (r *Relay) session(ctx context.Context) error {
 	defer sess.Close()
 	r.active.Store(true)
 	defer r.active.Store(false)
+	mctx, stopMarks := context.WithCancel(ctx)
+	var marking sync.WaitGroup
+	marking.Go(func() { r.marks.run(mctx) })
+	defer func() {
+		stopMarks()
+		marking.Wait()
+		// A last mark, so a relay that stops leaves the outbox's marks
+		// where the stream is; bounded, as the database may be why.
+		fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+		defer cancel()
+		_ = r.marks.flush(fctx)
+	}()
 	if err := r.resync(ctx); err != nil {
 		return err
 	}
@@ -269,7 +288,8 @@ func (r *Relay) resync(ctx context.Context) error {
 		return fmt.Errorf("resync: last stream message %d has no version header", msg.Sequence)
 	}
 	r.lastSeq, r.prev, r.next = msg.Sequence, v, v+1
-	return r.store.MarkPublished(ctx, r.next)
+	r.marks.set(r.next)
+	return nil
 }
 
 // publishAvailable publishes what can be published now, returning how many.
@@ -312,10 +332,7 @@ func (r *Relay) publishAvailable(ctx context.Context) (int, error) {
 	if err := r.publish(ctx, run); err != nil {
 		return 0, err
 	}
-	if err := r.store.MarkPublished(ctx, r.next); err != nil {
-		// The stream is the record; marks catch up on the next call.
-		r.cfg.Log.Warn("outbox mark failed", "err", err)
-	}
+	r.marks.set(r.next)
 	return len(run), nil
 }
 

@@ -3,6 +3,7 @@ package outbox_test
 import (
 	"context"
 	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -349,4 +350,56 @@ func TestMessagesAreRuns(t *testing.T) {
 			}
 		})
 	}
+}
+
+// stuckMarks is the authority with marks that wait until released.
+type stuckMarks struct {
+	*postgres.Store
+	release chan struct{}
+	calls   atomic.Int32
+}
+
+func (s *stuckMarks) MarkPublished(ctx context.Context, next uint64) error {
+	s.calls.Add(1)
+	select {
+	case <-s.release:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	return s.Store.MarkPublished(ctx, next)
+}
+
+// TestMarksOffThePublishPath: publishing never waits for a mark; marks
+// land once the database takes them, at the newest position.
+func TestMarksOffThePublishPath(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	st := &stuckMarks{Store: e.store, release: make(chan struct{})}
+	var want []uint64
+	for range 10 {
+		want = append(want, e.create(t))
+	}
+	r := outbox.New(st, e.js, outbox.Config{PollInterval: 50 * time.Millisecond, Batch: 3})
+	rctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { defer close(done); _ = r.Run(rctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	e.waitVersions(t, want)
+	for range 10 {
+		want = append(want, e.create(t))
+	}
+	e.waitVersions(t, want)
+	if st.calls.Load() == 0 {
+		t.Fatal("the relay never asked for a mark")
+	}
+	if s := r.Stats(); s.Marked != 0 {
+		t.Fatalf("marked %d while every mark is stuck", s.Marked)
+	}
+	close(st.release)
+	last := want[len(want)-1]
+	poll.Until(t, "marks to catch up", 30*time.Second, func() bool {
+		var unmarked int
+		return r.Stats().Marked == last+1 &&
+			e.pool.QueryRow(ctx, `SELECT count(*) FROM outbox WHERE published_at IS NULL`).Scan(&unmarked) == nil && unmarked == 0
+	})
 }
