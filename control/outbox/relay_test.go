@@ -99,7 +99,7 @@ func (e *env) waitIdle(t *testing.T) {
 	poll.Until(t, "the relay to be idle", 30*time.Second, func() bool {
 		var idle bool
 		err := e.pool.QueryRow(context.Background(), `
-			SELECT NOT EXISTS (SELECT 1 FROM outbox WHERE published_at IS NULL)
+			SELECT NOT EXISTS (SELECT 1 FROM outbox WHERE version >= (SELECT next_version FROM outbox_published))
 			   AND NOT EXISTS (SELECT 1 FROM pg_stat_activity
 			                   WHERE backend_xid IS NOT NULL AND pid <> pg_backend_pid())`).Scan(&idle)
 		return err == nil && idle
@@ -267,7 +267,7 @@ func TestCrashBetweenPublishAndMark(t *testing.T) {
 	e.waitVersions(t, want)
 	stop()
 	// As if the relay died after publishing and before marking.
-	if _, err := e.pool.Exec(ctx, `UPDATE outbox SET published_at = NULL`); err != nil {
+	if _, err := e.pool.Exec(ctx, `UPDATE outbox_published SET next_version = 1`); err != nil {
 		t.Fatal(err)
 	}
 	for range 5 {
@@ -282,7 +282,7 @@ func TestCrashBetweenPublishAndMark(t *testing.T) {
 	}
 	poll.Until(t, "marks to catch up", 30*time.Second, func() bool {
 		var n int
-		_ = e.pool.QueryRow(ctx, `SELECT count(*) FROM outbox WHERE published_at IS NULL`).Scan(&n)
+		_ = e.pool.QueryRow(ctx, `SELECT count(*) FROM outbox WHERE version >= (SELECT next_version FROM outbox_published)`).Scan(&n)
 		return n == 0
 	})
 	if s := r.Stats(); s.Published != 5 {
@@ -398,8 +398,8 @@ func TestMarksOffThePublishPath(t *testing.T) {
 	close(st.release)
 	last := want[len(want)-1]
 	poll.Until(t, "marks to catch up", 30*time.Second, func() bool {
-		var unmarked int
+		var next int64
 		return r.Stats().Marked == last+1 &&
-			e.pool.QueryRow(ctx, `SELECT count(*) FROM outbox WHERE published_at IS NULL`).Scan(&unmarked) == nil && unmarked == 0
+			e.pool.QueryRow(ctx, `SELECT next_version FROM outbox_published`).Scan(&next) == nil && uint64(next) == last+1
 	})
 }

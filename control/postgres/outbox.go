@@ -79,18 +79,24 @@ func (s *Store) XactsEndedBelow(ctx context.Context, ceiling uint64) (bool, erro
 	return ended, translate(err)
 }
 
-// MinOutboxVersion implements outbox.Store.
+// MinOutboxVersion implements outbox.Store: the first outbox row at or
+// after the published position (outbox_published), one probe of the
+// primary key.
 func (s *Store) MinOutboxVersion(ctx context.Context) (uint64, bool, error) {
 	var v pgtype.Int8
-	if err := s.pool.QueryRow(ctx, `SELECT min(version) FROM outbox WHERE published_at IS NULL`).Scan(&v); err != nil {
+	if err := s.pool.QueryRow(ctx, `
+		SELECT min(version) FROM outbox
+		WHERE version >= (SELECT next_version FROM outbox_published)`).Scan(&v); err != nil {
 		return 0, false, translate(err)
 	}
 	return uint64(v.Int64), v.Valid, nil
 }
 
-// MarkPublished implements outbox.Store.
+// MarkPublished implements outbox.Store: one row, moved forward only, so a
+// late mark of an older position (a relay that lost its lock) changes
+// nothing, and an unchanged one writes nothing.
 func (s *Store) MarkPublished(ctx context.Context, next uint64) error {
-	_, err := s.pool.Exec(ctx, `UPDATE outbox SET published_at = now() WHERE version < $1 AND published_at IS NULL`, int64(next))
+	_, err := s.pool.Exec(ctx, `UPDATE outbox_published SET next_version = $1 WHERE next_version < $1`, int64(next))
 	return translate(err)
 }
 

@@ -38,7 +38,7 @@ func publishAll(t *testing.T, pool *pgxpool.Pool, js jetstream.JetStream) {
 	defer func() { cancel(); <-done }()
 	var n int
 	if err := poll.Wait(ctx, "every outbox row published", 30*time.Second, func() bool {
-		if err := pool.QueryRow(ctx, `SELECT count(*) FROM outbox WHERE published_at IS NULL`).Scan(&n); err != nil {
+		if err := pool.QueryRow(ctx, `SELECT count(*) FROM outbox WHERE version >= (SELECT next_version FROM outbox_published)`).Scan(&n); err != nil {
 			t.Fatal(err)
 		}
 		return n == 0

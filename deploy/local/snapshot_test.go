@@ -144,7 +144,7 @@ func waitPublished(t *testing.T, pool *pgxpool.Pool) {
 	t.Helper()
 	var n int
 	if err := stack.Poll(context.Background(), "every outbox row published", 60*time.Second, func() bool {
-		if err := pool.QueryRow(context.Background(), `SELECT count(*) FROM outbox WHERE published_at IS NULL`).Scan(&n); err != nil {
+		if err := pool.QueryRow(context.Background(), `SELECT count(*) FROM outbox WHERE version >= (SELECT next_version FROM outbox_published)`).Scan(&n); err != nil {
 			t.Fatal(err)
 		}
 		return n == 0
