@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"sync"
 	"testing"
 	"time"
 
@@ -14,6 +15,7 @@ import (
 
 	"github.com/edgelink/edgelink/control/allocstore"
 	"github.com/edgelink/edgelink/control/idalloc"
+	"github.com/edgelink/edgelink/control/links"
 	"github.com/edgelink/edgelink/control/outbox"
 	"github.com/edgelink/edgelink/control/postgres"
 	"github.com/edgelink/edgelink/internal/natstest"
@@ -21,6 +23,7 @@ import (
 	"github.com/edgelink/edgelink/internal/poll"
 	"github.com/edgelink/edgelink/shared/base62"
 	"github.com/edgelink/edgelink/shared/link"
+	"github.com/edgelink/edgelink/shared/linkevent"
 	"github.com/edgelink/edgelink/shared/snapshot"
 )
 
@@ -253,4 +256,142 @@ func TestBudgetKeepsHottestAndBloomsAll(t *testing.T) {
 	if snap.Len() != 2 {
 		t.Errorf("%d entries, want the 2 known codes among the 3 hottest", snap.Len())
 	}
+}
+
+// TestBuildPositionsInBatchedRuns: snapshots built while a relay publishes
+// runs of events per message (many messages a page, pages under load) sit
+// on a message boundary: the message at the snapshot's stream sequence ends
+// at its change version, the next message continues from it, and the file
+// plus every message after that sequence is exactly the authority.
+func TestBuildPositionsInBatchedRuns(t *testing.T) {
+	ctx := context.Background()
+	pool := pgtest.Pool(t)
+	_, js := natstest.Start(t).Connect(t)
+	st := postgres.New(pool)
+	tenant, err := st.CreateTenant(ctx, "t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	relayCtx, stopRelay := context.WithCancel(ctx)
+	relayDone := make(chan struct{})
+	go func() {
+		defer close(relayDone)
+		_ = outbox.New(st, js, outbox.Config{PollInterval: 20 * time.Millisecond, MessageEvents: 7, Batch: 50}).Run(relayCtx)
+	}()
+	t.Cleanup(func() { stopRelay(); <-relayDone })
+
+	// Writers create links and change some while snapshots are built.
+	const writers, perWriter = 3, 120
+	var wg sync.WaitGroup
+	errs := make(chan error, writers)
+	for w := range writers {
+		wg.Go(func() {
+			for i := range perWriter {
+				id := uint64(w*perWriter + i + 1)
+				l := &link.Link{ID: id, Code: fmt.Sprintf("w%d-%04d", w, i), TenantID: tenant, Namespace: "default",
+					URL: fmt.Sprintf("https://example.com/%d", id), URLOriginal: "x", RedirectType: 302}
+				if err := st.CreateLink(ctx, l, true); err != nil {
+					errs <- err
+					return
+				}
+				if i%5 == 4 { // a change of an earlier link: the replay must override the file
+					c := links.Change{SetURL: true, URL: fmt.Sprintf("https://example.com/changed/%d", id), URLOriginal: "x"}
+					if _, err := st.UpdateLink(ctx, tenant, fmt.Sprintf("w%d-%04d", w, i-2), c); err != nil {
+						errs <- err
+						return
+					}
+				}
+			}
+		})
+	}
+	var snaps []*snapshot.Snapshot
+	for len(snaps) < 6 {
+		var buf bytes.Buffer
+		if _, err := New(st, js, nil).Build(ctx, &buf, nil); err != nil {
+			t.Fatal(err)
+		}
+		snap, err := snapshot.Open(buf.Bytes())
+		if err != nil {
+			t.Fatal(err)
+		}
+		snaps = append(snaps, snap)
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	publishAll(t, pool, js)
+
+	type state struct {
+		url     string
+		status  link.Status
+		version uint64
+	}
+	truth := map[string]state{}
+	rows, err := pool.Query(ctx, `SELECT code, url, status, version FROM links`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var code, url, status string
+		var v int64
+		if err := rows.Scan(&code, &url, &status, &v); err != nil {
+			t.Fatal(err)
+		}
+		truth[code] = state{url, link.Status(status), uint64(v)}
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	msgs := natstest.ChangeMessages(t, js)
+	inRuns := 0
+	for _, snap := range snaps {
+		h := snap.Header
+		got := map[string]state{}
+		for code := range truth {
+			if e, ok := snap.Lookup([]byte(code)); ok {
+				got[code] = state{string(e.AppendURL(nil)), e.Status, e.Version}
+			}
+		}
+		var next *natstest.ChangeMessage
+		for i, m := range msgs {
+			if m.Seq == h.StreamSeq {
+				if last := m.Events[len(m.Events)-1].Version; last != h.ChangeVersion || m.Version != h.ChangeVersion {
+					t.Fatalf("snapshot at sequence %d says version %d; that message ends at %d (header %d)", h.StreamSeq, h.ChangeVersion, last, m.Version)
+				}
+				if i+1 < len(msgs) {
+					next = &msgs[i+1]
+				}
+			}
+			if m.Seq <= h.StreamSeq {
+				continue
+			}
+			for _, ev := range m.Events {
+				if cur, ok := got[ev.Code]; ev.Kind == linkevent.KindLink && (!ok || ev.Version > cur.version) {
+					got[ev.Code] = state{ev.URL, ev.Status, ev.Version}
+				}
+			}
+		}
+		if h.StreamSeq > 0 && next != nil {
+			if next.Events[0].Prev != h.ChangeVersion {
+				t.Fatalf("the message after the snapshot's sequence %d starts after version %d, not the snapshot's %d", h.StreamSeq, next.Events[0].Prev, h.ChangeVersion)
+			}
+			inRuns++
+		}
+		for code, want := range truth {
+			if g, ok := got[code]; !ok || g.url != want.url || g.status != want.status || g.version < want.version {
+				t.Fatalf("snapshot at %d/%d plus the stream after it: %s is %+v (%v), authority %+v", h.StreamSeq, h.ChangeVersion, code, g, ok, want)
+			}
+		}
+	}
+	if inRuns == 0 {
+		t.Fatal("no snapshot was built while the relay had more to publish")
+	}
+	for _, m := range msgs {
+		if len(m.Events) > 1 {
+			return
+		}
+	}
+	t.Fatal("the relay never put two events in one message")
 }
