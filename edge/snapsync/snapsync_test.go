@@ -1,6 +1,7 @@
 package snapsync
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -146,7 +147,7 @@ func TestRejectsBadSnapshots(t *testing.T) {
 		t.Fatal(err)
 	}
 	corrupt := file(t, 20, 50)
-	corrupt[len(corrupt)-20] ^= 0x01
+	corrupt[bytes.LastIndex(corrupt, []byte("?v=20"))+3] ^= 0x01 // a target's byte
 	truncated := file(t, 30, 50)
 	truncated = truncated[:len(truncated)-100]
 	mismatched := file(t, 10, 50)

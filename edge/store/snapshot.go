@@ -2,6 +2,7 @@ package store
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"sync/atomic"
 
@@ -10,14 +11,14 @@ import (
 	"github.com/edgelink/edgelink/shared/snapshot"
 )
 
-// Loaded is a snapshot ready to serve: the validated file and its bloom
+// Loaded is a snapshot ready to serve: the opened file and its bloom
 // section decoded. The file is immutable; the only state that changes is
 // which of its entries the overlay overrides.
 type Loaded struct {
 	Snap  *snapshot.Snapshot
 	Bloom *bloom.BloomFilter
 	Name  string // the object (and file) name it came from
-	Size  int    // bytes of the file, all held in memory
+	Size  int    // bytes of the file, mapped (LoadFile) or in memory (Load)
 
 	// overridden has a bit per entry (by snapshot.Find's index), set once
 	// the overlay holds a change of that code while this snapshot is in
@@ -32,14 +33,32 @@ func (l *Loaded) override(i int) { l.overridden[i/64].Or(1 << (i % 64)) }
 
 func (l *Loaded) isOverridden(i int) bool { return l.overridden[i/64].Load()&(1<<(i%64)) != 0 }
 
-// Load validates data as a snapshot and decodes its bloom section. data is
-// kept (lookups read it in place) and must not be modified afterwards. An
-// error means nothing of data may be used.
+// Load validates data completely as a snapshot and decodes its bloom
+// section. data is kept (lookups read it in place) and must not be
+// modified afterwards. An error means nothing of data may be used.
 func Load(name string, data []byte) (*Loaded, error) {
 	snap, err := snapshot.Open(data)
 	if err != nil {
 		return nil, err
 	}
+	return newLoaded(name, snap)
+}
+
+// LoadFile opens the snapshot file at path in place (snapshot.OpenFile:
+// mapped, not read) and decodes its bloom section, in a time that does not
+// grow with the number of links. The checks that do (the entry sections'
+// checksums and fields) are Verify's: until it returned nil the snapshot
+// may answer from bytes that are wrong, never outside the file. The file
+// stays mapped while the Loaded or an entry looked up in it is reachable.
+func LoadFile(name, path string) (*Loaded, error) {
+	snap, err := snapshot.OpenFile(path)
+	if err != nil {
+		return nil, err
+	}
+	return newLoaded(name, snap)
+}
+
+func newLoaded(name string, snap *snapshot.Snapshot) (*Loaded, error) {
 	f := new(bloom.BloomFilter)
 	if _, err := f.ReadFrom(bytes.NewReader(snap.Bloom())); err != nil {
 		return nil, fmt.Errorf("%w: bloom section: %v", snapshot.ErrCorrupt, err)
@@ -47,20 +66,30 @@ func Load(name string, data []byte) (*Loaded, error) {
 	if f.Cap() == 0 || f.K() == 0 {
 		return nil, fmt.Errorf("%w: bloom section: empty filter", snapshot.ErrCorrupt)
 	}
-	return &Loaded{Snap: snap, Bloom: f, Name: name, Size: len(data),
-		overridden: make([]atomic.Uint64, (snap.Len()+63)/64)}, nil
+	return &Loaded{Snap: snap, Bloom: f, Name: name, Size: snap.Size(),
+		overridden: make([]atomic.Uint64, (snap.Slots()+63)/64)}, nil
 }
+
+// Verify checks the entry sections LoadFile left unchecked
+// (snapshot.Snapshot.Verify); nil at once for a Loaded from Load.
+func (l *Loaded) Verify(ctx context.Context) error { return l.Snap.Verify(ctx) }
 
 // Snapshots holds the snapshot in service, swapped atomically: a lookup sees
 // the old snapshot or the new one, never a mix. The zero value holds none.
 // Safe for concurrent use.
 type Snapshots struct {
 	cur atomic.Pointer[Loaded]
+	// held is the snapshot the last swap took out of service. Its pages
+	// leave the resident set at once, but it stays reachable, so mapped,
+	// until the next swap: a file is unmapped only after the garbage
+	// collector finds no entry of it anywhere, and a reader that copies an
+	// entry's bytes after dropping the entry itself (which breaks
+	// snapshot.Entry's contract) still has until the next swap.
+	held atomic.Pointer[Loaded]
 }
 
 // Lookup finds code in the snapshot in service. It does not allocate; the
-// entry's bytes stay valid after a swap (the old file stays alive while
-// referenced).
+// entry's bytes stay valid while the entry is reachable, after a swap too.
 func (s *Snapshots) Lookup(code []byte) (snapshot.Entry, bool) {
 	l := s.cur.Load()
 	if l == nil {
@@ -71,6 +100,15 @@ func (s *Snapshots) Lookup(code []byte) (snapshot.Entry, bool) {
 
 // Current is the snapshot in service, or nil.
 func (s *Snapshots) Current() *Loaded { return s.cur.Load() }
+
+// retire takes old out of service after a swap.
+func (s *Snapshots) retire(old, next *Loaded) {
+	if old == nil || old == next {
+		return
+	}
+	old.Snap.ReleasePages()
+	s.held.Store(old)
+}
 
 // Install puts l in service under the overlay and returns how many overlay
 // entries it made redundant and dropped.
@@ -84,7 +122,8 @@ func (s *Snapshots) Current() *Loaded { return s.cur.Load() }
 // once the codes are in place), and only then is the overlay pruned: a
 // lookup that misses a pruned entry sees that the snapshot changed since it
 // loaded the pointer and looks again in the new one, which holds that code
-// at a version at least as new (Layers.Find).
+// at a version at least as new (Layers.Find). The snapshot it replaces is
+// retired: its pages are released, its file unmapped once unreachable.
 func (a *Layers) Install(l *Loaded) (pruned int) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -102,7 +141,7 @@ func (a *Layers) Install(l *Loaded) (pruned int) {
 	if a.Hint != nil {
 		a.Hint.SetBase(l.Bloom)
 	}
-	a.Snapshots.cur.Store(l)
+	old := a.Snapshots.cur.Swap(l)
 	if a.Segments != nil {
 		for _, s := range l.Snap.Sealed() {
 			for _, iv := range s.Intervals {
@@ -112,11 +151,30 @@ func (a *Layers) Install(l *Loaded) (pruned int) {
 	}
 	// The snapshot holds every change at or below its version; a
 	// memory-budget snapshot lacks cold codes, whose entries stay.
-	return a.Overlay.Prune(func(e *Entry) bool {
+	pruned = a.Overlay.Prune(func(e *Entry) bool {
 		if e.Version > cv {
 			return false
 		}
 		_, ok := l.Snap.Find(codeBytes(e))
 		return ok
 	})
+	a.Snapshots.retire(old, l)
+	return pruned
+}
+
+// Withdraw takes l out of service if it is the snapshot in service, and
+// reports whether it was: for a snapshot found corrupt after it began
+// serving. Lookups then answer from the overlay, and misses go on to the
+// cache and the authority, until Install puts a good snapshot in service.
+// The bloom and the sealed intervals l brought stay: they come from
+// sections checked before l served (store.LoadFile), and they are still
+// true of the links.
+func (a *Layers) Withdraw(l *Loaded) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if !a.Snapshots.cur.CompareAndSwap(l, nil) {
+		return false
+	}
+	a.Snapshots.retire(l, nil)
+	return true
 }

@@ -1,45 +1,55 @@
 package snapshot
 
 import (
-	"bytes"
+	"context"
 	"encoding/binary"
 	"fmt"
 	"hash/crc32"
+	"runtime"
+	"sync"
+	"sync/atomic"
 
 	"github.com/edgelink/edgelink/shared/base62"
 	"github.com/edgelink/edgelink/shared/link"
 )
 
-// Snapshot is a validated, loaded snapshot. It is immutable and safe for
-// concurrent use; lookups read the file's bytes in place.
+// Snapshot is an opened snapshot. It is immutable and safe for concurrent
+// use; lookups read the file's bytes in place.
+//
+// A Snapshot from OpenDeferred or OpenFile answers lookups before its large
+// sections are verified (Verify): every lookup is bounds-checked, so bytes
+// that are wrong can make it answer wrongly or miss, never fault or read
+// outside the file.
 type Snapshot struct {
 	Header Header
 
+	format  uint32
+	size    int
+	mapped  bool
+	file    []byte // the mapping, when mapped
 	sealed  []Sealed
 	bloom   []byte
 	origins [][]byte
+	v1      legacy // format 1 entries
+	t       tables // format 2 entries
 
-	gen  []byte // G × u64 IDs
-	nGen int
-	// genIndex narrows a generated-code search to one bucket of the file's
-	// ID span: IDs are allocated densely, so a bucket holds a handful of
-	// entries and a lookup touches one or two cache lines instead of the
-	// twenty of a binary search over millions.
-	genIndex          []uint32
-	genMin, genBucket uint64
-	codeOffs          []byte // (C+1) × u32
-	codeBytes         []byte
-	nCustom           int
-	records           []byte
-	rest              []byte
-	exp               []byte
-	nExp              int
-	newer             []byte
-	nNewer            int
+	// unchecked are the sections whose checksums Verify has yet to check.
+	unchecked []section
+	verified  atomic.Bool
+	verifyMu  sync.Mutex
+	verifyErr error
 }
 
-// Entry is a looked-up link. Its byte slices point into the snapshot and
-// must not be modified.
+type section struct {
+	kind int
+	sum  uint32
+	b    []byte
+}
+
+// Entry is a looked-up link. Origin and Rest point into the snapshot's
+// file and must not be modified. They stay valid while the Entry (or the
+// Snapshot) is reachable: an Entry keeps a mapped file mapped. Copy them
+// before dropping the Entry; AppendURL does.
 type Entry struct {
 	Origin, Rest []byte // the target is Origin followed by Rest
 	RedirectType link.RedirectType
@@ -49,11 +59,15 @@ type Entry struct {
 	// header's change version, else the header's change version: an upper
 	// bound, which is what replaying the stream after it needs.
 	Version uint64
+
+	snap *Snapshot // keeps the bytes above mapped
 }
 
 // AppendURL appends the entry's target to dst.
 func (e *Entry) AppendURL(dst []byte) []byte {
-	return append(append(dst, e.Origin...), e.Rest...)
+	dst = append(append(dst, e.Origin...), e.Rest...)
+	runtime.KeepAlive(e.snap)
+	return dst
 }
 
 var le = binary.LittleEndian
@@ -62,95 +76,182 @@ func corrupt(format string, args ...any) error {
 	return fmt.Errorf("%w: "+format, append([]any{ErrCorrupt}, args...)...)
 }
 
-// Open validates data completely and returns the snapshot over it. data must
-// not be modified afterwards. Any inconsistency is an error wrapping
-// ErrCorrupt; nothing is half-loaded.
+// Open validates data completely (OpenDeferred, then Verify) and returns
+// the snapshot over it. data must not be modified afterwards. Any
+// inconsistency is an error wrapping ErrCorrupt; nothing is half-loaded.
 func Open(data []byte) (*Snapshot, error) {
-	if len(data) < prefaceLen {
-		return nil, corrupt("%d bytes, shorter than the %d-byte header", len(data), prefaceLen)
+	s, err := OpenDeferred(data)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.Verify(context.Background()); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// OpenDeferred returns the snapshot over data after the checks that do not
+// grow with the number of links: the header and its checksum, the section
+// table, every section's bounds, and the checksums and contents of the
+// sealed, bloom, dictionary and layout sections (everything a miss may be
+// answered from without the authority). The checksums and fields of the
+// entry sections are left to Verify; until it returned nil, an answer may
+// come from bytes that are wrong (see Snapshot). A format 1 file is
+// verified completely here. data must not be modified afterwards.
+func OpenDeferred(data []byte) (*Snapshot, error) {
+	if len(data) < headerLen {
+		return nil, corrupt("%d bytes, shorter than the %d-byte header", len(data), headerLen)
 	}
 	if string(data[:8]) != magic {
 		return nil, corrupt("not a snapshot (bad magic)")
 	}
-	if v := le.Uint32(data[8:]); v != FormatVersion {
-		return nil, corrupt("format version %d, this reader knows %d", v, FormatVersion)
+	var (
+		s   *Snapshot
+		err error
+	)
+	switch v := le.Uint32(data[8:]); v {
+	case 1:
+		s, err = openV1(data)
+	case 2:
+		s, err = openV2(data)
+	default:
+		return nil, corrupt("format version %d, this reader knows 1 and 2", v)
 	}
-	crcAt := headerLen + sectionCount*tableRowLen
+	if err != nil {
+		return nil, err
+	}
+	s.size = len(data)
+	return s, nil
+}
+
+// preface parses the header and the section table of a file of n
+// sections, checking the header's checksum and every section's bounds.
+func preface(data []byte, n int, format uint32) (Header, []section, error) {
+	var h Header
+	if len(data) < prefaceLen(n) {
+		return h, nil, corrupt("%d bytes, shorter than the %d-byte header", len(data), prefaceLen(n))
+	}
+	crcAt := headerLen + n*tableRowLen
 	if crc32.Checksum(data[:crcAt], castagnoli) != le.Uint32(data[crcAt:]) {
-		return nil, corrupt("header checksum mismatch")
+		return h, nil, corrupt("header checksum mismatch")
 	}
 	if le.Uint32(data[crcAt+4:]) != 0 || le.Uint32(data[60:]) != 0 {
-		return nil, corrupt("reserved header bytes are not zero")
+		return h, nil, corrupt("reserved header bytes are not zero")
 	}
-	s := &Snapshot{Header: Header{
+	h = Header{
 		Flags:         le.Uint32(data[12:]),
 		ChangeVersion: le.Uint64(data[16:]),
 		StreamSeq:     le.Uint64(data[24:]),
 		CreatedMillis: int64(le.Uint64(data[32:])),
 		Entries:       le.Uint64(data[40:]),
 		BloomCount:    le.Uint64(data[48:]),
-	}}
-	if n := le.Uint32(data[56:]); n != sectionCount {
-		return nil, corrupt("%d sections, want %d", n, sectionCount)
 	}
-	var secs [sectionCount][]byte
-	next := uint64(prefaceLen)
+	if c := le.Uint32(data[56:]); c != uint32(n) {
+		return h, nil, corrupt("%d sections, want %d", c, n)
+	}
+	secs := make([]section, n)
+	next := uint64(prefaceLen(n))
 	for i := range secs {
 		row := data[headerLen+i*tableRowLen:]
-		kind, sum, off, n := le.Uint32(row), le.Uint32(row[4:]), le.Uint64(row[8:]), le.Uint64(row[16:])
-		if kind != uint32(i+1) || off != next || n > uint64(len(data)) || off+n > uint64(len(data)) {
-			return nil, corrupt("section %d: kind %d at %d+%d in a %d-byte file", i+1, kind, off, n, len(data))
+		kind, sum, off, size := le.Uint32(row), le.Uint32(row[4:]), le.Uint64(row[8:]), le.Uint64(row[16:])
+		if kind != uint32(i+1) || off != align(next, format) || size > uint64(len(data)) || off+size > uint64(len(data)) {
+			return h, nil, corrupt("section %d: kind %d at %d+%d in a %d-byte file", i+1, kind, off, size, len(data))
 		}
-		secs[i] = data[off : off+n]
-		if crc32.Checksum(secs[i], castagnoli) != sum {
-			return nil, corrupt("section %d checksum mismatch", i+1)
+		for _, b := range data[next:off] {
+			if b != 0 {
+				return h, nil, corrupt("section %d: non-zero padding before it", i+1)
+			}
 		}
-		next = off + n
+		secs[i] = section{kind: i + 1, sum: sum, b: data[off : off+size : off+size]}
+		next = off + size
 	}
 	if next != uint64(len(data)) {
-		return nil, corrupt("%d trailing bytes", uint64(len(data))-next)
+		return h, nil, corrupt("%d trailing bytes", uint64(len(data))-next)
 	}
-	var err error
-	if s.sealed, err = decodeSealed(secs[0]); err != nil {
-		return nil, err
-	}
-	s.bloom = secs[1]
-	if s.origins, err = decodeDict(secs[2]); err != nil {
-		return nil, err
-	}
-	if err := s.decodeEntries(secs[3]); err != nil {
-		return nil, err
-	}
-	if s.Header.Entries != uint64(s.nGen+s.nCustom) {
-		return nil, corrupt("header says %d entries, file has %d", s.Header.Entries, s.nGen+s.nCustom)
-	}
-	s.buildIndex()
-	return s, nil
+	return h, secs, nil
 }
 
-// idsPerBucket is the index's target bucket size: about half a byte of index
-// per link.
-const idsPerBucket = 8
+// sectionAlign is where format 2 sections start: at multiples of 64 bytes
+// from the file's start (a mapping's start is page-aligned), so that no
+// table row straddles two cache lines. Format 1 sections follow each other.
+const sectionAlign = 64
 
-func (s *Snapshot) buildIndex() {
-	if s.nGen == 0 {
-		return
+func align(off uint64, format uint32) uint64 {
+	if format == 1 {
+		return off
 	}
-	lo, hi := le.Uint64(s.gen), le.Uint64(s.gen[(s.nGen-1)*8:])
-	buckets := uint64(s.nGen/idsPerBucket + 1)
-	s.genMin = lo
-	s.genBucket = (hi-lo)/buckets + 1 // span of one bucket, so (hi-lo)/genBucket < buckets
-	s.genIndex = make([]uint32, buckets+1)
-	b := uint64(0)
-	for i := range s.nGen {
-		for bi := (le.Uint64(s.gen[i*8:]) - lo) / s.genBucket; b <= bi; b++ {
-			s.genIndex[b] = uint32(i)
+	return (off + sectionAlign - 1) &^ (sectionAlign - 1)
+}
+
+// checksum checks sec's CRC in chunks, giving up when ctx ends.
+func checksum(ctx context.Context, sec section) error {
+	const chunk = 8 << 20
+	var sum uint32
+	for b := sec.b; len(b) > 0; {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		n := min(len(b), chunk)
+		sum = crc32.Update(sum, castagnoli, b[:n])
+		b = b[n:]
+	}
+	if sum != sec.sum {
+		return corrupt("section %d checksum mismatch", sec.kind)
+	}
+	return nil
+}
+
+// Verify checks what OpenDeferred left unchecked: the checksum of every
+// entry section and every field a lookup reads. It returns nil at once once
+// it has returned nil, and the same error again once it has found one; when
+// ctx ends first it returns ctx's error and may be called again. It may run
+// while lookups do.
+func (s *Snapshot) Verify(ctx context.Context) error {
+	if s.verified.Load() {
+		return nil
+	}
+	s.verifyMu.Lock()
+	defer s.verifyMu.Unlock()
+	if s.verified.Load() {
+		return nil
+	}
+	if s.verifyErr != nil {
+		return s.verifyErr
+	}
+	err := s.verify(ctx)
+	if err != nil {
+		if ctx.Err() == nil {
+			s.verifyErr = err
+		}
+		return err
+	}
+	s.verified.Store(true)
+	return nil
+}
+
+func (s *Snapshot) verify(ctx context.Context) error {
+	for _, sec := range s.unchecked {
+		if err := checksum(ctx, sec); err != nil {
+			return err
 		}
 	}
-	for ; b <= buckets; b++ {
-		s.genIndex[b] = uint32(s.nGen)
-	}
+	defer runtime.KeepAlive(s)
+	return s.validateTables(ctx)
 }
+
+// Verified reports whether every byte a lookup reads has been checked:
+// always for Open, after Verify returned nil for OpenDeferred and OpenFile.
+func (s *Snapshot) Verified() bool { return s.verified.Load() }
+
+// Format is the file's format version.
+func (s *Snapshot) Format() int { return int(s.format) }
+
+// Size is the file's length in bytes.
+func (s *Snapshot) Size() int { return s.size }
+
+// Mapped reports whether the file is read in place from a mapping
+// (OpenFile) rather than from memory the caller gave.
+func (s *Snapshot) Mapped() bool { return s.mapped }
 
 // cursor reads a section with bounds checks that turn into errors.
 type cursor struct {
@@ -260,220 +361,96 @@ func decodeDict(b []byte) ([][]byte, error) {
 	return out, c.err
 }
 
-func (s *Snapshot) decodeEntries(b []byte) error {
-	c := cursor{b: b}
-	g := c.u64()
-	if g > uint64(len(b))/8 {
-		return corrupt("entries: %d generated codes in %d bytes", g, len(b))
-	}
-	s.gen, s.nGen = c.bytes(g*8), int(g)
-	cn := c.u64()
-	if cn > uint64(len(b))/4 {
-		return corrupt("entries: %d custom codes in %d bytes", cn, len(b))
-	}
-	s.codeOffs, s.nCustom = c.bytes((cn+1)*4), int(cn)
-	if c.err != nil {
-		return c.err
-	}
-	s.codeBytes = c.bytes(uint64(le.Uint32(s.codeOffs[cn*4:])))
-	c.align4(len(b))
-	total := g + cn
-	if total > uint64(len(b))/recordLen {
-		return corrupt("entries: %d records in %d bytes", total, len(b))
-	}
-	s.records = c.bytes(total * recordLen)
-	s.rest = c.bytes(c.u64())
-	c.align4(len(b))
-	e := c.u64()
-	if e > uint64(len(b))/expiryLen {
-		return corrupt("entries: %d expiries in %d bytes", e, len(b))
-	}
-	s.exp, s.nExp = c.bytes(e*expiryLen), int(e)
-	nv := c.u64()
-	if nv > uint64(len(b))/newerLen {
-		return corrupt("entries: %d newer versions in %d bytes", nv, len(b))
-	}
-	s.newer, s.nNewer = c.bytes(nv*newerLen), int(nv)
-	if c.err != nil {
-		return c.err
-	}
-	if len(c.b) != 0 {
-		return corrupt("entries: %d trailing bytes", len(c.b))
-	}
-	return s.validateEntries()
-}
-
-// validateEntries checks every field a lookup will trust.
-func (s *Snapshot) validateEntries() error {
-	var last uint64
-	for i := range s.nGen {
-		id := le.Uint64(s.gen[i*8:])
-		if id < base62.MinID || id > base62.MaxID || (i > 0 && id <= last) {
-			return corrupt("entries: generated id %d at %d out of order or range", id, i)
-		}
-		last = id
-	}
-	var prev []byte
-	for i := range s.nCustom {
-		a, b := le.Uint32(s.codeOffs[i*4:]), le.Uint32(s.codeOffs[i*4+4:])
-		if (i == 0 && a != 0) || a > b || uint64(b) > uint64(len(s.codeBytes)) {
-			return corrupt("entries: custom code offsets out of order")
-		}
-		code := s.codeBytes[a:b]
-		if !link.ValidCodeSyntax(code) || (len(code) == base62.Length && base62.Valid(code)) || (i > 0 && bytes.Compare(prev, code) >= 0) {
-			return corrupt("entries: custom code %q invalid or out of order", code)
-		}
-		prev = code
-	}
-	flagged, flaggedNewer := 0, 0
-	for i := range s.nGen + s.nCustom {
-		r := s.records[i*recordLen:]
-		origin, off, n, rt, st := le.Uint32(r), le.Uint32(r[4:]), le.Uint16(r[8:]), r[10], r[11]
-		typ, status := rt&^expiryFlag, st&^newerFlag
-		if uint64(origin) >= uint64(len(s.origins)) || uint64(off)+uint64(n) > uint64(len(s.rest)) ||
-			int(typ) >= len(redirectCodes) || status == 0 || int(status) >= len(statusCodes) ||
-			(typ == 0 && statusCodes[status] == link.Active) {
-			return corrupt("entries: record %d out of range", i)
-		}
-		if rt&expiryFlag != 0 {
-			flagged++
-		}
-		if st&newerFlag != 0 {
-			flaggedNewer++
-		}
-	}
-	if flagged != s.nExp || flaggedNewer != s.nNewer {
-		return corrupt("entries: %d/%d records flagged as expiring/newer, %d/%d rows", flagged, flaggedNewer, s.nExp, s.nNewer)
-	}
-	for i := range s.nNewer {
-		idx := le.Uint32(s.newer[i*newerLen:])
-		if uint64(idx) >= uint64(s.nGen+s.nCustom) || (i > 0 && idx <= le.Uint32(s.newer[(i-1)*newerLen:])) ||
-			s.records[int(idx)*recordLen+11]&newerFlag == 0 || le.Uint64(s.newer[i*newerLen+4:]) <= s.Header.ChangeVersion {
-			return corrupt("entries: newer-version row %d invalid", i)
-		}
-	}
-	for i := range s.nExp {
-		idx := le.Uint32(s.exp[i*expiryLen:])
-		if uint64(idx) >= uint64(s.nGen+s.nCustom) || (i > 0 && idx <= le.Uint32(s.exp[(i-1)*expiryLen:])) ||
-			s.records[int(idx)*recordLen+10]&expiryFlag == 0 || le.Uint64(s.exp[i*expiryLen+4:]) == 0 {
-			return corrupt("entries: expiry row %d invalid", i)
-		}
-	}
-	return nil
-}
-
 // Lookup finds code. It does not allocate.
 func (s *Snapshot) Lookup(code []byte) (Entry, bool) {
 	i, ok := s.find(code)
 	if !ok {
 		return Entry{}, false
 	}
-	return s.entry(i), true
+	return s.entry(i)
 }
 
-// Find returns code's record index, in [0, Len()): a dense number per
-// entry that callers may index their own per-entry state by. It does not
-// allocate.
-func (s *Snapshot) Find(code []byte) (int, bool) { return s.find(code) }
-
-// At returns the entry at record index i, as Find gave it.
-func (s *Snapshot) At(i int) Entry { return s.entry(i) }
-
-func (s *Snapshot) find(code []byte) (int, bool) {
-	if len(code) == base62.Length && base62.Valid(code) {
-		id, _ := base62.Digits(code)
-		if s.nGen == 0 || id < s.genMin {
-			return 0, false
-		}
-		bi := (id - s.genMin) / s.genBucket
-		if bi+1 >= uint64(len(s.genIndex)) {
-			return 0, false
-		}
-		lo, hi := int(s.genIndex[bi]), int(s.genIndex[bi+1])
-		for lo < hi {
-			m := int(uint(lo+hi) >> 1)
-			if le.Uint64(s.gen[m*8:]) < id {
-				lo = m + 1
-			} else {
-				hi = m
-			}
-		}
-		return lo, lo < int(s.genIndex[bi+1]) && le.Uint64(s.gen[lo*8:]) == id
+// Find returns code's index, in [0, Slots()): a number per entry that
+// callers may index their own per-entry state by. It does not allocate.
+func (s *Snapshot) Find(code []byte) (int, bool) {
+	i, ok := s.find(code)
+	if ok && s.format != 1 {
+		_, ok = s.entry(i)
 	}
-	lo, hi := 0, s.nCustom
-	for lo < hi {
-		m := int(uint(lo+hi) >> 1)
-		if bytes.Compare(s.custom(m), code) < 0 {
-			lo = m + 1
-		} else {
-			hi = m
-		}
-	}
-	if lo < s.nCustom && bytes.Equal(s.custom(lo), code) {
-		return s.nGen + lo, true
-	}
-	return 0, false
+	return i, ok
 }
 
-func (s *Snapshot) custom(i int) []byte {
-	return s.codeBytes[le.Uint32(s.codeOffs[i*4:]):le.Uint32(s.codeOffs[i*4+4:])]
-}
-
-func (s *Snapshot) entry(i int) Entry {
-	r := s.records[i*recordLen:]
-	off, n := le.Uint32(r[4:]), uint32(le.Uint16(r[8:]))
-	e := Entry{
-		Origin:       s.origins[le.Uint32(r)],
-		Rest:         s.rest[off : off+n],
-		RedirectType: redirectCodes[r[10]&^expiryFlag],
-		Status:       statusCodes[r[11]&^newerFlag],
-		Version:      s.Header.ChangeVersion,
-	}
-	if r[11]&newerFlag != 0 {
-		e.Version = le.Uint64(s.newer[rowIndex(s.newer, s.nNewer, newerLen, i)*newerLen+4:])
-	}
-	if r[10]&expiryFlag != 0 {
-		e.ExpiresAt = int64(le.Uint64(s.exp[rowIndex(s.exp, s.nExp, expiryLen, i)*expiryLen+4:]))
-	}
+// At returns the entry at index i, as Find gave it; the zero Entry for an
+// index Find cannot give.
+func (s *Snapshot) At(i int) Entry {
+	e, _ := s.entry(i)
 	return e
 }
 
-// rowIndex finds record i's row in a side table of n rows of rowLen bytes
-// keyed by a leading u32 record index. Validation guarantees it is there.
-func rowIndex(table []byte, n, rowLen, i int) int {
-	lo, hi := 0, n
-	for lo < hi {
-		m := int(uint(lo+hi) >> 1)
-		if int(le.Uint32(table[m*rowLen:])) < i {
-			lo = m + 1
-		} else {
-			hi = m
-		}
+// Slots bounds the indexes Find returns: at least Len, more where the
+// file's table has empty rows.
+func (s *Snapshot) Slots() int {
+	if s.format == 1 {
+		return s.v1.nGen + s.v1.nCustom
 	}
-	return lo
+	return s.t.genRows + len(s.t.custom)/customRowLen
+}
+
+func (s *Snapshot) find(code []byte) (int, bool) {
+	if s.format == 1 {
+		return s.v1.find(code)
+	}
+	if len(code) == base62.Length && base62.Valid(code) {
+		id, _ := base62.Digits(code)
+		return s.t.findGenerated(id)
+	}
+	return s.t.findCustom(code)
+}
+
+func (s *Snapshot) entry(i int) (Entry, bool) {
+	if s.format == 1 {
+		if i < 0 || i >= s.v1.nGen+s.v1.nCustom {
+			return Entry{}, false
+		}
+		return s.v1.entry(s, i), true
+	}
+	return s.entryV2(i)
 }
 
 // Sealed returns the sealed-segment intervals per namespace.
 func (s *Snapshot) Sealed() []Sealed { return s.sealed }
 
-// Bloom returns the bloom section's bytes.
+// Bloom returns the bloom section's bytes, valid while s is reachable.
 func (s *Snapshot) Bloom() []byte { return s.bloom }
 
 // Len is the number of entries.
-func (s *Snapshot) Len() int { return s.nGen + s.nCustom }
+func (s *Snapshot) Len() int { return int(s.Header.Entries) }
 
-// Each calls fn for every entry in code order (generated first) until fn
-// returns false. code is only valid during the call.
+// Each calls fn for every entry, generated codes first, until fn returns
+// false. code is only valid during the call. Entries whose bytes are
+// wrong in a file not verified yet are skipped.
 func (s *Snapshot) Each(fn func(code []byte, e Entry) bool) {
-	var buf [base62.Length]byte
-	for i := range s.nGen {
-		_ = base62.Put(buf[:], le.Uint64(s.gen[i*8:]))
-		if !fn(buf[:], s.entry(i)) {
-			return
-		}
+	defer runtime.KeepAlive(s)
+	if s.format == 1 {
+		s.v1.each(s, fn)
+		return
 	}
-	for i := range s.nCustom {
-		if !fn(s.custom(i), s.entry(s.nGen+i)) {
+	var buf [base62.Length]byte
+	for i := range s.Slots() {
+		e, ok := s.entryV2(i)
+		if !ok {
+			continue
+		}
+		var code []byte
+		if i < s.t.genRows {
+			if base62.Put(buf[:], le.Uint64(s.t.gen[i*genRowLen:])&keyMask) != nil {
+				continue
+			}
+			code = buf[:]
+		} else if code = s.t.codeAt(le.Uint64(s.t.custom[(i-s.t.genRows)*customRowLen:]) & keyMask); code == nil {
+			continue
+		}
+		if !fn(code, e) {
 			return
 		}
 	}

@@ -1,7 +1,12 @@
 // Package snapshot reads and writes the edge's snapshot file: every link an
-// edge needs at one change version, laid out so that loading is a checksum
-// pass and a lookup is a binary search that allocates nothing. FORMAT.md
-// beside this file is the specification.
+// edge needs at one change version, laid out so that opening a file costs a
+// few checksums of its small sections whatever its size, a lookup is one
+// probe of an open-addressing table that allocates nothing, and the file can
+// be read in place (mapped) instead of copied. FORMAT.md beside this file is
+// the specification.
+//
+// Writer writes format 2. Open, OpenDeferred and OpenFile read format 2 and
+// format 1 (what control wrote before), so edges can be upgraded first.
 package snapshot
 
 import (
@@ -12,26 +17,32 @@ import (
 )
 
 const (
-	magic         = "EDGLSNAP"
-	FormatVersion = 1
+	magic = "EDGLSNAP"
+	// FormatVersion is the format Writer writes. Readers also take every
+	// earlier one.
+	FormatVersion = 2
 	headerLen     = 64
 	tableRowLen   = 24
-	sectionCount  = 4
-	prefaceLen    = headerLen + sectionCount*tableRowLen + 8 // + header CRC + padding
-	recordLen     = 12
-	expiryLen     = 12
-	expiryFlag    = 0x80 // in a record's redirect byte: it has an expiry row
-	newerFlag     = 0x80 // in a record's status byte: it has a newer-version row
-	newerLen      = 12
 )
 
-// Section kinds, in file order.
+// Section kinds of format 2, in file order. Format 1 has the first three
+// and its own kind 4, the entries (v1.go).
 const (
 	sectionSealed = 1 + iota
 	sectionBloom
 	sectionDict
-	sectionEntries
+	sectionLayout
+	sectionGenerated
+	sectionCustom
+	sectionCodes
+	sectionRest
+	sectionExpiry
+	sectionNewer
+	sectionCount = sectionNewer
 )
+
+// prefaceLen is the header, the section table, its CRC and padding.
+func prefaceLen(sections int) int { return headerLen + sections*tableRowLen + 8 }
 
 // FlagPartial marks a memory-budget snapshot: entries hold only the hottest
 // links, the bloom still covers every code.
@@ -73,18 +84,21 @@ type Link struct {
 	Version uint64
 }
 
-var redirectCodes = [...]link.RedirectType{0, 301, 302, 307, 308}
+// redirectCodes is indexed by a record's 3-bit redirect field; 5 to 7 are
+// not used and read as invalid.
+var redirectCodes = [8]link.RedirectType{0, 301, 302, 307, 308}
 
 func redirectByte(t link.RedirectType) byte {
 	for i, c := range redirectCodes {
-		if i > 0 && c == t {
+		if i > 0 && c != 0 && c == t {
 			return byte(i)
 		}
 	}
 	return 0
 }
 
-var statusCodes = [...]link.Status{"", link.Active, link.Disabled, link.Deleted}
+// statusCodes is indexed by a record's 2-bit status field; 0 is invalid.
+var statusCodes = [4]link.Status{"", link.Active, link.Disabled, link.Deleted}
 
 func statusByte(s link.Status) byte {
 	for i, c := range statusCodes {

@@ -2,10 +2,12 @@ package snapshot
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"hash/crc32"
 	"math/rand/v2"
+	"os"
 	"strings"
 	"testing"
 
@@ -43,20 +45,36 @@ func build(t testing.TB, links []Link, h Header, sealed []Sealed, bloom []byte) 
 	return buf.Bytes()
 }
 
-func TestRoundTrip(t *testing.T) {
-	links := sampleLinks()
-	sealed := []Sealed{{Namespace: "default", Intervals: []Interval{{1, 1001}, {2001, 3001}}}, {Namespace: "acme", Intervals: []Interval{{1 << 40, 1<<40 + 5}}}}
-	h := Header{Flags: FlagPartial, ChangeVersion: 77, StreamSeq: 70, CreatedMillis: 1700000000000, BloomCount: 9}
-	data := build(t, links, h, sealed, []byte("bloom-bytes"))
-	s, err := Open(data)
-	if err != nil {
+func buildV1(t testing.TB, links []Link, h Header, sealed []Sealed, bloom []byte) []byte {
+	t.Helper()
+	var w writerV1
+	for _, l := range links {
+		if err := w.Add(l); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var buf bytes.Buffer
+	if err := w.Write(&buf, h, sealed, bloom); err != nil {
 		t.Fatal(err)
 	}
+	return buf.Bytes()
+}
+
+var (
+	sampleSealed = []Sealed{{Namespace: "default", Intervals: []Interval{{1, 1001}, {2001, 3001}}}, {Namespace: "acme", Intervals: []Interval{{1 << 40, 1<<40 + 5}}}}
+	sampleHeader = Header{Flags: FlagPartial, ChangeVersion: 77, StreamSeq: 70, CreatedMillis: 1700000000000, BloomCount: 9}
+)
+
+// checkSample checks that s answers exactly what sampleLinks says.
+func checkSample(t *testing.T, s *Snapshot) {
+	t.Helper()
+	links := sampleLinks()
+	h := sampleHeader
 	h.Entries = uint64(len(links))
 	if s.Header != h {
 		t.Errorf("header %+v, want %+v", s.Header, h)
 	}
-	if fmt.Sprint(s.Sealed()) != fmt.Sprint(sealed) || string(s.Bloom()) != "bloom-bytes" {
+	if fmt.Sprint(s.Sealed()) != fmt.Sprint(sampleSealed) || string(s.Bloom()) != "bloom-bytes" {
 		t.Errorf("sealed %v bloom %q", s.Sealed(), s.Bloom())
 	}
 	for _, l := range links {
@@ -75,12 +93,12 @@ func TestRoundTrip(t *testing.T) {
 			t.Errorf("Lookup(%q) found a link that does not exist", miss)
 		}
 	}
-	// Find numbers the entries densely and At agrees with Lookup.
-	seen := make([]bool, s.Len())
+	// Find numbers the entries apart and At agrees with Lookup.
+	seen := make([]bool, s.Slots())
 	for _, l := range links {
 		i, ok := s.Find([]byte(l.Code))
-		if !ok || i < 0 || i >= s.Len() || seen[i] {
-			t.Fatalf("Find(%q) = %d, %v: want a fresh index in [0, %d)", l.Code, i, ok, s.Len())
+		if !ok || i < 0 || i >= s.Slots() || seen[i] {
+			t.Fatalf("Find(%q) = %d, %v: want a fresh index in [0, %d)", l.Code, i, ok, s.Slots())
 		}
 		seen[i] = true
 		e, _ := s.Lookup([]byte(l.Code))
@@ -96,9 +114,48 @@ func TestRoundTrip(t *testing.T) {
 		n++
 		return true
 	})
-	if n != len(links) {
-		t.Errorf("Each yielded %d entries, want %d", n, len(links))
+	if n != len(links) || s.Len() != len(links) {
+		t.Errorf("Each yielded %d entries, Len %d; want %d", n, s.Len(), len(links))
 	}
+}
+
+func TestRoundTrip(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		data   []byte
+		format int
+	}{
+		{"format 2", build(t, sampleLinks(), sampleHeader, sampleSealed, []byte("bloom-bytes")), 2},
+		{"format 1", buildV1(t, sampleLinks(), sampleHeader, sampleSealed, []byte("bloom-bytes")), 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, err := Open(tc.data)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if s.Format() != tc.format || !s.Verified() || s.Size() != len(tc.data) {
+				t.Errorf("format %d verified %v size %d; want %d, true, %d", s.Format(), s.Verified(), s.Size(), tc.format, len(tc.data))
+			}
+			checkSample(t, s)
+		})
+	}
+}
+
+// TestFormat1FileStillReads reads a file written by the format 1 writer
+// itself (testdata/v1-sample.snap), as control wrote them before format 2.
+func TestFormat1FileStillReads(t *testing.T) {
+	data, err := os.ReadFile("testdata/v1-sample.snap")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := Open(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Format() != 1 {
+		t.Fatalf("format %d, want 1", s.Format())
+	}
+	checkSample(t, s)
 }
 
 func TestWriterRejects(t *testing.T) {
@@ -107,10 +164,14 @@ func TestWriterRejects(t *testing.T) {
 		{Code: "a/b", URL: "https://x/", RedirectType: 302, Status: link.Active},
 		{Code: "abcd", URL: "https://x/", RedirectType: 200, Status: link.Active},
 		{Code: "abcd", URL: "https://x/", RedirectType: 302, Status: "gone"},
+		{Code: "abcd", URL: "https://x/" + strings.Repeat("a", 1<<16), RedirectType: 302, Status: link.Active},
 	} {
 		if err := w.Add(l); err == nil {
-			t.Errorf("Add(%+v) accepted", l)
+			t.Errorf("Add(%.40q…) accepted", l.Code+" "+l.URL)
 		}
+	}
+	if w.Len() != 0 {
+		t.Fatalf("refused links were kept: Len %d", w.Len())
 	}
 	for _, dup := range [][]Link{
 		{{Code: "00000A", Status: link.Deleted}, {Code: "00000A", Status: link.Deleted}},
@@ -120,39 +181,193 @@ func TestWriterRejects(t *testing.T) {
 		for _, l := range dup {
 			_ = w.Add(l)
 		}
-		if err := w.Write(&bytes.Buffer{}, Header{}, nil, nil); err == nil {
-			t.Errorf("duplicate %q written", dup[0].Code)
+		if err := w.Write(&bytes.Buffer{}, Header{}, nil, nil); err == nil || !strings.Contains(err.Error(), dup[0].Code) {
+			t.Errorf("duplicate %q written: %v", dup[0].Code, err)
+		}
+	}
+}
+
+func TestWriteTwiceIsTheSame(t *testing.T) {
+	var w Writer
+	for _, l := range bigSet(5000) {
+		if err := w.Add(l); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var a, b bytes.Buffer
+	if err := w.Write(&a, Header{ChangeVersion: 3}, nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Write(&b, Header{ChangeVersion: 3}, nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(a.Bytes(), b.Bytes()) {
+		t.Fatal("two writes of the same links differ")
+	}
+}
+
+func TestMixIsABijection(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	for _, x := range []uint64{0, 1, base62.MaxID, ^uint64(0)} {
+		if unmix(mix(x)) != x {
+			t.Fatalf("unmix(mix(%d)) = %d", x, unmix(mix(x)))
+		}
+	}
+	for range 100000 {
+		if x := r.Uint64(); unmix(mix(x)) != x {
+			t.Fatalf("unmix(mix(%d)) = %d", x, unmix(mix(x)))
+		}
+	}
+}
+
+// TestTablesAtScale: every code of a large file is found with its own
+// target, and codes it does not hold are not, with IDs in runs (as
+// segments hand them out), spread, and a share of custom codes.
+func TestTablesAtScale(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 6))
+	want := map[string]string{}
+	var links []Link
+	add := func(code string) {
+		if _, dup := want[code]; dup {
+			return
+		}
+		u := fmt.Sprintf("https://o%d.example/%d", r.IntN(50), r.IntN(1e9))
+		want[code] = u
+		links = append(links, Link{Code: code, URL: u, RedirectType: 302, Status: link.Active})
+	}
+	for i := range 60000 {
+		c, _ := base62.Encode(uint64(i + 1)) // a dense run from the first ID
+		add(c)
+		c, _ = base62.Encode(r.Uint64N(base62.MaxID) + 1) // spread, as with keyed codes
+		add(c)
+		if i%10 == 0 {
+			add(fmt.Sprintf("promo-%d", r.IntN(1e9)))
+		}
+	}
+	s, err := Open(build(t, links, Header{}, nil, nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for code, u := range want {
+		e, ok := s.Lookup([]byte(code))
+		if !ok || string(e.AppendURL(nil)) != u {
+			t.Fatalf("Lookup(%q) = %q, %v; want %q", code, e.AppendURL(nil), ok, u)
+		}
+	}
+	for range 100000 {
+		code, _ := base62.Encode(r.Uint64N(base62.MaxID) + 1)
+		if r.IntN(4) == 0 {
+			code = fmt.Sprintf("promo-%d", r.IntN(1e9))
+		}
+		if _, ok := s.Lookup([]byte(code)); ok != (want[code] != "") {
+			t.Fatalf("Lookup(%q) = %v, want %v", code, ok, want[code] != "")
 		}
 	}
 }
 
 func TestEveryCorruptionIsRejected(t *testing.T) {
-	data := build(t, sampleLinks(), Header{ChangeVersion: 5}, []Sealed{{Namespace: "default", Intervals: []Interval{{1, 10}}}}, []byte("bloom"))
-	for i := range data {
+	for name, data := range map[string][]byte{
+		"format 2": build(t, sampleLinks(), Header{ChangeVersion: 5}, []Sealed{{Namespace: "default", Intervals: []Interval{{1, 10}}}}, []byte("bloom")),
+		"format 1": buildV1(t, sampleLinks(), Header{ChangeVersion: 5}, []Sealed{{Namespace: "default", Intervals: []Interval{{1, 10}}}}, []byte("bloom")),
+	} {
+		t.Run(name, func(t *testing.T) {
+			for i := range data {
+				bad := bytes.Clone(data)
+				bad[i] ^= 0x5a
+				if _, err := Open(bad); !errors.Is(err, ErrCorrupt) {
+					t.Fatalf("byte %d flipped: Open error = %v, want ErrCorrupt", i, err)
+				}
+				// Deferred: refused at once, or by Verify; the lookups
+				// meanwhile do not fault.
+				s, err := OpenDeferred(bad)
+				if err == nil {
+					lookAround(s)
+					err = s.Verify(context.Background())
+				}
+				if !errors.Is(err, ErrCorrupt) {
+					t.Fatalf("byte %d flipped: OpenDeferred then Verify = %v, want ErrCorrupt", i, err)
+				}
+			}
+			for n := range len(data) {
+				if _, err := OpenDeferred(data[:n]); !errors.Is(err, ErrCorrupt) {
+					t.Fatalf("truncated to %d bytes: OpenDeferred error = %v, want ErrCorrupt", n, err)
+				}
+			}
+			if _, err := OpenDeferred(append(bytes.Clone(data), 0)); !errors.Is(err, ErrCorrupt) {
+				t.Fatalf("trailing byte accepted: %v", err)
+			}
+		})
+	}
+}
+
+// lookAround looks up every sample code and walks the file, as an edge
+// does before Verify finishes.
+func lookAround(s *Snapshot) {
+	for _, l := range sampleLinks() {
+		e, _ := s.Lookup([]byte(l.Code))
+		_ = e.AppendURL(nil)
+		if i, ok := s.Find([]byte(l.Code)); ok {
+			_ = s.At(i)
+		}
+	}
+	s.Each(func(code []byte, e Entry) bool { _ = e.AppendURL(nil); return true })
+}
+
+// TestDeferredVerification: a damaged entry section passes OpenDeferred
+// (only its checksum shows the damage), Verify names it, and keeps
+// refusing it; an intact file opened the same way verifies.
+func TestDeferredVerification(t *testing.T) {
+	data := build(t, sampleLinks(), sampleHeader, sampleSealed, []byte("bloom-bytes"))
+	s, err := OpenDeferred(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Verified() {
+		t.Fatal("a deferred file counts as verified before Verify")
+	}
+	checkSample(t, s) // answers before verification
+	if err := s.Verify(context.Background()); err != nil || !s.Verified() {
+		t.Fatalf("Verify of an intact file: %v (verified %v)", err, s.Verified())
+	}
+	for _, kind := range []int{sectionGenerated, sectionCustom, sectionCodes, sectionRest, sectionExpiry, sectionNewer} {
 		bad := bytes.Clone(data)
-		bad[i] ^= 0x5a
-		if _, err := Open(bad); !errors.Is(err, ErrCorrupt) {
-			t.Fatalf("byte %d flipped: Open error = %v, want ErrCorrupt", i, err)
+		row := bad[headerLen+(kind-1)*tableRowLen:]
+		off, n := le.Uint64(row[8:]), le.Uint64(row[16:])
+		if n == 0 {
+			t.Fatalf("section %d is empty in the sample", kind)
+		}
+		bad[off+n-1] ^= 0x01
+		s, err := OpenDeferred(bad)
+		if err != nil {
+			t.Fatalf("section %d damaged: OpenDeferred refused it (%v); only Verify reads it", kind, err)
+		}
+		lookAround(s)
+		want := fmt.Sprintf("section %d checksum mismatch", kind)
+		for range 2 {
+			if err := s.Verify(context.Background()); !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), want) || s.Verified() {
+				t.Fatalf("section %d damaged: Verify = %v, want ErrCorrupt mentioning %q", kind, err, want)
+			}
 		}
 	}
-	for n := range len(data) {
-		if _, err := Open(data[:n]); !errors.Is(err, ErrCorrupt) {
-			t.Fatalf("truncated to %d bytes: Open error = %v, want ErrCorrupt", n, err)
-		}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	s, _ = OpenDeferred(data)
+	if err := s.Verify(ctx); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Verify with an ended context = %v", err)
 	}
-	if _, err := Open(append(bytes.Clone(data), 0)); !errors.Is(err, ErrCorrupt) {
-		t.Fatalf("trailing byte accepted: %v", err)
+	if err := s.Verify(context.Background()); err != nil {
+		t.Fatalf("Verify after an interrupted one: %v", err)
 	}
 }
 
 func TestWrongVersionIsNamed(t *testing.T) {
 	data := build(t, sampleLinks(), Header{}, nil, nil)
-	le.PutUint32(data[8:], 2)
+	le.PutUint32(data[8:], 3)
 	crcAt := headerLen + sectionCount*tableRowLen
 	le.PutUint32(data[crcAt:], crc32.Checksum(data[:crcAt], castagnoli))
 	_, err := Open(data)
-	if !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "format version 2") {
-		t.Fatalf("Open of a version-2 file: %v", err)
+	if !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "format version 3") {
+		t.Fatalf("Open of a version-3 file: %v", err)
 	}
 }
 
@@ -172,45 +387,72 @@ func bigSet(n int) []Link {
 }
 
 func TestLookupDoesNotAllocate(t *testing.T) {
-	s, err := Open(build(t, append(bigSet(1000), sampleLinks()...), Header{}, nil, nil))
-	if err != nil {
-		t.Fatal(err)
-	}
-	hit, custom, miss := []byte("00000A"), []byte("summer-sale"), []byte("zzzzzx")
-	var buf []byte
-	n := testing.AllocsPerRun(200, func() {
-		e, _ := s.Lookup(hit)
-		buf = e.AppendURL(buf[:0])
-		s.Lookup(custom)
-		s.Lookup(miss)
-	})
-	if n != 0 {
-		t.Fatalf("lookups allocated %v times", n)
+	for name, data := range map[string][]byte{
+		"format 2": build(t, append(bigSet(1000), sampleLinks()...), Header{}, nil, nil),
+		"format 1": buildV1(t, append(bigSet(1000), sampleLinks()...), Header{}, nil, nil),
+	} {
+		s, err := Open(data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		hit, custom, miss := []byte("00000A"), []byte("summer-sale"), []byte("zzzzzx")
+		var buf []byte
+		n := testing.AllocsPerRun(200, func() {
+			e, _ := s.Lookup(hit)
+			buf = e.AppendURL(buf[:0])
+			s.Lookup(custom)
+			s.Lookup(miss)
+			i, _ := s.Find(hit)
+			_ = s.At(i)
+		})
+		if n != 0 {
+			t.Fatalf("%s: lookups allocated %v times", name, n)
+		}
 	}
 }
 
-func BenchmarkLookup1M(b *testing.B) {
+// BenchmarkLookup compares the formats and a Go map of the same links on
+// one million links, with codes drawn from all of them (laid out flat, so
+// that fetching the code costs nothing), so that most lookups miss the CPU
+// caches as an edge's do.
+func BenchmarkLookup(b *testing.B) {
 	links := bigSet(1_000_000)
-	data := build(b, links, Header{}, nil, nil)
-	s, err := Open(data)
-	if err != nil {
-		b.Fatal(err)
+	const sample = 1 << 20
+	codes := make([]byte, 0, sample*base62.Length)
+	for range sample {
+		codes = append(codes, links[rand.IntN(len(links))].Code...)
 	}
-	urlBytes := 0
+	code := func(i int) []byte { i &= sample - 1; return codes[i*base62.Length : i*base62.Length+base62.Length] }
+	for _, f := range []struct {
+		name  string
+		build func(testing.TB, []Link, Header, []Sealed, []byte) []byte
+	}{{"format2", build}, {"format1", buildV1}} {
+		data := f.build(b, links, Header{}, nil, nil)
+		s, err := Open(data)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Run(f.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for i := 0; b.Loop(); i++ {
+				if _, ok := s.Lookup(code(i)); !ok {
+					b.Fatal("miss")
+				}
+			}
+			b.ReportMetric(float64(len(data))/float64(len(links)), "file-bytes/link")
+		})
+	}
+	m := make(map[string]string, len(links))
 	for _, l := range links {
-		urlBytes += len(l.URL)
+		m[l.Code] = l.URL
 	}
-	codes := make([][]byte, 4096)
-	for i := range codes {
-		codes[i] = []byte(links[rand.IntN(len(links))].Code)
-	}
-	b.ReportAllocs()
-	b.ResetTimer()
-	for i := 0; b.Loop(); i++ {
-		s.Lookup(codes[i&4095])
-	}
-	b.ReportMetric(float64(len(data))/float64(len(links)), "file-bytes/link")
-	b.ReportMetric(float64(urlBytes)/float64(len(links)), "url-bytes/link")
+	b.Run("gomap", func(b *testing.B) {
+		for i := 0; b.Loop(); i++ {
+			if _, ok := m[string(code(i))]; !ok {
+				b.Fatal("miss")
+			}
+		}
+	})
 }
 
 func BenchmarkOpen1M(b *testing.B) {
@@ -227,18 +469,28 @@ func BenchmarkOpen1M(b *testing.B) {
 // looked up and its URL assembled.
 func checkUsable(t *testing.T, s *Snapshot) {
 	t.Helper()
+	n := 0
 	s.Each(func(code []byte, e Entry) bool {
 		if _, ok := s.Lookup(code); !ok {
 			t.Fatalf("accepted file: Each yields %q but Lookup misses it", code)
 		}
 		_ = e.AppendURL(nil)
+		n++
 		return true
 	})
+	if n != s.Len() {
+		t.Fatalf("accepted file: Each yields %d entries, Len is %d", n, s.Len())
+	}
+}
+
+func fuzzSeeds(f *testing.F) {
+	f.Add(build(f, sampleLinks(), Header{ChangeVersion: 3}, []Sealed{{Namespace: "default", Intervals: []Interval{{1, 10}}}}, []byte("b")))
+	f.Add(build(f, nil, Header{}, nil, nil))
+	f.Add(buildV1(f, sampleLinks(), Header{ChangeVersion: 3}, []Sealed{{Namespace: "default", Intervals: []Interval{{1, 10}}}}, []byte("b")))
 }
 
 func FuzzOpen(f *testing.F) {
-	f.Add(build(f, sampleLinks(), Header{ChangeVersion: 3}, []Sealed{{Namespace: "default", Intervals: []Interval{{1, 10}}}}, []byte("b")))
-	f.Add(build(f, nil, Header{}, nil, nil))
+	fuzzSeeds(f)
 	f.Fuzz(func(t *testing.T, data []byte) {
 		s, err := Open(data)
 		if err != nil {
@@ -253,25 +505,41 @@ func FuzzOpen(f *testing.F) {
 }
 
 // FuzzOpenChecksummed re-signs mutated files before opening them, so the
-// fuzzer reaches the structural checks behind the checksums.
+// fuzzer reaches the structural checks behind the checksums, and looks up
+// in what OpenDeferred accepts before Verify: that must never fault.
 func FuzzOpenChecksummed(f *testing.F) {
-	f.Add(build(f, sampleLinks(), Header{ChangeVersion: 3}, []Sealed{{Namespace: "default", Intervals: []Interval{{1, 10}}}}, []byte("b")))
+	fuzzSeeds(f)
 	f.Fuzz(func(t *testing.T, data []byte) {
-		if len(data) < prefaceLen {
+		if len(data) < headerLen {
+			return
+		}
+		n := v1Sections
+		if le.Uint32(data[8:]) == 2 {
+			n = sectionCount
+		}
+		if len(data) < prefaceLen(n) {
 			return
 		}
 		data = bytes.Clone(data)
-		for i := range sectionCount {
+		for i := range n {
 			row := data[headerLen+i*tableRowLen:]
-			off, n := le.Uint64(row[8:]), le.Uint64(row[16:])
-			if off <= uint64(len(data)) && n <= uint64(len(data))-off {
-				le.PutUint32(row[4:], crc32.Checksum(data[off:off+n], castagnoli))
+			off, size := le.Uint64(row[8:]), le.Uint64(row[16:])
+			if off <= uint64(len(data)) && size <= uint64(len(data))-off {
+				le.PutUint32(row[4:], crc32.Checksum(data[off:off+size], castagnoli))
 			}
 		}
-		crcAt := headerLen + sectionCount*tableRowLen
+		crcAt := headerLen + n*tableRowLen
 		le.PutUint32(data[crcAt:], crc32.Checksum(data[:crcAt], castagnoli))
-		s, err := Open(data)
+		s, err := OpenDeferred(data)
 		if err != nil {
+			return
+		}
+		lookAround(s)
+		for _, c := range []string{"000000", "00000A", "zzzzzz", "abcd", "fresh-1", "nope-nope"} {
+			e, _ := s.Lookup([]byte(c))
+			_ = e.AppendURL(nil)
+		}
+		if s.Verify(context.Background()) != nil {
 			return
 		}
 		checkUsable(t, s)
