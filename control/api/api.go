@@ -100,6 +100,7 @@ type Server struct {
 	limMet *limitMetrics
 	drain  drain
 	met    *requestMetrics
+	bufs   buffers
 }
 
 // route is one entry of the route table: the mux, the 405 answers, the

@@ -1,17 +1,14 @@
 package api
 
 import (
-	"bytes"
 	"compress/flate"
 	"compress/gzip"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"mime"
 	"net/http"
 	"strings"
-	"unicode/utf8"
 )
 
 // bodyError is a request body the API refuses before reading what it says.
@@ -41,26 +38,18 @@ func writeBodyError(w http.ResponseWriter, r *http.Request, err error) {
 	writeProblem(w, r, be.status, be.msg)
 }
 
-// decodeJSON reads r's body into v, which s describes: exactly one JSON
-// object whose keys are s's field names, spelled exactly (Go's decoder
-// would match them in any case) and each at most once (it would take the
-// last), every value of its field's kind, nothing after it. The body is at
-// most limit bytes on the wire and, if gzip-encoded, once decoded. An error
-// is a *bodyError, and v is then unchanged.
+// decodeJSON reads r's body into v, a pointer to a zero value that s
+// describes and fills (see parseJSON): exactly one JSON object whose keys
+// are s's field names, spelled exactly and each at most once, every value
+// of its field's kind, nothing after it. The body is at most limit bytes on
+// the wire and, if gzip-encoded, once decoded. An error is a *bodyError,
+// and v may then hold part of the body.
 func decodeJSON(w http.ResponseWriter, r *http.Request, v any, s *shape, limit int64, mediaTypes ...string) error {
 	body, err := readBody(w, r, limit, mediaTypes)
 	if err != nil {
 		return err
 	}
-	if err := checkJSON(body, s); err != nil {
-		return err
-	}
-	if err := json.Unmarshal(body, v); err != nil {
-		// checkJSON has vetted every key, kind and number, so this is a
-		// bug of the shape, not of the client: say so without internals.
-		return &bodyError{status: http.StatusBadRequest, msg: "the body does not fit the request's fields"}
-	}
-	return nil
+	return parseJSON(body, s, v)
 }
 
 // readBody returns r's body, decoded from gzip when it says so. mediaTypes
@@ -161,271 +150,4 @@ func contentCoding(values []string) (gzipped bool, err error) {
 	}
 	return false, &bodyError{status: http.StatusUnsupportedMediaType, acceptEncoding: "gzip",
 		msg: fmt.Sprintf("Content-Encoding %s is not accepted: send the body as is, or compressed once with Content-Encoding: gzip", strings.Join(codings, ", "))}
-}
-
-// kind is a JSON value's type, as a request's field expects it.
-type kind int
-
-const (
-	kindString kind = iota
-	kindInteger
-	kindObject
-	kindArray
-)
-
-// shape is what a JSON value of a request must look like. A shape is never
-// changed once built, so shapes are shared by every request.
-type shape struct {
-	kind     kind
-	nullable bool
-	fields   []field // kindObject: the keys accepted, spelled exactly; none is required here
-	elem     *shape  // kindArray
-}
-
-type field struct {
-	name  string
-	shape *shape
-}
-
-var (
-	jsonString  = &shape{kind: kindString}
-	jsonInteger = &shape{kind: kindInteger}
-	// jsonStringOrNull is a string, or null for "none".
-	jsonStringOrNull = &shape{kind: kindString, nullable: true}
-)
-
-func jsonObject(fields ...field) *shape     { return &shape{kind: kindObject, fields: fields} }
-func jsonArray(elem *shape) *shape          { return &shape{kind: kindArray, elem: elem} }
-func jsonField(name string, s *shape) field { return field{name: name, shape: s} }
-
-func (s *shape) String() string {
-	var k string
-	switch s.kind {
-	case kindString:
-		k = "a string"
-	case kindInteger:
-		k = "an integer"
-	case kindObject:
-		k = "an object"
-	case kindArray:
-		k = "an array"
-	}
-	if s.nullable {
-		k += " or null"
-	}
-	return k
-}
-
-func (s *shape) names() string {
-	names := make([]string, len(s.fields))
-	for i, f := range s.fields {
-		names[i] = f.name
-	}
-	return strings.Join(names, ", ")
-}
-
-// checkJSON reports the first way body is not one JSON value of shape s,
-// naming the value by its path (links[3].url).
-func checkJSON(body []byte, s *shape) error {
-	if len(bytes.TrimSpace(body)) == 0 {
-		return badBody("the body is empty; send a JSON object")
-	}
-	if !utf8.Valid(body) {
-		// Go's decoder would silently turn the bytes into U+FFFD.
-		return badBody("the body is not valid UTF-8 (at byte %d); JSON is UTF-8", invalidUTF8At(body))
-	}
-	c := &checker{body: body, dec: json.NewDecoder(bytes.NewReader(body))}
-	c.dec.UseNumber()
-	if err := c.value(s, ""); err != nil {
-		return err
-	}
-	if _, err := c.dec.Token(); !errors.Is(err, io.EOF) {
-		return badBody("malformed JSON: there is more data after the JSON object (at byte %d); send one object", c.dec.InputOffset())
-	}
-	return nil
-}
-
-type checker struct {
-	body []byte
-	dec  *json.Decoder
-}
-
-// value checks the next value against s; path names it ("" is the body).
-func (c *checker) value(s *shape, path string) error {
-	start := c.dec.InputOffset()
-	tok, err := c.dec.Token()
-	if err != nil {
-		return c.syntax(err)
-	}
-	name, want := path, s.String()
-	if name == "" {
-		name = "the body"
-		if s.kind == kindObject {
-			want = "a JSON object"
-		}
-	}
-	if tok == nil {
-		if s.nullable {
-			return nil
-		}
-		return badBody("%s must be %s, not null", name, want)
-	}
-	switch tok := tok.(type) {
-	case json.Delim:
-		switch {
-		case tok == '{' && s.kind == kindObject:
-			return c.object(s, path)
-		case tok == '[' && s.kind == kindArray:
-			return c.array(s, path)
-		}
-		if tok == '{' {
-			return badBody("%s must be %s, not an object", name, want)
-		}
-		return badBody("%s must be %s, not an array", name, want)
-	case string:
-		if s.kind == kindString {
-			return c.surrogates(start, name)
-		}
-		return badBody("%s must be %s, not a string", name, want)
-	case json.Number:
-		if s.kind != kindInteger {
-			return badBody("%s must be %s, not a number", name, want)
-		}
-		if _, err := tok.Int64(); err != nil {
-			return badBody("%s must be an integer, not %.20s", name, tok)
-		}
-		return nil
-	case bool:
-		return badBody("%s must be %s, not a boolean", name, want)
-	}
-	return badBody("%s must be %s", name, want)
-}
-
-func (c *checker) object(s *shape, path string) error {
-	seen := make(map[string]bool, len(s.fields))
-	in := ""
-	if path != "" {
-		in = " in " + path
-	}
-	for c.dec.More() {
-		tok, err := c.dec.Token()
-		if err != nil {
-			return c.syntax(err)
-		}
-		key, _ := tok.(string)
-		var fs *shape
-		for _, f := range s.fields {
-			if f.name == key {
-				fs = f.shape
-			}
-		}
-		if fs == nil {
-			for _, f := range s.fields {
-				if strings.EqualFold(f.name, key) {
-					return badBody("unknown field %q%s: field names are case-sensitive; did you mean %q?", key, in, f.name)
-				}
-			}
-			return badBody("unknown field %q%s; the fields are %s", key, in, s.names())
-		}
-		if seen[key] {
-			return badBody("duplicate field %q%s: send each field once", key, in)
-		}
-		seen[key] = true
-		sub := key
-		if path != "" {
-			sub = path + "." + key
-		}
-		if err := c.value(fs, sub); err != nil {
-			return err
-		}
-	}
-	_, err := c.dec.Token() // '}'
-	return c.syntax(err)
-}
-
-func (c *checker) array(s *shape, path string) error {
-	for i := 0; c.dec.More(); i++ {
-		if err := c.value(s.elem, fmt.Sprintf("%s[%d]", path, i)); err != nil {
-			return err
-		}
-	}
-	_, err := c.dec.Token() // ']'
-	return c.syntax(err)
-}
-
-// surrogates refuses a \u escape of half a UTF-16 surrogate pair in the
-// string that ended at the decoder's offset and began after start: Go's
-// decoder would turn it into U+FFFD, a character the client never sent.
-func (c *checker) surrogates(start int64, name string) error {
-	raw := c.body[start:c.dec.InputOffset()]
-	if !bytes.Contains(raw, []byte(`\u`)) {
-		return nil
-	}
-	for i := 0; i < len(raw); i++ {
-		if raw[i] != '\\' {
-			continue
-		}
-		i++
-		if i >= len(raw) || raw[i] != 'u' {
-			continue // \" \\ \n and the like; skipping keeps \\u from looking like \u
-		}
-		r := hex4(raw[i+1:])
-		switch {
-		case r >= 0xd800 && r <= 0xdbff:
-			if rest := raw[i+5:]; len(rest) >= 6 && rest[0] == '\\' && rest[1] == 'u' {
-				if lo := hex4(rest[2:]); lo >= 0xdc00 && lo <= 0xdfff {
-					i += 10
-					continue
-				}
-			}
-			return badBody("%s holds a \\u escape of half a surrogate pair (\\u%s), which is no character", name, raw[i+1:i+5])
-		case r >= 0xdc00 && r <= 0xdfff:
-			return badBody("%s holds a \\u escape of half a surrogate pair (\\u%s), which is no character", name, raw[i+1:i+5])
-		}
-		i += 4
-	}
-	return nil
-}
-
-// hex4 is the value of four hex digits at the start of b (the decoder has
-// checked they are there).
-func hex4(b []byte) rune {
-	var r rune
-	for _, c := range b[:4] {
-		r <<= 4
-		switch {
-		case c >= '0' && c <= '9':
-			r |= rune(c - '0')
-		case c >= 'a' && c <= 'f':
-			r |= rune(c - 'a' + 10)
-		case c >= 'A' && c <= 'F':
-			r |= rune(c - 'A' + 10)
-		}
-	}
-	return r
-}
-
-// syntax turns a decoder's error into a problem about the JSON text.
-func (c *checker) syntax(err error) error {
-	var se *json.SyntaxError
-	switch {
-	case err == nil:
-		return nil
-	case errors.As(err, &se):
-		return badBody("malformed JSON at byte %d: %s", se.Offset, strings.TrimPrefix(se.Error(), "json: "))
-	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
-		return badBody("malformed JSON: the body ends before the JSON object does")
-	}
-	return badBody("malformed JSON")
-}
-
-func invalidUTF8At(b []byte) int {
-	for i := 0; i < len(b); {
-		r, n := utf8.DecodeRune(b[i:])
-		if r == utf8.RuneError && n <= 1 {
-			return i
-		}
-		i += n
-	}
-	return len(b)
 }

@@ -17,7 +17,7 @@ import (
 )
 
 // createBody is the JSON a creator posts; createShape is what decodeJSON
-// lets into it.
+// lets into it, and how.
 type createBody struct {
 	URL          *string `json:"url"`
 	Code         string  `json:"code"`
@@ -27,32 +27,17 @@ type createBody struct {
 }
 
 var createShape = jsonObject(
-	jsonField("url", jsonString),
-	jsonField("code", jsonString),
-	jsonField("expires_at", jsonStringOrNull),
-	jsonField("redirect_type", jsonInteger),
-	jsonField("namespace", jsonString),
+	into(jsonField("url", jsonString), func(b *createBody, v jsonValue) { b.URL = ptr(v.str) }),
+	into(jsonField("code", jsonString), func(b *createBody, v jsonValue) { b.Code = v.str }),
+	into(jsonField("expires_at", jsonStringOrNull), func(b *createBody, v jsonValue) {
+		b.ExpiresAt = nil
+		if !v.null {
+			b.ExpiresAt = ptr(v.str)
+		}
+	}),
+	into(jsonField("redirect_type", jsonInteger), func(b *createBody, v jsonValue) { b.RedirectType = int(v.num) }),
+	into(jsonField("namespace", jsonString), func(b *createBody, v jsonValue) { b.Namespace = v.str }),
 )
-
-// body renders a link with its effective state at now (links.State): an
-// active link past its expiry reads expired, as every edge answers it.
-func (s *Server) body(l *link.Link, now time.Time) apiwire.Link {
-	b := apiwire.Link{
-		Code: l.Code, ShortURL: s.public + "/" + l.Code, URL: l.URL, URLOriginal: l.URLOriginal,
-		RedirectType: int(l.RedirectType), Status: string(links.State(l, now)), Namespace: l.Namespace,
-		Version: l.Version, CreatedAt: l.CreatedAt.UTC().Format(time.RFC3339Nano), UpdatedAt: l.UpdatedAt.UTC().Format(time.RFC3339Nano),
-	}
-	if !l.ExpiresAt.IsZero() {
-		e := l.ExpiresAt.UTC().Format(time.RFC3339Nano)
-		b.ExpiresAt = &e
-	}
-	return b
-}
-
-// createdBody renders a create's answer: the link as it was created, its
-// state judged at its creation. A replay renders the same link, so it
-// answers byte for byte what the original did, however long after.
-func (s *Server) createdBody(l *link.Link) apiwire.Link { return s.body(l, l.CreatedAt) }
 
 // idempotencyKey reads the Idempotency-Key header: 1 to 255 printable ASCII
 // characters (0x20 to 0x7e, so spaces too; HTTP drops them at either end),
@@ -113,20 +98,17 @@ func (s *Server) createLink(w http.ResponseWriter, r *http.Request, tenant int64
 	if c.Replayed {
 		w.Header().Set("Idempotent-Replayed", "true")
 	}
-	writeJSON(w, http.StatusCreated, s.createdBody(c.Link))
+	s.writeBody(w, http.StatusCreated, func(b []byte) []byte { return s.appendCreated(b, c.Link) })
 }
 
 type batchBody struct {
 	Links []createBody `json:"links"`
 }
 
-var batchShape = jsonObject(jsonField("links", jsonArray(createShape)))
-
-type batchAnswer struct {
-	Created int                   `json:"created"`
-	Failed  int                   `json:"failed"`
-	Results []apiwire.BatchResult `json:"results"`
-}
+var batchShape = jsonObject(each(jsonField("links", jsonArray(createShape)), func(b *batchBody) any {
+	b.Links = append(b.Links, createBody{})
+	return &b.Links[len(b.Links)-1]
+}))
 
 func (s *Server) createBatch(w http.ResponseWriter, r *http.Request, tenant int64) {
 	var in batchBody
@@ -155,29 +137,26 @@ func (s *Server) createBatch(w http.ResponseWriter, r *http.Request, tenant int6
 		s.writeError(w, r, err)
 		return
 	}
-	out := batchAnswer{Results: make([]apiwire.BatchResult, len(res.Items))}
 	met := s.met
 	if res.Replayed {
 		met = nil // counted when first answered
 	}
+	problems := make([]*apiwire.Problem, len(res.Items))
+	created := 0
 	for i, it := range res.Items {
-		out.Results[i].Index = i
 		if it.Err == nil {
-			met.batchItem(http.StatusCreated)
-			b := s.createdBody(it.Link)
-			out.Results[i].Status, out.Results[i].Link = http.StatusCreated, &b
-			out.Created++
+			created++
 			continue
 		}
 		p := s.itemProblem(it.Err)
-		met.batchItem(p.Status)
-		out.Results[i].Status, out.Results[i].Error = p.Status, &p
-		out.Failed++
+		met.batchItems(p.Status, 1)
+		problems[i] = &p
 	}
+	met.batchItems(http.StatusCreated, created)
 	if res.Replayed {
 		w.Header().Set("Idempotent-Replayed", "true")
 	}
-	writeJSON(w, http.StatusOK, out)
+	s.writeBody(w, http.StatusOK, func(b []byte) []byte { return s.appendBatch(b, res, problems, created) })
 }
 
 func (s *Server) getLink(w http.ResponseWriter, r *http.Request, tenant int64) {
@@ -186,12 +165,8 @@ func (s *Server) getLink(w http.ResponseWriter, r *http.Request, tenant int64) {
 		s.writeError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, s.body(l, s.cfg.Now()))
-}
-
-type listAnswer struct {
-	Links      []apiwire.Link `json:"links"`
-	NextCursor *string        `json:"next_cursor"`
+	now := s.cfg.Now()
+	s.writeBody(w, http.StatusOK, func(b []byte) []byte { return s.appendLink(b, l, now) })
 }
 
 // Cursors are opaque to clients; inside they are the last ID of the page.
@@ -257,15 +232,7 @@ func (s *Server) listLinks(w http.ResponseWriter, r *http.Request, tenant int64)
 		s.writeError(w, r, err)
 		return
 	}
-	out := listAnswer{Links: make([]apiwire.Link, len(ls))}
-	for i, l := range ls {
-		out.Links[i] = s.body(l, lr.Now)
-	}
-	if next != 0 {
-		c := encodeCursor(next)
-		out.NextCursor = &c
-	}
-	writeJSON(w, http.StatusOK, out)
+	s.writeBody(w, http.StatusOK, func(b []byte) []byte { return s.appendList(b, ls, next, lr.Now) })
 }
 
 // patchBody is a JSON merge patch of a link: absent fields are kept, and
@@ -278,10 +245,10 @@ type patchBody struct {
 }
 
 var patchShape = jsonObject(
-	jsonField("url", jsonString),
-	jsonField("redirect_type", jsonInteger),
-	jsonField("expires_at", jsonStringOrNull),
-	jsonField("status", jsonString),
+	into(jsonField("url", jsonString), func(b *patchBody, v jsonValue) { b.URL = ptr(v.str) }),
+	into(jsonField("redirect_type", jsonInteger), func(b *patchBody, v jsonValue) { b.RedirectType = ptr(int(v.num)) }),
+	into(jsonField("expires_at", jsonStringOrNull), func(b *patchBody, v jsonValue) { b.ExpiresAt = v.raw }),
+	into(jsonField("status", jsonString), func(b *patchBody, v jsonValue) { b.Status = ptr(v.str) }),
 )
 
 func (s *Server) patchLink(w http.ResponseWriter, r *http.Request, tenant int64) {
@@ -320,7 +287,8 @@ func (s *Server) patchLink(w http.ResponseWriter, r *http.Request, tenant int64)
 		s.writeError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, s.body(l, s.cfg.Now()))
+	now := s.cfg.Now()
+	s.writeBody(w, http.StatusOK, func(b []byte) []byte { return s.appendLink(b, l, now) })
 }
 
 func (s *Server) deleteLink(w http.ResponseWriter, r *http.Request, tenant int64) {

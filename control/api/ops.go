@@ -208,9 +208,10 @@ func (m *requestMetrics) instrument(op string, h http.HandlerFunc) http.HandlerF
 	}
 }
 
-func (m *requestMetrics) batchItem(status int) {
-	if m != nil {
-		m.items.WithLabelValues(strconv.Itoa(status)).Inc()
+// batchItems counts n batch items answered status.
+func (m *requestMetrics) batchItems(status, n int) {
+	if m != nil && n > 0 {
+		m.items.WithLabelValues(strconv.Itoa(status)).Add(float64(n))
 	}
 }
 
