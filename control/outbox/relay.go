@@ -106,6 +106,9 @@ type Relay struct {
 	next    uint64
 	lastSeq uint64
 	prev    uint64
+	// ahead is the read of the page after the one being acknowledged, if
+	// one was started (see publishAvailable); owned by Run's goroutine.
+	ahead *readAhead
 
 	published   atomic.Uint64
 	gapsWaits   atomic.Uint64
@@ -233,6 +236,7 @@ func (r *Relay) session(ctx context.Context) error {
 		defer cancel()
 		_ = r.marks.flush(fctx)
 	}()
+	defer r.dropAhead()
 	if err := r.resync(ctx); err != nil {
 		return err
 	}
@@ -293,8 +297,25 @@ func (r *Relay) resync(ctx context.Context) error {
 }
 
 // publishAvailable publishes what can be published now, returning how many.
+//
+// While the acks of a full page's messages are awaited, the next page is
+// read (a database round trip beside a NATS one); the next call takes it
+// if the run was published whole. A read, however early, only ever misses
+// rows committed after it, which a later read finds, and a hole in it is
+// settled by a ceiling taken after it, as for any read.
 func (r *Relay) publishAvailable(ctx context.Context) (int, error) {
-	page, err := r.store.ReadOutbox(ctx, r.next, r.cfg.Batch)
+	var (
+		page Page
+		err  error
+	)
+	if ra := r.ahead; ra != nil && ra.from == r.next {
+		r.ahead = nil
+		<-ra.done
+		page, err = ra.page, ra.err
+	} else {
+		r.dropAhead()
+		page, err = r.store.ReadOutbox(ctx, r.next, r.cfg.Batch)
+	}
 	if err != nil {
 		return 0, err
 	}
@@ -329,11 +350,41 @@ func (r *Relay) publishAvailable(ctx context.Context) (int, error) {
 	if len(run) == 0 {
 		return 0, nil
 	}
-	if err := r.publish(ctx, run); err != nil {
+	readAhead := func() {}
+	if len(run) == r.cfg.Batch { // more may be waiting behind a full page
+		from := run[len(run)-1].Version + 1
+		readAhead = func() { r.ahead = r.startRead(ctx, from) }
+	}
+	if err := r.publish(ctx, run, readAhead); err != nil {
 		return 0, err
 	}
 	r.marks.set(r.next)
 	return len(run), nil
+}
+
+// readAhead is one ReadOutbox running on its own goroutine.
+type readAhead struct {
+	from uint64
+	done chan struct{} // closed when page and err are set
+	page Page
+	err  error
+}
+
+func (r *Relay) startRead(ctx context.Context, from uint64) *readAhead {
+	ra := &readAhead{from: from, done: make(chan struct{})}
+	go func() {
+		defer close(ra.done)
+		ra.page, ra.err = r.store.ReadOutbox(ctx, from, r.cfg.Batch)
+	}()
+	return ra
+}
+
+// dropAhead discards a read ahead that is not wanted, after it ends.
+func (r *Relay) dropAhead() {
+	if r.ahead != nil {
+		<-r.ahead.done
+		r.ahead = nil
+	}
 }
 
 // waitSettled waits until no transaction that could hold a version missing
@@ -371,7 +422,9 @@ func (r *Relay) waitSettled(ctx context.Context) error {
 // then says exactly how far the run got. An event that does not encode
 // ends the run before it: what precedes it is published, and the error
 // names it.
-func (r *Relay) publish(ctx context.Context, events []linkevent.Event) error {
+//
+// afterSend runs once every message is sent, before the acks are awaited.
+func (r *Relay) publish(ctx context.Context, events []linkevent.Event, afterSend func()) error {
 	type sent struct {
 		f           jetstream.PubAckFuture
 		first, last uint64
@@ -418,6 +471,9 @@ func (r *Relay) publish(ctx context.Context, events []linkevent.Event) error {
 	}
 	if err := flush(); err != nil {
 		return r.failed(ctx, err)
+	}
+	if bad == nil {
+		afterSend()
 	}
 	timeout := time.NewTimer(10 * time.Second)
 	defer timeout.Stop()
