@@ -211,3 +211,22 @@ func FuzzCustomCode(f *testing.F) {
 		}
 	})
 }
+
+// FuzzPlainHost: for every host plainHost answers, the full path through
+// percent-decoding and IDNA (idnaHost) answers the same, without error.
+func FuzzPlainHost(f *testing.F) {
+	for _, s := range []string{"example.com", "Shop.Example.COM", "a_b.example", "-a-.example.", "xn--bcher-kva.example",
+		"XN--a.b", "axn--b.c", "a..b", ".a", "x", "0x7f.1", "127.0.0.1", "a.xn--", "xN-.b", "1.2.3.4.5"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		got, ok := plainHost(s)
+		if !ok {
+			return
+		}
+		want, err := idnaHost(s)
+		if err != nil || got != want {
+			t.Fatalf("plainHost(%q) = %q; idnaHost answers %q, %v", s, got, want, err)
+		}
+	})
+}

@@ -217,11 +217,26 @@ func parsePort(s, scheme string) (string, error) {
 // and non-ASCII, which are refused or always encoded) in each part of an
 // http(s) URL. These are the sets Node's parser (ada) applies, checked by
 // TestNormalizeURLAgainstWHATWG.
-const (
-	pathEncoded     = "\"<>`{}"
-	queryEncoded    = "\"<>'"
-	fragmentEncoded = "\"<>`"
+var (
+	pathEncoded     = byteSet("\"<>`{}")
+	queryEncoded    = byteSet("\"<>'")
+	fragmentEncoded = byteSet("\"<>`")
 )
+
+// encodeSet says which bytes a part percent-encodes: every non-ASCII
+// byte, and those its characters name. Read only.
+type encodeSet [256]bool
+
+func byteSet(chars string) *encodeSet {
+	var s encodeSet
+	for c := utf8.RuneSelf; c < 256; c++ {
+		s[c] = true
+	}
+	for i := 0; i < len(chars); i++ {
+		s[chars[i]] = true
+	}
+	return &s
+}
 
 // writePathQueryFragment appends the serialized path, query and fragment
 // of tail, which is empty or starts with '/', '?' or '#'.
@@ -271,6 +286,11 @@ func writePath(b *strings.Builder, path string) {
 		b.WriteByte('/')
 		return
 	}
+	if !hasDotSegment(path) {
+		// '/' is encoded in no segment, so the path is encoded whole.
+		percentEncode(b, path, pathEncoded)
+		return
+	}
 	segs := strings.Split(path[1:], "/")
 	out := make([]string, 0, len(segs))
 	for i, seg := range segs {
@@ -297,6 +317,22 @@ func writePath(b *strings.Builder, path string) {
 	}
 }
 
+// hasDotSegment reports whether a segment of path (which starts with '/')
+// is a dot segment.
+func hasDotSegment(path string) bool {
+	for i := 1; i <= len(path); {
+		j := strings.IndexByte(path[i:], '/')
+		if j < 0 {
+			j = len(path) - i
+		}
+		if seg := path[i : i+j]; len(seg) <= 6 && (isSingleDot(seg) || isDoubleDot(seg)) {
+			return true
+		}
+		i += j + 1
+	}
+	return false
+}
+
 func isSingleDot(s string) bool { return s == "." || strings.EqualFold(s, "%2e") }
 
 func isDoubleDot(s string) bool {
@@ -307,21 +343,24 @@ func isDoubleDot(s string) bool {
 	return false
 }
 
-// percentEncode appends s with non-ASCII bytes and those in set
-// percent-encoded (upper-case hex, as browsers write it); existing escapes
-// stay as written.
-func percentEncode(b *strings.Builder, s, set string) {
+// percentEncode appends s with the bytes of set percent-encoded
+// (upper-case hex, as browsers write it); existing escapes stay as
+// written.
+func percentEncode(b *strings.Builder, s string, set *encodeSet) {
 	const hex = "0123456789ABCDEF"
+	start := 0
 	for i := 0; i < len(s); i++ {
 		c := s[i]
-		if c >= utf8.RuneSelf || strings.IndexByte(set, c) >= 0 {
-			b.WriteByte('%')
-			b.WriteByte(hex[c>>4])
-			b.WriteByte(hex[c&15])
+		if !set[c] {
 			continue
 		}
-		b.WriteByte(c)
+		b.WriteString(s[start:i])
+		b.WriteByte('%')
+		b.WriteByte(hex[c>>4])
+		b.WriteByte(hex[c&15])
+		start = i + 1
 	}
+	b.WriteString(s[start:])
 }
 
 func isHex(c byte) bool {

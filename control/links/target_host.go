@@ -31,18 +31,13 @@ func parseHost(s string) (host, error) {
 	if strings.HasPrefix(s, "[") {
 		return parseIPv6(s)
 	}
-	decoded, err := percentDecodeHost(s)
-	if err != nil {
-		return host{}, err
+	ascii, ok := plainHost(s)
+	if !ok {
+		var err error
+		if ascii, err = idnaHost(s); err != nil {
+			return host{}, err
+		}
 	}
-	if err := checkACELabels(s, decoded); err != nil {
-		return host{}, err
-	}
-	ascii, err := idnaProfile.ToASCII(decoded)
-	if err != nil || ascii == "" || !stableIDNA(ascii) {
-		return host{}, invalidURL("host %q is not a valid domain name", s)
-	}
-	ascii = strings.ToLower(ascii)
 	if endsInNumber(ascii) {
 		ip, ok := parseIPv4(ascii)
 		if !ok {
@@ -55,6 +50,55 @@ func parseHost(s string) (host, error) {
 		return host{}, err
 	}
 	return host{text: ascii, name: name}, nil
+}
+
+// idnaHost is s percent-decoded, mapped through IDNA and in lower case.
+func idnaHost(s string) (string, error) {
+	decoded, err := percentDecodeHost(s)
+	if err != nil {
+		return "", err
+	}
+	if err := checkACELabels(s, decoded); err != nil {
+		return "", err
+	}
+	ascii, err := idnaProfile.ToASCII(decoded)
+	if err != nil || ascii == "" || !stableIDNA(ascii) {
+		return "", invalidURL("host %q is not a valid domain name", s)
+	}
+	return strings.ToLower(ascii), nil
+}
+
+// plainHost is idnaHost for the hosts nearly every target has: ASCII
+// letters, digits, '-', '_' and '.' only, no label starting with xn--.
+// There IDNA maps A-Z to a-z and leaves everything else as it is, with no
+// error (this profile checks neither hyphens nor lengths; hostName does),
+// and nothing is percent-decoded, so the answer is s in lower case
+// (FuzzPlainHost holds it to idnaHost). ok is false for any other host.
+func plainHost(s string) (string, bool) {
+	if s == "" {
+		return "", false
+	}
+	upper := false
+	labelStart := 0
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case 'a' <= c && c <= 'z', '0' <= c && c <= '9', c == '-', c == '_':
+		case 'A' <= c && c <= 'Z':
+			upper = true
+		case c == '.':
+			labelStart = i + 1
+			continue
+		default:
+			return "", false
+		}
+		if i == labelStart+3 && strings.EqualFold(s[labelStart:i+1], "xn--") {
+			return "", false
+		}
+	}
+	if upper {
+		return strings.ToLower(s), true
+	}
+	return s, true
 }
 
 // stableIDNA reports whether ascii maps to itself: the stored host is

@@ -3,6 +3,7 @@ package links
 import (
 	"context"
 	"crypto/sha256"
+	"hash"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -331,18 +332,26 @@ func (s *Service) CreateBatch(ctx context.Context, tenantID int64, key string, r
 	its := make([]*item, len(reqs))
 	var write []*item
 	codes := make(map[string]bool)
-	h := sha256.New()
+	// Only a key's holder compares requests: without one nothing is hashed.
+	var h hash.Hash
+	if key != "" {
+		h = sha256.New()
+	}
 	for i, req := range reqs {
 		req.IdempotencyKey = ""
 		l, err := s.validate(req)
 		if err != nil {
 			results[i].Err = err
-			// Invalid items are part of the request too: hash what was sent.
-			fmt.Fprintf(h, "invalid\x00%q\x00%q\x00%d\x00%d\x00%q\x00%q\x00", req.URL, req.Code, req.ExpiresAt.UnixMicro(), req.RedirectType, req.Namespace, err.Error())
+			if h != nil {
+				// Invalid items are part of the request too: hash what was sent.
+				fmt.Fprintf(h, "invalid\x00%q\x00%q\x00%d\x00%d\x00%q\x00%q\x00", req.URL, req.Code, req.ExpiresAt.UnixMicro(), req.RedirectType, req.Namespace, err.Error())
+			}
 			continue
 		}
 		l.TenantID = tenantID
-		writeHashed(h, "item", l, req.Code)
+		if h != nil {
+			writeHashed(h, "item", l, req.Code)
+		}
 		if req.Code != "" {
 			if codes[req.Code] {
 				results[i].Err = link.ErrCodeTaken
@@ -353,9 +362,9 @@ func (s *Service) CreateBatch(ctx context.Context, tenantID int64, key string, r
 		its[i] = &item{link: l, custom: req.Code != ""}
 		write = append(write, its[i])
 	}
-	hash := h.Sum(nil)
-
+	var sum []byte
 	if key != "" {
+		sum = h.Sum(nil)
 		// A replay (a client's retry, an import run again) needs no IDs:
 		// answer it before taking any, since IDs taken are never given
 		// back. A batch racing its own retry still takes IDs, and the
@@ -363,7 +372,7 @@ func (s *Service) CreateBatch(ctx context.Context, tenantID int64, key string, r
 		id := IdemKeyID{TenantID: tenantID, Key: key}
 		if stored, err := s.store.Autocommit().StoredResponses(ctx, []IdemKeyID{id}); err == nil {
 			if sr, ok := stored[id]; ok && sr.Hash != nil {
-				return replayBatch(sr, hash)
+				return replayBatch(sr, sum)
 			}
 		}
 	}
@@ -383,7 +392,7 @@ func (s *Service) CreateBatch(ctx context.Context, tenantID int64, key string, r
 		out = BatchResult{}
 		id := IdemKeyID{TenantID: tenantID, Key: key}
 		if key != "" {
-			claimed, err := tx.ClaimKeys(ctx, []IdemKey{{TenantID: tenantID, Key: key, Hash: hash}})
+			claimed, err := tx.ClaimKeys(ctx, []IdemKey{{TenantID: tenantID, Key: key, Hash: sum}})
 			if err != nil {
 				return err
 			}
@@ -392,7 +401,7 @@ func (s *Service) CreateBatch(ctx context.Context, tenantID int64, key string, r
 				if err != nil {
 					return err
 				}
-				out, err = replayBatch(stored[id], hash)
+				out, err = replayBatch(stored[id], sum)
 				return err
 			}
 		}
