@@ -35,7 +35,7 @@ type memStore struct {
 }
 
 func (m *memStore) WriteTx(ctx context.Context, fn func(Tx) error) error { return fn(m) }
-func (m *memStore) Autocommit() Tx                                     { return m }
+func (m *memStore) Autocommit() Tx                                       { return m }
 
 func (m *memStore) ClaimKeys(_ context.Context, keys []IdemKey) ([]bool, error) {
 	out := make([]bool, len(keys))

@@ -3,10 +3,10 @@ package links
 import (
 	"context"
 	"crypto/sha256"
-	"hash"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash"
 	"strconv"
 
 	"github.com/edgelink/edgelink/shared/base62"
