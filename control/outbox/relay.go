@@ -111,6 +111,7 @@ type Relay struct {
 	ahead *readAhead
 
 	published   atomic.Uint64
+	readAheads  atomic.Uint64
 	gapsWaits   atomic.Uint64
 	gapRechecks atomic.Uint64
 	skipped     atomic.Uint64
@@ -171,6 +172,9 @@ type Stats struct {
 	// GapRechecks counts the times a hole's holders were asked whether
 	// they had ended, so a test can tell many rechecks from few.
 	GapRechecks uint64
+	// ReadAheads counts pages read while the previous page's acks were
+	// awaited and then published from.
+	ReadAheads uint64
 	// Version is the newest version on the change stream as this relay
 	// last saw it; LastPublish when it last published (zero: not yet);
 	// Active whether this instance is the publishing relay.
@@ -186,7 +190,7 @@ type Stats struct {
 // Stats returns the relay's counters; safe to call concurrently with Run.
 func (r *Relay) Stats() Stats {
 	st := Stats{Published: r.published.Load(), GapWaits: r.gapsWaits.Load(), Skipped: r.skipped.Load(),
-		GapRechecks: r.gapRechecks.Load(), Version: r.version.Load(), Active: r.active.Load(),
+		GapRechecks: r.gapRechecks.Load(), ReadAheads: r.readAheads.Load(), Version: r.version.Load(), Active: r.active.Load(),
 		Marked: r.marks.marked.Load()}
 	if ns := r.publishedAt.Load(); ns != 0 {
 		st.LastPublish = time.Unix(0, ns)
@@ -312,6 +316,7 @@ func (r *Relay) publishAvailable(ctx context.Context) (int, error) {
 		r.ahead = nil
 		<-ra.done
 		page, err = ra.page, ra.err
+		r.readAheads.Add(1)
 	} else {
 		r.dropAhead()
 		page, err = r.store.ReadOutbox(ctx, r.next, r.cfg.Batch)

@@ -403,3 +403,61 @@ func TestMarksOffThePublishPath(t *testing.T) {
 			e.pool.QueryRow(ctx, `SELECT next_version FROM outbox_published`).Scan(&next) == nil && uint64(next) == last+1
 	})
 }
+
+// TestReadAheadWaitsOnHoles: pages read ahead, while the acks of the page
+// before are awaited, settle their holes as any read does: a version a
+// running transaction holds is waited for at a page boundary, and one that
+// rolled back is skipped once provably dead.
+func TestReadAheadWaitsOnHoles(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	var want []uint64
+	for range 8 { // two full pages
+		want = append(want, e.create(t))
+	}
+	hold := func() (pgx.Tx, uint64) {
+		tx, err := e.pool.Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = tx.Rollback(ctx) })
+		var v int64
+		if err := tx.QueryRow(ctx, `SELECT pg_current_xact_id()::text::bigint * 0 + nextval('change_version_seq')`).Scan(&v); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := tx.Exec(ctx, `INSERT INTO outbox (version, kind, code, url, redirect_type, status)
+			VALUES ($1, 'link', $2, 'https://held/', 302, 'active')`, v, fmt.Sprintf("held-%d", v)); err != nil {
+			t.Fatal(err)
+		}
+		return tx, uint64(v)
+	}
+	held, vHeld := hold() // the first version of the third page
+	lost, vLost := hold()
+	var after []uint64
+	for range 6 {
+		after = append(after, e.create(t))
+	}
+	r := outbox.New(e.store, e.js, outbox.Config{PollInterval: 50 * time.Millisecond, Batch: 4})
+	rctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { defer close(done); _ = r.Run(rctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	e.waitVersions(t, want)
+	poll.Until(t, "the relay to wait on the hole", 30*time.Second, func() bool { return r.Stats().GapWaits > 0 })
+	if s := r.Stats(); s.ReadAheads == 0 {
+		t.Fatalf("no page was read ahead: %+v", s)
+	}
+	if evs := natstest.ChangeEvents(t, e.js); len(evs) != len(want) {
+		t.Fatalf("relay published past version %d that a running transaction holds: %d events, want %d", vHeld, len(evs), len(want))
+	}
+	if err := lost.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := held.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	e.waitVersions(t, append(append(want, vHeld), after...))
+	if s := r.Stats(); s.Skipped != 1 {
+		t.Fatalf("skipped %d versions, want 1 (version %d)", s.Skipped, vLost)
+	}
+}
