@@ -30,6 +30,16 @@ type paceConfig struct {
 	// answer, if set, judges an answer to paths[i%len(paths)]: it returns
 	// false for a wrong one.
 	answer func(i, status int, location []byte) bool
+	// request, if set, writes request i (appending to dst, which it may
+	// reuse) in place of a GET of paths[i%len(paths)]: a POST with a body
+	// of its own, say. It runs on the generator's thread when request i
+	// is due, so it must be cheap and should not allocate.
+	request func(dst []byte, i int) []byte
+	// seen, if set, is told of every answer: the request's index, when it
+	// was due and when its answer was complete (both from the run's
+	// start), its status and its body (de-chunked; valid only during the
+	// call).
+	seen func(i, status int, due, at time.Duration, body []byte)
 }
 
 // paceResult is what a run measured.
@@ -42,6 +52,7 @@ type paceResult struct {
 	firstGot   string
 	errors     int // unanswered within the timeout, or a broken connection
 	elapsed    time.Duration
+	start      time.Time // request 0 was due then
 }
 
 // pace is a load generator in the manner of wrk2: one OS thread, an epoll
@@ -53,8 +64,8 @@ type paceResult struct {
 // every request that queued behind the stall (no coordinated omission).
 func pace(cfg paceConfig) (res paceResult, err error) {
 	res.codes, res.firstWrong = map[int]int{}, -1
-	if cfg.rate <= 0 || cfg.conns <= 0 || len(cfg.paths) == 0 {
-		return res, errors.New("pace: want a rate, connections and paths")
+	if cfg.rate <= 0 || cfg.conns <= 0 || len(cfg.paths) == 0 && cfg.request == nil {
+		return res, errors.New("pace: want a rate, connections and paths or a request builder")
 	}
 	if cfg.timeout <= 0 {
 		cfg.timeout = 5 * time.Second
@@ -132,9 +143,11 @@ func pace(cfg paceConfig) (res paceResult, err error) {
 	}
 	events := make([]unix.EpollEvent, cfg.conns+1)
 	var rbuf [16 << 10]byte
+	var built, body []byte // the request cfg.request wrote; a de-chunked body
 	inflight := 0
 	pwait2 := true
 	start := time.Now()
+	res.start = start
 	fail := func(c *conn) {
 		if c.req >= 0 {
 			res.errors++
@@ -155,7 +168,13 @@ func pace(cfg paceConfig) (res paceResult, err error) {
 			if c.dead {
 				continue // closed by the server while idle
 			}
-			r := reqs[res.sent%len(reqs)]
+			var r []byte
+			if cfg.request != nil {
+				built = cfg.request(built[:0], res.sent)
+				r = built
+			} else {
+				r = reqs[res.sent%len(reqs)]
+			}
 			if n, err := unix.Write(c.fd, r); err != nil || n != len(r) {
 				res.sent++ // counted as sent and failed
 				res.errors++
@@ -232,7 +251,12 @@ func pace(cfg paceConfig) (res paceResult, err error) {
 					if !ok {
 						break
 					}
-					res.latencies = append(res.latencies, time.Since(start)-c.due)
+					at := time.Since(start)
+					res.latencies = append(res.latencies, at-c.due)
+					if cfg.seen != nil {
+						body = answerBody(body[:0], c.buf[:size])
+						cfg.seen(c.req, status, c.due, at, body)
+					}
 					res.codes[status]++
 					if cfg.answer != nil && !cfg.answer(c.req, status, loc) {
 						res.wrong++
@@ -256,11 +280,15 @@ func pace(cfg paceConfig) (res paceResult, err error) {
 	return res, nil
 }
 
-var headerEnd = []byte("\r\n\r\n")
+var (
+	headerEnd = []byte("\r\n\r\n")
+	crlf      = []byte("\r\n")
+)
 
 // parseAnswer reads one HTTP/1.1 answer from the start of b: its status,
-// Location value and total size. ok is false until it is complete. It does
-// not allocate: the generator's garbage collections would show up as
+// Location value and total size, its body framed by Content-Length or
+// chunked. ok is false until it is complete (and for a malformed one). It
+// does not allocate: the generator's garbage collections would show up as
 // latency.
 func parseAnswer(b []byte) (status int, location []byte, size int, ok bool) {
 	end := bytes.Index(b, headerEnd)
@@ -273,10 +301,10 @@ func parseAnswer(b []byte) (status int, location []byte, size int, ok bool) {
 		}
 		status = status*10 + int(d-'0')
 	}
-	body := 0
+	body, chunked := 0, false
 	rest := b[:end+2]
 	for {
-		i := bytes.Index(rest, []byte("\r\n"))
+		i := bytes.Index(rest, crlf)
 		if i < 0 {
 			break
 		}
@@ -297,11 +325,103 @@ func parseAnswer(b []byte) (status int, location []byte, size int, ok bool) {
 				}
 				body = body*10 + int(d-'0')
 			}
+		case bytes.EqualFold(k, []byte("Transfer-Encoding")):
+			chunked = bytes.EqualFold(bytes.TrimSpace(v), []byte("chunked"))
 		}
 	}
-	size = end + len(headerEnd) + body
+	start := end + len(headerEnd)
+	if chunked {
+		n, ok := dechunk(nil, b[start:])
+		if !ok {
+			return 0, nil, 0, false
+		}
+		return status, location, start + n, true
+	}
+	size = start + body
 	if len(b) < size {
 		return 0, nil, 0, false
 	}
 	return status, location, size, true
+}
+
+// answerBody appends the body of answer (one complete answer, as
+// parseAnswer framed it) to dst, de-chunked. A body of known length is
+// returned as a slice of answer itself.
+func answerBody(dst, answer []byte) []byte {
+	end := bytes.Index(answer, headerEnd)
+	if end < 0 {
+		return dst
+	}
+	head, body := answer[:end+2], answer[end+len(headerEnd):]
+	for {
+		i := bytes.Index(head, crlf)
+		if i < 0 {
+			return body
+		}
+		k, v, found := bytes.Cut(head[:i], []byte(":"))
+		head = head[i+2:]
+		if found && bytes.EqualFold(k, []byte("Transfer-Encoding")) && bytes.EqualFold(bytes.TrimSpace(v), []byte("chunked")) {
+			out := dst
+			if _, ok := dechunk(&out, body); !ok {
+				return dst
+			}
+			return out
+		}
+	}
+}
+
+// dechunk walks a chunked body at the start of b and returns its framed
+// size (trailers included); ok is false until it is complete or when it is
+// malformed. With out set, the chunks' data are appended to *out.
+func dechunk(out *[]byte, b []byte) (size int, ok bool) {
+	pos := 0
+	for {
+		i := bytes.Index(b[pos:], crlf)
+		if i < 0 {
+			return 0, false
+		}
+		line := b[pos : pos+i]
+		if j := bytes.IndexByte(line, ';'); j >= 0 {
+			line = line[:j] // a chunk extension
+		}
+		line = bytes.TrimSpace(line)
+		if len(line) == 0 || len(line) > 15 {
+			return 0, false
+		}
+		n := 0
+		for _, d := range line {
+			switch {
+			case d >= '0' && d <= '9':
+				n = n<<4 | int(d-'0')
+			case d >= 'a' && d <= 'f':
+				n = n<<4 | int(d-'a'+10)
+			case d >= 'A' && d <= 'F':
+				n = n<<4 | int(d-'A'+10)
+			default:
+				return 0, false
+			}
+		}
+		pos += i + 2
+		if n == 0 {
+			// The last chunk, then trailer fields up to an empty line.
+			if bytes.HasPrefix(b[pos:], crlf) {
+				return pos + 2, true
+			}
+			j := bytes.Index(b[pos:], headerEnd)
+			if j < 0 {
+				return 0, false
+			}
+			return pos + j + len(headerEnd), true
+		}
+		if len(b) < pos+n+2 {
+			return 0, false
+		}
+		if !bytes.Equal(b[pos+n:pos+n+2], crlf) {
+			return 0, false
+		}
+		if out != nil {
+			*out = append(*out, b[pos:pos+n]...)
+		}
+		pos += n + 2
+	}
 }

@@ -1,7 +1,9 @@
 package main
 
 import (
+	"bufio"
 	"net"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -172,5 +174,93 @@ func TestPaceFromManyAddresses(t *testing.T) {
 	want := map[string]bool{"127.1.0.0": true, "127.1.0.1": true, "127.1.0.2": true}
 	if len(seen) != 3 || !seen["127.1.0.0"] || !seen["127.1.0.1"] || !seen["127.1.0.2"] {
 		t.Fatalf("requests came from %v; want %v", seen, want)
+	}
+}
+
+func TestParseAnswerChunked(t *testing.T) {
+	full := "HTTP/1.1 201 Created\r\nTransfer-Encoding: chunked\r\nContent-Type: application/json\r\n\r\n" +
+		"b\r\n{\"code\":\"x\"\r\n" + "10;ext=1\r\n,\"version\":4711}\r\n" + "0\r\n\r\n"
+	next := "HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n"
+	b := []byte(full + next)
+	for cut := range len(full) {
+		if _, _, _, ok := parseAnswer(b[:cut]); ok {
+			t.Fatalf("complete after %d of %d bytes", cut, len(full))
+		}
+	}
+	st, _, size, ok := parseAnswer(b)
+	if !ok || st != 201 || size != len(full) {
+		t.Fatalf("parseAnswer = %d, size %d, %v; want 201, size %d", st, size, ok, len(full))
+	}
+	// The next answer on the connection starts where this one ended.
+	if st, _, size, ok := parseAnswer(b[len(full):]); !ok || st != 404 || size != len(next) {
+		t.Fatalf("the next answer: %d, size %d, %v", st, size, ok)
+	}
+	if got, want := string(answerBody(nil, b[:size])), `{"code":"x","version":4711}`; got != want {
+		t.Fatalf("answerBody = %q, want %q", got, want)
+	}
+	// Trailer fields end at an empty line.
+	tr := "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nok\r\n0\r\nX-Sum: 1\r\n\r\n"
+	if _, _, size, ok := parseAnswer([]byte(tr)); !ok || size != len(tr) {
+		t.Fatalf("with a trailer: size %d, %v; want %d", size, ok, len(tr))
+	}
+	if got := answerBody(nil, []byte(next)); len(got) != 0 {
+		t.Fatalf("an empty body read as %q", got)
+	}
+	if n := testing.AllocsPerRun(100, func() { parseAnswer(b) }); n != 0 {
+		t.Fatalf("parseAnswer of a chunked answer allocated %v times", n)
+	}
+}
+
+// TestPaceBuildsRequests: with a request builder, each request is built
+// when due (a POST with a body of its own here), and seen is told of every
+// answer with its index, its due and answer times and its body, chunked
+// or not.
+func TestPaceBuildsRequests(t *testing.T) {
+	ln, err := net.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &fasthttp.Server{Handler: func(ctx *fasthttp.RequestCtx) {
+		body := append([]byte("got "), ctx.PostBody()...)
+		if !ctx.IsPost() {
+			ctx.SetStatusCode(405)
+			return
+		}
+		ctx.SetStatusCode(201)
+		if len(ctx.PostBody())%2 == 0 {
+			// A streamed body goes out chunked.
+			ctx.SetBodyStreamWriter(func(w *bufio.Writer) { w.Write(body[:3]); w.Flush(); w.Write(body[3:]) })
+			return
+		}
+		ctx.SetBody(body)
+	}}
+	go srv.Serve(ln)
+	t.Cleanup(func() { _ = srv.Shutdown() })
+	addr := ln.Addr().String()
+	type seenAnswer struct {
+		status  int
+		due, at time.Duration
+		body    string
+	}
+	got := map[int]seenAnswer{}
+	res, err := pace(paceConfig{addr: addr, rate: 1000, duration: 200 * time.Millisecond, conns: 4,
+		request: func(dst []byte, i int) []byte {
+			b := strconv.Itoa(i)
+			return append(dst, "POST /x HTTP/1.1\r\nHost: h\r\nContent-Length: "+strconv.Itoa(len(b))+"\r\n\r\n"+b...)
+		},
+		seen: func(i, status int, due, at time.Duration, body []byte) {
+			got[i] = seenAnswer{status, due, at, string(body)}
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.sent != 200 || len(res.latencies) != 200 || res.errors != 0 || len(got) != 200 || res.start.IsZero() {
+		t.Fatalf("sent %d, answered %d, errors %d, seen %d; want 200 of each", res.sent, len(res.latencies), res.errors, len(got))
+	}
+	for i := range 200 {
+		a := got[i]
+		if want := "got " + strconv.Itoa(i); a.status != 201 || a.body != want || a.at < a.due || a.due != time.Duration(i)*time.Millisecond {
+			t.Fatalf("answer %d: %+v; want 201 %q, due at %d ms, answered after", i, a, want, i)
+		}
 	}
 }
