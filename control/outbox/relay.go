@@ -8,11 +8,13 @@
 // seen: see Store.XactCeiling), then reads again; a version still
 // missing then was never committed.
 //
+// A stream message carries a run of consecutive events (linkevent.Batch).
 // Each publish expects the stream's previous sequence, so the stream holds
 // exactly the relay's order even across failed publishes and competing
 // relays, and carries a de-duplication id. After a crash between publish and
-// mark, the relay resumes from the last event on the stream, not from the
-// outbox's marks: nothing is lost and nothing is published twice.
+// mark, the relay resumes from the last message on the stream, not from the
+// outbox's marks: nothing is lost and nothing is published twice. Marks are
+// made off the publish path (see marks).
 package outbox
 
 import (
@@ -264,8 +266,9 @@ func (r *Relay) session(ctx context.Context) error {
 	return nil
 }
 
-// resync sets next and lastSeq from the stream's last event: the stream is
-// the record of what was published, the outbox's marks are only a hint.
+// resync sets next and lastSeq from the stream's last message (its version
+// header names its last event): the stream is the record of what was
+// published, the outbox's marks are only a hint.
 func (r *Relay) resync(ctx context.Context) error {
 	stream, err := r.js.Stream(ctx, linkevent.Stream)
 	if err != nil {

@@ -40,7 +40,7 @@ type Feed struct {
 	version atomic.Uint64 // version of the last applied event
 	pending atomic.Uint64 // messages on the stream after the last applied one
 	gaps    atomic.Uint64 // events whose Prev did not match what was applied
-	bad     atomic.Uint64 // undecodable events, skipped
+	bad     atomic.Uint64 // undecodable messages, skipped whole
 	caught  atomic.Bool   // pending has reached 0 at least once
 	lastAt  atomic.Int64  // Unix nanoseconds of the last applied event
 
@@ -70,7 +70,7 @@ func New(js jetstream.JetStream, s Applier, log *slog.Logger) *Feed {
 type Position struct {
 	Seq      uint64 // last applied stream sequence
 	Version  uint64 // version of the last applied event
-	Pending  uint64 // known messages not yet applied: the lag
+	Pending  uint64 // known messages not yet applied (a message carries a run of changes): the lag
 	Gaps     uint64
 	Bad      uint64
 	CaughtUp bool
