@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -78,18 +79,26 @@ SELECT i.code, l.version, l.created_at, l.updated_at FROM l JOIN i ON i.version 
 // one row, the versions in input order and the transaction's now(), which
 // is every row's created_at and updated_at (their default). A code or ID
 // that is taken fails it with unique_violation, and with it every row.
+//
+// A column whose value is the same for every link (the tenant, the
+// namespace, the redirect type, the expiry: nearly always) comes as a NULL
+// array, which unnest pads with NULLs, and that one value ($9 to $12);
+// url_original is NULL where it is the url.
 const insertFreshLinks = `
 WITH x AS MATERIALIZED (SELECT pg_current_xact_id() AS xid),
 i AS MATERIALIZED (
-	SELECT t.*, nextval('change_version_seq') AS version
-	FROM x, unnest($1::bigint[], $2::text[], $3::bigint[], $4::text[], $5::text[], $6::text[],
+	SELECT t.id, t.code, t.url, coalesce(t.url_original, t.url) AS url_original,
+	       coalesce(t.tenant_id, $9::bigint) AS tenant_id, coalesce(t.namespace, $10::text) AS namespace,
+	       coalesce(t.redirect_type, $11::int2) AS redirect_type, coalesce(t.expires_at, $12::timestamptz) AS expires_at,
+	       t.ord, nextval('change_version_seq') AS version
+	FROM x, unnest($1::bigint[], $2::text[], $3::text[], $4::text[], $5::bigint[], $6::text[],
 	               $7::int2[], $8::timestamptz[]) WITH ORDINALITY
-	     AS t(id, code, tenant_id, namespace, url_original, url, redirect_type, expires_at, ord)
+	     AS t(id, code, url, url_original, tenant_id, namespace, redirect_type, expires_at, ord)
 ),
 l AS (
 	INSERT INTO links (id, code, tenant_id, code_source, namespace, url_original, url,
 	                   redirect_type, status, expires_at, version)
-	SELECT id, code, tenant_id, 'generated', namespace, coalesce(url_original, url), url, redirect_type, 'active',
+	SELECT id, code, tenant_id, 'generated', namespace, url_original, url, redirect_type, 'active',
 	       expires_at, version
 	FROM i ORDER BY code
 ),
@@ -190,7 +199,23 @@ func (t *Tx) InsertLinks(ctx context.Context, ls []links.NewLink) ([]bool, error
 
 // insertFresh runs insertFreshLinks and fills in every link.
 func (t *Tx) insertFresh(ctx context.Context, ls []links.NewLink, a *linkArgs) error {
-	rows, err := t.tx.Query(ctx, insertFreshLinks, a.ids, a.codes, a.tenants, a.nss, a.origs, a.urls, a.rts, a.expires)
+	args := []any{a.ids, a.codes, a.urls, []string(nil), nil, nil, nil, nil, nil, nil, nil, nil}
+	if slices.ContainsFunc(a.origs, func(o pgtype.Text) bool { return o.Valid }) {
+		args[3] = a.origs
+	}
+	// Each uniform column goes as its one value beside a NULL array.
+	uniform := func(arr, one int, vals any, same bool, first any) {
+		if same {
+			args[arr], args[one] = nil, first
+		} else {
+			args[arr], args[one] = vals, nil
+		}
+	}
+	uniform(4, 8, a.tenants, allSame(a.tenants), a.tenants[0])
+	uniform(5, 9, a.nss, allSame(a.nss), a.nss[0])
+	uniform(6, 10, a.rts, allSame(a.rts), a.rts[0])
+	uniform(7, 11, a.expires, allSame(a.expires), a.expires[0])
+	rows, err := t.tx.Query(ctx, insertFreshLinks, args...)
 	if err != nil {
 		return err
 	}
@@ -210,6 +235,15 @@ func (t *Tx) insertFresh(ctx context.Context, ls []links.NewLink, a *linkArgs) e
 		l.Version, l.CreatedAt, l.UpdatedAt, l.Status = uint64(versions[i]), now, now, link.Active
 	}
 	return nil
+}
+
+func allSame[T comparable](vs []T) bool {
+	for _, v := range vs[1:] {
+		if v != vs[0] {
+			return false
+		}
+	}
+	return true
 }
 
 func isUniqueViolation(err error) bool {

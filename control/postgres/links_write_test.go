@@ -30,7 +30,7 @@ func TestInsertLinksAnswersWhatIsStored(t *testing.T) {
 	}
 	expires := time.Date(2099, 1, 2, 3, 4, 5, 123456000, time.UTC)
 	nextID := uint64(1000)
-	batch := func(n int, takenAt int, custom bool) []links.NewLink {
+	batch := func(n int, takenAt int, custom, uniform bool) []links.NewLink {
 		ls := make([]links.NewLink, n)
 		for i := range ls {
 			nextID++
@@ -44,6 +44,13 @@ func TestInsertLinksAnswersWhatIsStored(t *testing.T) {
 			l := &link.Link{ID: nextID, Code: code, TenantID: tenant, Namespace: "default",
 				URL: fmt.Sprintf("https://example.com/%d", nextID), RedirectType: link.RedirectType(301 + 6*(i%2))}
 			l.URLOriginal = l.URL
+			if uniform {
+				// One redirect type and one expiry for all, every original
+				// URL the URL: the columns go as single values.
+				l.RedirectType, l.ExpiresAt = 308, expires
+				ls[i] = links.NewLink{Link: l}
+				continue
+			}
 			if i%3 == 1 {
 				l.URLOriginal = fmt.Sprintf("HTTPS://Example.com:443/%d", nextID)
 			}
@@ -59,15 +66,18 @@ func TestInsertLinksAnswersWhatIsStored(t *testing.T) {
 		inTx    bool
 		takenAt int // -1: none
 		custom  bool
+		uniform bool
 	}{
-		{"autocommit, all fresh", false, -1, false},
-		{"autocommit, one taken", false, 3, false},
-		{"transaction, all fresh", true, -1, false},
-		{"transaction, one taken", true, 0, false},
-		{"autocommit, custom codes", false, -1, true},
+		{"autocommit, all fresh", false, -1, false, false},
+		{"autocommit, all fresh, uniform", false, -1, false, true},
+		{"autocommit, one taken", false, 3, false, false},
+		{"autocommit, one taken, uniform", false, 6, false, true},
+		{"transaction, all fresh", true, -1, false, false},
+		{"transaction, one taken", true, 0, false, false},
+		{"autocommit, custom codes", false, -1, true, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			ls := batch(7, tc.takenAt, tc.custom)
+			ls := batch(7, tc.takenAt, tc.custom, tc.uniform)
 			var got []bool
 			insert := func(tx links.Tx) error {
 				var err error
@@ -127,7 +137,7 @@ func TestInsertLinksAnswersWhatIsStored(t *testing.T) {
 	if err := st.Pool().QueryRow(ctx, `SELECT (SELECT count(*) FROM links), (SELECT count(*) FROM outbox WHERE kind = 'link')`).Scan(&links, &events); err != nil {
 		t.Fatal(err)
 	}
-	if want := 1 + 5*7 - 2; links != want || events != want {
+	if want := 1 + 7*7 - 3; links != want || events != want {
 		t.Fatalf("%d links and %d outbox rows; want %d of each", links, events, want)
 	}
 }
