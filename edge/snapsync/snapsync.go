@@ -1,21 +1,19 @@
 // Package snapsync keeps an edge's snapshot current: at boot it loads the
-// local copy or the newest snapshot in the JetStream object store and
-// positions the change feed after it; while running it watches the bucket,
-// verifies every newer snapshot, keeps it on local disk and swaps it in, and
-// re-syncs the feed from a snapshot when the feed has lost events (it fell
-// behind the stream's retention).
+// local copy (in place, its entry sections verified in the background) or
+// the newest snapshot in the JetStream object store and positions the change
+// feed after it; while running it watches the bucket, verifies every newer
+// snapshot, keeps it on local disk and swaps it in, and re-syncs the feed
+// from a snapshot when the feed has lost events (it fell behind the stream's
+// retention) or when the local copy it booted from proved corrupt.
 package snapsync
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -24,7 +22,6 @@ import (
 
 	"github.com/edgelink/edgelink/edge/changefeed"
 	"github.com/edgelink/edgelink/edge/store"
-	"github.com/edgelink/edgelink/internal/atomicfile"
 	"github.com/edgelink/edgelink/shared/linkevent"
 	"github.com/edgelink/edgelink/shared/snapshot"
 )
@@ -68,6 +65,10 @@ type Syncer struct {
 	log    *slog.Logger
 
 	booted atomic.Bool
+	// withdrawn is set while the snapshot in service was found corrupt by
+	// the background verification and taken out of service, until a good
+	// one replaces it.
+	withdrawn atomic.Bool
 	// Swaps counts snapshots put in service (the boot's included);
 	// Rejected counts files refused (corrupt, truncated, mismatched, bad
 	// digest); Resyncs counts feed repositionings after lost events.
@@ -77,6 +78,9 @@ type Syncer struct {
 	mu         sync.Mutex        // serializes sync passes
 	rejected   map[string]string // object name → digest refused; not fetched again
 	resyncFrom string            // snapshot the last re-sync started from
+	// stopVerify ends the background verification of the snapshot in
+	// service when another one replaces it (under mu).
+	stopVerify context.CancelFunc
 	// objMu guards objects: the watcher and sync passes both look the
 	// bucket up, concurrently.
 	objMu   sync.Mutex
@@ -107,9 +111,11 @@ func New(js jetstream.JetStream, layers *store.Layers, feed Feed, cfg Config) *S
 	return &Syncer{js: js, layers: layers, feed: feed, cfg: cfg, log: log, rejected: map[string]string{}}
 }
 
-// Booted reports whether Boot has finished: a snapshot is in service, or
-// there was none to load and the feed replays the whole stream.
-func (s *Syncer) Booted() bool { return s.booted.Load() }
+// Booted reports whether Boot has finished (a snapshot is in service, or
+// there was none to load and the feed replays the whole stream) and no
+// snapshot is withdrawn: false again while the local copy the edge booted
+// from is found corrupt and a good one is fetched (Run).
+func (s *Syncer) Booted() bool { return s.booted.Load() && !s.withdrawn.Load() }
 
 // LastRejection is the error of the last snapshot refused, or nil.
 func (s *Syncer) LastRejection() error {
@@ -199,13 +205,23 @@ func (s *Syncer) Boot(ctx context.Context) error {
 }
 
 // Run keeps the snapshot current until ctx ends: on every bucket update, on
-// every Poll, and when the feed reports lost events. It returns nil when ctx
-// ends.
+// every Poll, and when the feed reports lost events. It first starts
+// verifying the snapshot Boot put in service if that one is unverified (see
+// VerifyInService). It returns nil when ctx ends.
 func (s *Syncer) Run(ctx context.Context) error {
 	trigger := make(chan struct{}, 1)
 	var wg sync.WaitGroup
-	wg.Add(1)
+	wg.Add(2)
 	go func() { defer wg.Done(); s.watch(ctx, trigger) }()
+	go func() {
+		defer wg.Done()
+		if err := s.VerifyInService(ctx); err != nil && ctx.Err() == nil {
+			select { // fetch a good one now
+			case trigger <- struct{}{}:
+			default:
+			}
+		}
+	}()
 	defer wg.Wait()
 	poll := time.NewTicker(s.cfg.Poll)
 	defer poll.Stop()
@@ -222,7 +238,7 @@ func (s *Syncer) Run(ctx context.Context) error {
 			case <-trigger:
 			case <-poll.C:
 			case <-gapTick.C:
-				if s.feed.Complete() {
+				if s.feed.Complete() && !s.withdrawn.Load() {
 					continue
 				}
 			}
@@ -280,8 +296,9 @@ func (s *Syncer) watchOnce(ctx context.Context, trigger chan<- struct{}) error {
 	}
 }
 
-// Sync makes one pass: swap in a newer snapshot if the bucket has one, and
-// re-position the feed after a snapshot if it lost events.
+// Sync makes one pass: swap in a newer snapshot if the bucket has one (any,
+// after a withdrawal), and re-position the feed after a snapshot if it lost
+// events.
 func (s *Syncer) Sync(ctx context.Context) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -297,10 +314,17 @@ func (s *Syncer) Sync(ctx context.Context) error {
 		// A feed behind the new snapshot skips ahead: the file holds
 		// everything up to its position. A feed with lost events replays
 		// from the snapshot, which fills the hole if it is new enough.
-		if gap || s.feed.Position().Seq < h.StreamSeq {
+		// After a withdrawal the overlay no longer holds what the
+		// withdrawn file superseded, and the new file may be older than
+		// it: replay from the new one.
+		if gap || s.withdrawn.Load() || s.feed.Position().Seq < h.StreamSeq {
 			s.resync(l, gap)
 		}
+		s.withdrawn.Store(false)
 		return nil
+	}
+	if cur == nil && s.withdrawn.Load() {
+		return errors.New("snapshot withdrawn and none to replace it in the bucket yet")
 	}
 	if !gap || cur == nil || s.resyncFrom == cur.Name {
 		return nil // nothing newer to re-sync from: the next build will do
@@ -330,11 +354,61 @@ func (s *Syncer) resync(l *store.Loaded, gap bool) {
 }
 
 func (s *Syncer) install(l *store.Loaded) {
+	if s.stopVerify != nil {
+		s.stopVerify() // the snapshot it verifies leaves service
+		s.stopVerify = nil
+	}
 	pruned := s.layers.Install(l)
 	s.Swaps.Add(1)
 	h := l.Snap.Header
-	s.log.Info("snapshot in service", "name", l.Name, "entries", h.Entries, "bytes", l.Size,
-		"change_version", h.ChangeVersion, "stream_seq", h.StreamSeq, "overlay_pruned", pruned)
+	s.log.Info("snapshot in service", "name", l.Name, "entries", h.Entries, "bytes", l.Size, "mapped", l.Snap.Mapped(),
+		"verified", l.Snap.Verified(), "change_version", h.ChangeVersion, "stream_seq", h.StreamSeq, "overlay_pruned", pruned)
+}
+
+// VerifyInService verifies the entry sections of the snapshot in service
+// if they are not verified yet: the local copy Boot loaded in place serves
+// while this reads it (a download is verified before it serves). A copy
+// that fails is refused like any bad file (counted in Rejected, renamed
+// *.rejected) and withdrawn from service at once: lookups fall through to
+// the overlay, the cache and the authority, Booted reports false, and the
+// next sync passes (Run makes one every GapCheck meanwhile) fetch a good
+// snapshot from the bucket and replay the stream from it. It returns the
+// verification's error, or ctx's when ctx ends or the snapshot is replaced
+// first.
+func (s *Syncer) VerifyInService(ctx context.Context) error {
+	s.mu.Lock()
+	l := s.layers.Snapshots.Current()
+	if l == nil || l.Snap.Verified() {
+		s.mu.Unlock()
+		return nil
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	s.stopVerify = cancel
+	s.mu.Unlock()
+	start := time.Now()
+	err := l.Verify(ctx)
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	if err == nil {
+		s.log.Info("snapshot verified", "name", l.Name, "bytes", l.Size, "took", time.Since(start).Round(time.Millisecond))
+		return nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	err = fmt.Errorf("snapshot %s: %w", l.Name, err)
+	s.reject(err)
+	if s.layers.Withdraw(l) {
+		s.withdrawn.Store(true)
+		s.log.Error("snapshot in service failed verification; withdrawn, fetching a good one", "name", l.Name, "err", err)
+	}
+	if s.cfg.Dir != "" && filepath.Dir(l.Name) == filepath.Clean(s.cfg.Dir) { // a local copy: its name is its path
+		if err := os.Rename(l.Name, l.Name+".rejected"); err != nil && !errors.Is(err, os.ErrNotExist) {
+			s.log.Warn("snapshot: set aside rejected local copy", "err", err)
+		}
+	}
+	return err
 }
 
 // ErrForeign means a snapshot was not built from this change stream: the
@@ -400,194 +474,4 @@ func (s *Syncer) bucket(ctx context.Context) (jetstream.ObjectStore, error) {
 	}
 	s.objects = obs
 	return obs, nil
-}
-
-// fetchNewest downloads and verifies the newest snapshot in the bucket that
-// is newer than cur (any, when cur is nil), trying older ones when the newest
-// is refused. It returns nil without error when there is none; none reports
-// that the bucket holds no snapshot at all (or does not exist yet).
-func (s *Syncer) fetchNewest(ctx context.Context, cur *store.Loaded) (l *store.Loaded, none bool, err error) {
-	obs, err := s.bucket(ctx)
-	if errors.Is(err, jetstream.ErrBucketNotFound) {
-		return nil, true, nil
-	}
-	if err != nil {
-		return nil, false, fmt.Errorf("snapshot bucket: %w", err)
-	}
-	infos, err := obs.List(ctx)
-	if errors.Is(err, jetstream.ErrNoObjectsFound) {
-		return nil, true, nil
-	}
-	if err != nil {
-		return nil, false, fmt.Errorf("list snapshots: %w", err)
-	}
-	type candidate struct {
-		v    uint64
-		info *jetstream.ObjectInfo
-	}
-	var cands []candidate
-	for _, info := range infos {
-		if v, ok := snapshot.ParseObjectName(info.Name); ok && !info.Deleted {
-			cands = append(cands, candidate{v, info})
-		}
-	}
-	if len(cands) == 0 {
-		return nil, true, nil
-	}
-	slices.SortFunc(cands, func(a, b candidate) int { return cmp.Compare(b.v, a.v) }) // newest first
-	for _, c := range cands {
-		if cur != nil && c.v <= cur.Snap.Header.ChangeVersion {
-			break
-		}
-		if s.rejected[c.info.Name] == c.info.Digest {
-			continue // refused before, unchanged since
-		}
-		l, err := s.fetch(ctx, obs, c.info, c.v)
-		if err != nil {
-			if ctx.Err() != nil {
-				return nil, false, err
-			}
-			var dl downloadError
-			if errors.As(err, &dl) {
-				s.log.Warn("snapshot download failed; will retry", "name", c.info.Name, "err", err)
-				continue // transient (deleted by pruning, timeout): try again later
-			}
-			s.rejected[c.info.Name] = c.info.Digest
-			s.reject(err)
-			continue
-		}
-		return l, false, nil
-	}
-	return nil, false, nil
-}
-
-// downloadError is a failure to get the bytes, not a verdict on them.
-type downloadError struct{ err error }
-
-func (e downloadError) Error() string { return e.err.Error() }
-func (e downloadError) Unwrap() error { return e.err }
-
-// fetch downloads one object into a buffer of exactly its size (the buffer
-// becomes the in-memory snapshot), checks the object store's SHA-256 digest
-// and the file's own checksums, and keeps it on disk.
-func (s *Syncer) fetch(ctx context.Context, obs jetstream.ObjectStore, info *jetstream.ObjectInfo, v uint64) (*store.Loaded, error) {
-	ctx, cancel := context.WithTimeout(ctx, s.cfg.FetchTimeout)
-	defer cancel()
-	res, err := obs.Get(ctx, info.Name)
-	if err != nil {
-		return nil, downloadError{fmt.Errorf("get %s: %w", info.Name, err)}
-	}
-	data := make([]byte, info.Size)
-	// A read blocked on chunks that stopped coming (the NATS node serving
-	// them went away) waits for the client's read deadline and ignores
-	// cancellation, and Close waits for that read: leave both behind when
-	// ctx ends, so shutdown and the next sync pass are not held up.
-	read := make(chan error, 1)
-	go func() { _, err := io.ReadFull(res, data); read <- err }()
-	select {
-	case err = <-read:
-	case <-ctx.Done():
-		go func() { <-read; res.Close() }()
-		return nil, downloadError{fmt.Errorf("read %s: %w", info.Name, ctx.Err())}
-	}
-	defer res.Close()
-	if err != nil {
-		if errors.Is(err, jetstream.ErrDigestMismatch) {
-			return nil, fmt.Errorf("snapshot %s: %w", info.Name, err)
-		}
-		return nil, downloadError{fmt.Errorf("read %s: %w", info.Name, err)}
-	}
-	// Reading to EOF is what makes the client compare the digest.
-	var one [1]byte
-	if n, err := res.Read(one[:]); n != 0 || !errors.Is(err, io.EOF) {
-		if errors.Is(err, jetstream.ErrDigestMismatch) {
-			return nil, fmt.Errorf("snapshot %s: %w", info.Name, err)
-		}
-		return nil, downloadError{fmt.Errorf("read %s: size or end of object wrong: %v", info.Name, err)}
-	}
-	l, err := verify(info.Name, v, data)
-	if err != nil {
-		return nil, err
-	}
-	if err := s.persist(info.Name, data); err != nil {
-		// The disk is a cache: serve the verified snapshot anyway.
-		s.log.Warn("snapshot: keep local copy", "name", info.Name, "err", err)
-	}
-	return l, nil
-}
-
-// verify loads data and checks that it is the snapshot its name says.
-func verify(name string, v uint64, data []byte) (*store.Loaded, error) {
-	l, err := store.Load(name, data)
-	if err != nil {
-		return nil, fmt.Errorf("snapshot %s: %w", name, err)
-	}
-	if got := l.Snap.Header.ChangeVersion; got != v {
-		return nil, fmt.Errorf("snapshot %s: %w: its header says change version %d", name, ErrMismatch, got)
-	}
-	return l, nil
-}
-
-// loadLocal returns the newest valid snapshot in Dir, or nil. Files that
-// fail verification are renamed *.rejected (kept for inspection, never
-// loaded again).
-func (s *Syncer) loadLocal() *store.Loaded {
-	if s.cfg.Dir == "" {
-		return nil
-	}
-	ents, err := os.ReadDir(s.cfg.Dir)
-	if err != nil {
-		if !errors.Is(err, os.ErrNotExist) {
-			s.log.Warn("snapshot: read local copies", "err", err)
-		}
-		return nil
-	}
-	type file struct {
-		name string
-		v    uint64
-	}
-	var files []file
-	for _, e := range ents {
-		if v, ok := snapshot.ParseObjectName(e.Name()); ok && e.Type().IsRegular() {
-			files = append(files, file{e.Name(), v})
-		}
-	}
-	slices.SortFunc(files, func(a, b file) int { return cmp.Compare(b.v, a.v) })
-	for _, f := range files {
-		path := filepath.Join(s.cfg.Dir, f.name)
-		data, err := os.ReadFile(path)
-		if err == nil {
-			var l *store.Loaded
-			if l, err = verify(path, f.v, data); err == nil {
-				return l
-			}
-		}
-		s.reject(err)
-		if err := os.Rename(path, path+".rejected"); err != nil {
-			s.log.Warn("snapshot: set aside rejected local copy", "err", err)
-		}
-	}
-	return nil
-}
-
-// persist writes data as Dir/name atomically (temporary file, fsync,
-// rename, fsync of the folder) and removes older copies.
-func (s *Syncer) persist(name string, data []byte) error {
-	if s.cfg.Dir == "" {
-		return nil
-	}
-	if err := os.MkdirAll(s.cfg.Dir, 0o755); err != nil {
-		return err
-	}
-	if err := atomicfile.Write(filepath.Join(s.cfg.Dir, name), data); err != nil {
-		return err
-	}
-	v, _ := snapshot.ParseObjectName(name)
-	ents, _ := os.ReadDir(s.cfg.Dir)
-	for _, e := range ents {
-		if old, ok := snapshot.ParseObjectName(e.Name()); ok && old < v {
-			_ = os.Remove(filepath.Join(s.cfg.Dir, e.Name()))
-		}
-	}
-	return nil
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -278,42 +279,161 @@ func TestResyncAfterLostEvents(t *testing.T) {
 }
 
 // TestRunSwapsUnderLookups: Run notices published snapshots through the
-// watch, and concurrent lookups always find every code while it swaps.
+// watch, and concurrent lookups always find every code, with a target of
+// one whole snapshot never older than one seen before, while it swaps:
+// snapshots held in memory, and snapshots downloaded to the folder and
+// read in place, whose older copies leave the folder.
 func TestRunSwapsUnderLookups(t *testing.T) {
-	ns := natstest.Start(t)
-	_, js := ns.Connect(t)
-	publish(t, js, snapshot.ObjectName(1), file(t, 1, 500))
+	for _, mode := range []string{"in memory", "mapped"} {
+		t.Run(mode, func(t *testing.T) {
+			ns := natstest.Start(t)
+			_, js := ns.Connect(t)
+			publish(t, js, snapshot.ObjectName(1), file(t, 1, 500))
+			cfg := Config{Poll: time.Hour}
+			if mode == "mapped" {
+				cfg.Dir = t.TempDir()
+			}
+			layers, feed := newLayers(), newFeed()
+			s := New(js, layers, feed, cfg)
+			ctx, cancel := context.WithCancel(context.Background())
+			if err := s.Boot(ctx); err != nil {
+				t.Fatal(err)
+			}
+			var wg sync.WaitGroup
+			wg.Add(1)
+			go func() { defer wg.Done(); _ = s.Run(ctx) }()
+			var bad atomic.Int64
+			for range 2 {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					var buf []byte
+					seen := uint64(0)
+					for i := 0; ctx.Err() == nil; i++ {
+						code := fmt.Appendf(nil, "c-%05d", i%500)
+						e, ok := layers.Snapshots.Lookup(code)
+						var n int
+						var v uint64
+						if !ok {
+							bad.Add(1)
+						} else if _, err := fmt.Sscanf(string(e.AppendURL(buf[:0])), "https://shop.example.com/%d?v=%d", &n, &v); err != nil || n != i%500 || v < seen {
+							bad.Add(1)
+						} else {
+							seen = v
+						}
+						if i%1000 == 0 {
+							runtime.GC() // let retired files be collected while lookups run
+						}
+					}
+				}()
+			}
+			t.Cleanup(func() { cancel(); wg.Wait() })
+			for v := uint64(2); v <= 6; v++ {
+				publish(t, js, snapshot.ObjectName(v), file(t, v, 500))
+				poll.Until(t, fmt.Sprintf("snapshot %d swapped in", v), 30*time.Second, func() bool {
+					return layers.Snapshots.Current().Snap.Header.ChangeVersion == v
+				})
+			}
+			if n := bad.Load(); n != 0 {
+				t.Fatalf("%d lookups missed or answered wrongly during swaps", n)
+			}
+			if mode == "mapped" {
+				if cur := layers.Snapshots.Current(); runtime.GOOS == "linux" && !cur.Snap.Mapped() || !cur.Snap.Verified() {
+					t.Fatalf("downloaded snapshot: mapped %v verified %v", cur.Snap.Mapped(), cur.Snap.Verified())
+				}
+				ents, _ := os.ReadDir(cfg.Dir)
+				if len(ents) != 1 || ents[0].Name() != snapshot.ObjectName(6) {
+					t.Fatalf("folder holds %v, want only the copy in service", ents)
+				}
+			}
+		})
+	}
+}
+
+// damaged is a snapshot at version v whose targets were damaged after it
+// was written (on disk, say): its header and small sections are intact.
+func damaged(t *testing.T, v uint64, n int) []byte {
+	t.Helper()
+	data := file(t, v, n)
+	data[bytes.LastIndex(data, []byte(fmt.Sprintf("?v=%d", v)))+3] ^= 0x01
+	return data
+}
+
+// TestBootServesLocalCopyBeforeVerifying: an edge booting from its local
+// copy serves it at once, unverified, and VerifyInService then verifies it
+// without swapping anything.
+func TestBootServesLocalCopyBeforeVerifying(t *testing.T) {
+	_, js := natstest.Start(t).Connect(t)
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, snapshot.ObjectName(10)), file(t, 10, 50), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	layers, feed := newLayers(), newFeed()
-	s := New(js, layers, feed, Config{Poll: time.Hour})
+	s := New(js, layers, feed, Config{Dir: dir})
+	if err := s.Boot(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	cur := layers.Snapshots.Current()
+	if !s.Booted() || cur == nil || cur.Snap.Verified() || target(t, layers, "c-00003") != "https://shop.example.com/3?v=10" {
+		t.Fatalf("booted %v, snapshot %v: want the local copy serving before it is verified", s.Booted(), cur)
+	}
+	if err := s.VerifyInService(context.Background()); err != nil || !cur.Snap.Verified() || layers.Snapshots.Current() != cur || s.Rejected.Load() != 0 {
+		t.Fatalf("VerifyInService: %v (verified %v, rejected %d)", err, cur.Snap.Verified(), s.Rejected.Load())
+	}
+}
+
+// TestCorruptLocalCopyIsWithdrawnAndRefetched: a local copy damaged on disk
+// serves after boot (only its entry sections are damaged), the background
+// verification refuses it, takes it out of service at once and sets it
+// aside, the edge reports itself not booted meanwhile, and Run fetches the
+// bucket's good copy of the same version and replays the stream from it.
+func TestCorruptLocalCopyIsWithdrawnAndRefetched(t *testing.T) {
+	_, js := natstest.Start(t).Connect(t)
+	publish(t, js, snapshot.ObjectName(10), file(t, 10, 50))
+	dir := t.TempDir()
+	local := filepath.Join(dir, snapshot.ObjectName(10))
+	if err := os.WriteFile(local, damaged(t, 10, 50), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	layers, feed := newLayers(), newFeed()
+	s := New(js, layers, feed, Config{Dir: dir, GapCheck: 10 * time.Millisecond})
 	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
 	if err := s.Boot(ctx); err != nil {
 		t.Fatal(err)
 	}
+	bad := layers.Snapshots.Current()
+	if bad == nil || bad.Snap.Verified() || bad.Name != local {
+		t.Fatalf("booted from %v, want the local copy, unverified", bad)
+	}
+	feed.Restart(140, 40) // the feed moved on since the boot
+
+	err := s.VerifyInService(ctx)
+	if !errors.Is(err, snapshot.ErrCorrupt) || !strings.Contains(err.Error(), "checksum mismatch") {
+		t.Fatalf("VerifyInService = %v, want a checksum mismatch", err)
+	}
+	if layers.Snapshots.Current() != nil || s.Booted() || s.Rejected.Load() != 1 || !errors.Is(s.LastRejection(), snapshot.ErrCorrupt) {
+		t.Fatalf("after the mismatch: in service %v, booted %v, rejected %d (%v); want it withdrawn, not booted, refused",
+			layers.Snapshots.Current(), s.Booted(), s.Rejected.Load(), s.LastRejection())
+	}
+	if _, err := os.Stat(local + ".rejected"); err != nil {
+		t.Fatalf("the corrupt copy was not set aside: %v", err)
+	}
+
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() { defer wg.Done(); _ = s.Run(ctx) }()
-	var bad atomic.Int64
-	for range 2 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := 0; ctx.Err() == nil; i++ {
-				code := fmt.Appendf(nil, "c-%05d", i%500)
-				if _, ok := layers.Snapshots.Lookup(code); !ok {
-					bad.Add(1)
-				}
-			}
-		}()
-	}
 	t.Cleanup(func() { cancel(); wg.Wait() })
-	for v := uint64(2); v <= 6; v++ {
-		publish(t, js, snapshot.ObjectName(v), file(t, v, 500))
-		poll.Until(t, fmt.Sprintf("snapshot %d swapped in", v), 30*time.Second, func() bool {
-			return layers.Snapshots.Current().Snap.Header.ChangeVersion == v
-		})
+	poll.Until(t, "a good snapshot in service", 30*time.Second, func() bool { return s.Booted() && layers.Snapshots.Current() != nil })
+	cur := layers.Snapshots.Current()
+	if !cur.Snap.Verified() || target(t, layers, "c-00007") != "https://shop.example.com/7?v=10" {
+		t.Fatalf("in service after the re-fetch: %s verified %v, c-00007 → %q", cur.Name, cur.Snap.Verified(), target(t, layers, "c-00007"))
 	}
-	if n := bad.Load(); n != 0 {
-		t.Fatalf("%d lookups missed during swaps", n)
+	if seq, ver, _ := feed.at(); seq != 110 || ver != 10 {
+		t.Fatalf("feed at %d/%d after the re-fetch, want it replaying from the snapshot at 110/10", seq, ver)
+	}
+	if data, err := os.ReadFile(local); err != nil || !bytes.Equal(data, file(t, 10, 50)) {
+		t.Fatalf("the good copy was not kept on disk: %v", err)
 	}
 }
 
