@@ -259,8 +259,9 @@ func (s *Service) validate(req CreateRequest) (*link.Link, error) {
 		return nil, err
 	}
 	// The authority keeps microseconds: truncate here so the answer, the
-	// stored link and a replay's hash all agree.
-	l := &link.Link{URL: norm, URLOriginal: req.URL, RedirectType: req.RedirectType, ExpiresAt: req.ExpiresAt.Truncate(time.Microsecond), Namespace: req.Namespace}
+	// stored link and a replay's hash all agree; and in UTC, as a replay
+	// decodes it.
+	l := &link.Link{URL: norm, URLOriginal: req.URL, RedirectType: req.RedirectType, ExpiresAt: req.ExpiresAt.Truncate(time.Microsecond).UTC(), Namespace: req.Namespace}
 	if l.RedirectType == 0 {
 		l.RedirectType = link.DefaultRedirect
 	}

@@ -324,3 +324,40 @@ func TestBatchReleasesEveryID(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestReplayIsTheOriginalLink: a replay answers the very link the original
+// create did, field for field (times included: the same instant in the
+// same location), whether the original went through a transaction of its
+// own or shared one.
+func TestReplayIsTheOriginalLink(t *testing.T) {
+	svc, _, _, tenant := setupCounted(t)
+	ctx := context.Background()
+	req := links.CreateRequest{URL: "https://example.com/replay", IdempotencyKey: "same-key",
+		ExpiresAt: time.Date(2099, 1, 2, 3, 4, 5, 6000, time.FixedZone("", -7200))}
+	first, err := svc.Create(ctx, tenant, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := svc.Create(ctx, tenant, req)
+	if err != nil || !again.Replayed {
+		t.Fatalf("replay: %+v, %v", again, err)
+	}
+	if *again.Link != *first.Link {
+		t.Errorf("replay answered %#v; the original answered %#v", *again.Link, *first.Link)
+	}
+	batch := []links.CreateRequest{{URL: "https://example.com/b1"}, {URL: "https://example.com/b2", Code: "b-two",
+		ExpiresAt: time.Date(2099, 1, 2, 3, 4, 5, 6000, time.FixedZone("", 3600))}}
+	one, err := svc.CreateBatch(ctx, tenant, "batch-key", batch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	two, err := svc.CreateBatch(ctx, tenant, "batch-key", batch)
+	if err != nil || !two.Replayed {
+		t.Fatalf("batch replay: %+v, %v", two, err)
+	}
+	for i := range batch {
+		if *two.Items[i].Link != *one.Items[i].Link {
+			t.Errorf("batch item %d: replay answered %#v; the original answered %#v", i, *two.Items[i].Link, *one.Items[i].Link)
+		}
+	}
+}

@@ -187,7 +187,8 @@ func (t *Tx) InsertLinks(ctx context.Context, ls []links.NewLink) ([]bool, error
 	_, err = pgx.ForEachRow(rows, []any{&code, &version, &created, &updated}, func() error {
 		i := a.byCode[code]
 		l := ls[i].Link
-		l.Version, l.CreatedAt, l.UpdatedAt, l.Status = uint64(version), created, updated, link.Active
+		// In UTC, as a replay decodes them: an answer and its replay are one link.
+		l.Version, l.CreatedAt, l.UpdatedAt, l.Status = uint64(version), created.UTC(), updated.UTC(), link.Active
 		inserted[i] = true
 		return nil
 	})
@@ -230,6 +231,7 @@ func (t *Tx) insertFresh(ctx context.Context, ls []links.NewLink, a *linkArgs) e
 	if len(versions) != len(ls) {
 		return fmt.Errorf("insert links: %d versions for %d links", len(versions), len(ls))
 	}
+	now = now.UTC()
 	for i, nl := range ls {
 		l := nl.Link
 		l.Version, l.CreatedAt, l.UpdatedAt, l.Status = uint64(versions[i]), now, now, link.Active
