@@ -375,7 +375,8 @@ func (s *Snapshot) Lookup(code []byte) (Entry, bool) {
 func (s *Snapshot) Find(code []byte) (int, bool) {
 	i, ok := s.find(code)
 	if ok && s.format != 1 {
-		_, ok = s.entry(i)
+		w0, w1, _ := s.t.row(i)
+		ok = s.rowOK(w0, w1)
 	}
 	return i, ok
 }

@@ -186,18 +186,12 @@ func (t *tables) row(i int) (w0, w1 uint64, ok bool) {
 // whose fields are out of range, which only an unverified file can hold.
 func (s *Snapshot) entryV2(i int) (Entry, bool) {
 	w0, w1, ok := s.t.row(i)
-	if !ok || w0&keyMask == 0 {
+	if !ok || !s.rowOK(w0, w1) {
 		return Entry{}, false
 	}
 	o, off, n := w1>>originShift, w1&offMask, (w0>>lenShift)&0xffff
 	rest := s.t.rest
-	if o >= uint64(len(s.origins)) || off > uint64(len(rest)) || n > uint64(len(rest))-off {
-		return Entry{}, false
-	}
 	rt, st := (w0>>redirectShift)&7, (w0>>statusShift)&3
-	if st == 0 || (st == statusActive && redirectCodes[rt] == 0) {
-		return Entry{}, false
-	}
 	e := Entry{
 		Origin:       s.origins[o],
 		Rest:         rest[off : off+n : off+n],
@@ -217,6 +211,15 @@ func (s *Snapshot) entryV2(i int) (Entry, bool) {
 		}
 	}
 	return e, true
+}
+
+// rowOK reports whether a row's words decode to an entry that reads
+// inside the file.
+func (s *Snapshot) rowOK(w0, w1 uint64) bool {
+	o, off, n := w1>>originShift, w1&offMask, (w0>>lenShift)&0xffff
+	rt, st := (w0>>redirectShift)&7, (w0>>statusShift)&3
+	return w0&keyMask != 0 && o < uint64(len(s.origins)) && off <= uint64(len(s.t.rest)) && n <= uint64(len(s.t.rest))-off &&
+		st != 0 && (st != statusActive || redirectCodes[rt] != 0)
 }
 
 // sideValue finds row i's value in a side table sorted by row index.
