@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -106,7 +107,7 @@ func (s *Syncer) fetch(ctx context.Context, obs jetstream.ObjectStore, info *jet
 			res.Close()
 			return nil, downloadError{fmt.Errorf("snapshot folder: %w", err)}
 		}
-		if tmp, err = os.CreateTemp(s.cfg.Dir, ".tmp-"+info.Name+"-*"); err != nil {
+		if tmp, err = os.CreateTemp(s.cfg.Dir, tmpPrefix+info.Name+"-*"); err != nil {
 			res.Close()
 			return nil, downloadError{fmt.Errorf("snapshot folder: %w", err)}
 		}
@@ -183,6 +184,9 @@ func (s *Syncer) fetch(ctx context.Context, obs jetstream.ObjectStore, info *jet
 	return l, nil
 }
 
+// tmpPrefix names downloads in progress in the snapshot folder.
+const tmpPrefix = ".download-"
+
 // fixedBuffer is an io.Writer into a buffer of the object's size: a longer
 // object is an error, not a reallocation.
 type fixedBuffer struct {
@@ -241,6 +245,10 @@ func (s *Syncer) loadLocal() *store.Loaded {
 	for _, e := range ents {
 		if v, ok := snapshot.ParseObjectName(e.Name()); ok && e.Type().IsRegular() {
 			files = append(files, file{e.Name(), v})
+		}
+		if strings.HasPrefix(e.Name(), tmpPrefix) {
+			// A download a crash interrupted: it was never verified.
+			_ = os.Remove(filepath.Join(s.cfg.Dir, e.Name()))
 		}
 	}
 	slices.SortFunc(files, func(a, b file) int { return cmp.Compare(b.v, a.v) })

@@ -361,17 +361,24 @@ func damaged(t *testing.T, v uint64, n int) []byte {
 
 // TestBootServesLocalCopyBeforeVerifying: an edge booting from its local
 // copy serves it at once, unverified, and VerifyInService then verifies it
-// without swapping anything.
+// without swapping anything; a download a crash left behind is removed.
 func TestBootServesLocalCopyBeforeVerifying(t *testing.T) {
 	_, js := natstest.Start(t).Connect(t)
 	dir := t.TempDir()
 	if err := os.WriteFile(filepath.Join(dir, snapshot.ObjectName(10)), file(t, 10, 50), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	interrupted := filepath.Join(dir, tmpPrefix+snapshot.ObjectName(20)+"-123")
+	if err := os.WriteFile(interrupted, []byte("half a download"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	layers, feed := newLayers(), newFeed()
 	s := New(js, layers, feed, Config{Dir: dir})
 	if err := s.Boot(context.Background()); err != nil {
 		t.Fatal(err)
+	}
+	if _, err := os.Stat(interrupted); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("a download a crash interrupted is still in the folder: %v", err)
 	}
 	cur := layers.Snapshots.Current()
 	if !s.Booted() || cur == nil || cur.Snap.Verified() || target(t, layers, "c-00003") != "https://shop.example.com/3?v=10" {
