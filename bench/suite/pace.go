@@ -345,8 +345,8 @@ func parseAnswer(b []byte) (status int, location []byte, size int, ok bool) {
 }
 
 // answerBody appends the body of answer (one complete answer, as
-// parseAnswer framed it) to dst, de-chunked. A body of known length is
-// returned as a slice of answer itself.
+// parseAnswer framed it) to dst, de-chunked. It always copies: the caller
+// reuses dst, which must never alias the connection's buffer it reads.
 func answerBody(dst, answer []byte) []byte {
 	end := bytes.Index(answer, headerEnd)
 	if end < 0 {
@@ -356,7 +356,7 @@ func answerBody(dst, answer []byte) []byte {
 	for {
 		i := bytes.Index(head, crlf)
 		if i < 0 {
-			return body
+			return append(dst, body...)
 		}
 		k, v, found := bytes.Cut(head[:i], []byte(":"))
 		head = head[i+2:]
