@@ -227,31 +227,77 @@ func (r *reader) source() Source {
 
 // Decode reads a message of any format, validating every field.
 func Decode(b []byte) (Batch, error) {
+	var v View
+	if err := DecodeView(b, &v); err != nil {
+		return Batch{}, err
+	}
+	out := Batch{Source: v.Source, Latency: v.Latency, At: v.At}
+	if v.Latency == nil {
+		out.Clicks = make([]Click, len(v.Clicks))
+		for i, c := range v.Clicks {
+			out.Clicks[i] = Click{Code: string(c.Code), At: c.At, Status: c.Status, Device: c.Device, Bot: c.Bot, Referrer: string(c.Referrer)}
+		}
+	}
+	return out, nil
+}
+
+// View is a message as DecodeView reads it: a Batch whose clicks alias the
+// message's bytes instead of copying them.
+type View struct {
+	Source
+	Clicks  []ClickView
+	Latency *Histogram // for a histogram message; nil for clicks
+	At      int64      // when a histogram message was cut, Unix milliseconds
+}
+
+// ClickView is a Click whose Code and Referrer alias the message it was
+// read from: valid while that message's bytes are, and not to be changed.
+type ClickView struct {
+	Code     []byte
+	At       int64
+	Status   uint16
+	Device   Device
+	Bot      bool
+	Referrer []byte
+}
+
+// Day is the UTC day of the click, as rollups key it.
+func (c *ClickView) Day() time.Time { return DayOf(c.At) }
+
+// DecodeView reads a message of any format into v, validating every field
+// as Decode does, without copying the clicks' bytes: v.Clicks reuses its
+// storage, so a caller that keeps one View decodes message after message
+// without allocating (only the edge and boot names are copied). On error v
+// holds nothing of the message.
+func DecodeView(b []byte, v *View) error {
+	clicks := v.Clicks[:0]
+	*v = View{}
 	if len(b) < 2 {
-		return Batch{}, fmt.Errorf("%w: too short", errInvalid)
+		return fmt.Errorf("%w: too short", errInvalid)
 	}
 	r := &reader{b: b[1:]}
-	var out Batch
 	switch b[0] {
 	case formatClicksV1:
-		out.Clicks = r.clicksV1()
+		clicks = r.clicksV1(clicks)
 	case formatClicks:
-		out.Source = r.source()
-		out.Clicks = r.clicks()
+		v.Source = r.source()
+		clicks = r.clicks(clicks)
 	case formatLatency:
-		out.Source = r.source()
-		out.At = r.varint("time")
-		out.Latency = r.histogram()
+		v.Source = r.source()
+		v.At = r.varint("time")
+		v.Latency = r.histogram()
 	default:
-		return Batch{}, fmt.Errorf("%w: unknown format %d", errInvalid, b[0])
+		return fmt.Errorf("%w: unknown format %d", errInvalid, b[0])
 	}
 	if r.err == nil && len(r.b) != 0 {
 		r.fail("trailing bytes")
 	}
 	if r.err != nil {
-		return Batch{}, r.err
+		*v = View{Clicks: clicks[:0]}
+		return r.err
 	}
-	return out, nil
+	v.Clicks = clicks
+	return nil
 }
 
 // count reads a count of items each at least min bytes long, refusing one
@@ -266,46 +312,54 @@ func (r *reader) count(min int) int {
 	return int(n)
 }
 
-func (r *reader) code() string {
+func (r *reader) code() []byte {
 	c := r.bytes("code", link.MaxCodeLen)
 	if r.err == nil && !link.ValidCodeSyntax(c) {
 		r.fail("code")
 	}
-	return string(c)
+	return c
 }
 
-func (r *reader) clicksV1() []Click {
+// grow returns out emptied, with room for n views.
+func grow(out []ClickView, n int) []ClickView {
+	if cap(out) < n {
+		return make([]ClickView, 0, n)
+	}
+	return out[:0]
+}
+
+func (r *reader) clicksV1(out []ClickView) []ClickView {
 	n := r.count(3)
-	out := make([]Click, 0, n)
+	out = grow(out, n)
 	for range n {
 		at := r.varint("time")
 		c := r.code()
 		if r.err != nil {
-			return nil
+			return out[:0]
 		}
-		out = append(out, Click{Code: c, At: at})
+		out = append(out, ClickView{Code: c, At: at})
 	}
 	return out
 }
 
-func (r *reader) clicks() []Click {
+func (r *reader) clicks(out []ClickView) []ClickView {
 	n := r.count(6)
-	out := make([]Click, 0, n)
+	out = grow(out, n)
 	for range n {
-		var c Click
+		var c ClickView
 		c.At = r.varint("time")
 		st := r.uvarint("status")
 		flags := r.byte("flags")
 		ref := r.bytes("referrer", MaxReferrerLen)
 		c.Code = r.code()
 		if r.err != nil {
-			return nil
+			return out[:0]
 		}
 		if st < 100 || st > 599 || Device(flags&deviceMask) >= numDevices || flags&^(deviceMask|botFlag) != 0 {
 			r.fail("click fields")
-			return nil
+			return out[:0]
 		}
-		c.Status, c.Device, c.Bot, c.Referrer = uint16(st), Device(flags&deviceMask), flags&botFlag != 0, string(ref)
+		c.Status, c.Device, c.Bot, c.Referrer = uint16(st), Device(flags&deviceMask), flags&botFlag != 0, ref
 		out = append(out, c)
 	}
 	return out

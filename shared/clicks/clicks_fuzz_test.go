@@ -28,6 +28,10 @@ func FuzzEncode(f *testing.F) {
 			b = AppendClick(b, []byte(code), at, status, Device(device), bot, []byte(referrer))
 		}
 		got, err := Decode(b)
+		var v View
+		if verr := DecodeView(b, &v); (verr == nil) != (err == nil) || len(v.Clicks) != len(got.Clicks) || v.Source != got.Source {
+			t.Fatalf("DecodeView (%v, %d clicks) disagrees with Decode (%v, %d clicks)", verr, len(v.Clicks), err, len(got.Clicks))
+		}
 		valid := link.ValidCodeSyntax(code) && status >= 100 && status <= 599 && Device(device&deviceMask) < numDevices
 		if !valid {
 			if err == nil {

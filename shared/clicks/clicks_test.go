@@ -32,6 +32,46 @@ func TestBatchRoundTrip(t *testing.T) {
 	}
 }
 
+// TestDecodeViewAliasesAndReuses: DecodeView reads what Decode reads, with
+// the clicks' bytes aliasing the message, and decodes the next message into
+// the same storage without allocating for the clicks; a bad message leaves
+// the view empty.
+func TestDecodeViewAliasesAndReuses(t *testing.T) {
+	src := Source{Edge: "fra-1", Boot: "0123456789abcdef", Offered: 10, Dropped: 2}
+	b := AppendHeader(nil, src, 100)
+	for i := range 100 {
+		b = AppendClick(b, []byte("00000A"), int64(i), 302, DeviceMobile, i%2 == 0, []byte("t.co"))
+	}
+	want, err := Decode(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var v View
+	if err := DecodeView(b, &v); err != nil {
+		t.Fatal(err)
+	}
+	if v.Source != src || len(v.Clicks) != 100 || v.Latency != nil {
+		t.Fatalf("view %+v", v.Source)
+	}
+	for i, c := range v.Clicks {
+		w := want.Clicks[i]
+		if string(c.Code) != w.Code || string(c.Referrer) != w.Referrer || c.At != w.At || c.Status != w.Status || c.Device != w.Device || c.Bot != w.Bot {
+			t.Fatalf("click %d: view %+v, Decode %+v", i, c, w)
+		}
+	}
+	// The view's bytes are the message's own.
+	if &v.Clicks[99].Code[0] != &b[len(b)-6] {
+		t.Fatal("the last click's code does not alias the message")
+	}
+	// Edge and boot names are copied: two allocations a message, none per click.
+	if n := testing.AllocsPerRun(20, func() { _ = DecodeView(b, &v) }); n > 2 {
+		t.Fatalf("DecodeView allocates %.0f times a message; want at most 2 (edge and boot)", n)
+	}
+	if err := DecodeView(b[:len(b)-1], &v); err == nil || len(v.Clicks) != 0 || v.Source != (Source{}) {
+		t.Fatalf("truncated message: %v, view %+v with %d clicks; want an error and an empty view", err, v.Source, len(v.Clicks))
+	}
+}
+
 // TestDecodesFormat1: batches the first edge release published are still in
 // the stream after an upgrade and must still count.
 func TestDecodesFormat1(t *testing.T) {
