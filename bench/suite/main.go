@@ -14,7 +14,9 @@
 //	go run ./bench/suite -links 100000 -rounds 1 -duration 2s   # a smoke run
 //
 // Internal subcommands: `serve KIND` runs a baseline server, `attack` runs
-// the paced generator at a fixed rate in its own (pinnable) process.
+// the paced generator at a fixed rate in its own (pinnable) process;
+// `clickgen`, `clickroll` and `clickraw` are the clicks scenario's
+// processes (clickcmd.go).
 package main
 
 import (
@@ -33,6 +35,8 @@ func main() {
 			err = serve(os.Args[2:])
 		case "attack":
 			err = attack(os.Args[2:])
+		case "clickgen", "clickroll", "clickraw":
+			err = clickCommand(os.Args[1], os.Args[2:])
 		default:
 			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 			err = run(ctx, os.Args[1:])

@@ -80,7 +80,8 @@ func run(ctx context.Context, args []string) (err error) {
 	fs.IntVar(&o.conns, "connections", 64, "connections of wrk and the paced generator")
 	fs.StringVar(&o.serverCPU, "server-cpu", "0", "CPUs of the servers in the pinned variant (taskset list)")
 	fs.StringVar(&o.loadCPU, "load-cpu", "1", "CPUs of the load generator in the pinned variant")
-	scen := fs.String("scenarios", "redirect,scan,propagation,coldstart,create,writes", "scenarios to run")
+	scen := fs.String("scenarios", "redirect,scan,propagation,coldstart,create,clicks,writes", "scenarios to run")
+	clickOpts := clickFlags(fs)
 	writesOpts := writesFlags(fs)
 	fs.StringVar(&o.out, "out", "bench/results", "folder for the results file and charts")
 	fs.IntVar(&o.propagation, "propagation", 200, "creates timed until their first 302")
@@ -186,6 +187,7 @@ func run(ctx context.Context, args []string) (err error) {
 		{"propagation", e.propagate},
 		{"coldstart", e.coldStart},
 		{"create", e.create},
+		{"clicks", func() error { return e.clicks(clickOpts) }},
 		{"writes", func() error { return e.writes(writesOpts) }},
 	} {
 		if !o.scenarios[s.name] {
