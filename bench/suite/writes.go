@@ -424,10 +424,6 @@ l AS (
 INSERT INTO outbox (version, xid, kind, code, url, redirect_type, status, expires_at)
 SELECT i.version, x.xid, 'link', i.code, i.url, 302, 'active', NULL::timestamptz FROM l JOIN i USING (version), x`
 
-// rawTimeout bounds one raw create, and how long after the run's end one
-// may still start.
-const rawTimeout = 15 * time.Second
-
 // attackPgx is `suite attack pgx -dsn DSN -tenant ID -first-id N -rate R
 // -duration D -connections C`: the raw baseline of single creates, one
 // link and its outbox row per transaction from C pooled connections. At a
@@ -443,10 +439,11 @@ func attackPgx(args []string, stdout io.Writer) error {
 	rate := fs.Int("rate", 5000, "creates per second; 0: closed loop")
 	d := fs.Duration("duration", 10*time.Second, "run length")
 	conns := fs.Int("connections", 64, "pooled connections, each with one create in flight")
+	timeout := fs.Duration("timeout", 15*time.Second, "bound of one create, and how long after the run's end an open-loop create may still start")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	if *dsn == "" || *tenant <= 0 || *rate < 0 || *d <= 0 || *conns <= 0 {
+	if *dsn == "" || *tenant <= 0 || *rate < 0 || *d <= 0 || *conns <= 0 || *timeout <= 0 {
 		return errors.New("attack pgx: want -dsn, -tenant, a duration and connections")
 	}
 	ctx := context.Background()
@@ -514,7 +511,7 @@ func attackPgx(args []string, stdout io.Writer) error {
 		work := make(chan int, total)
 		// As with the paced generator, a create not started this long
 		// after the run's end fails unsent, so an overloaded run ends.
-		giveUp := *d + rawTimeout
+		giveUp := *d + *timeout
 		for range *conns {
 			wg.Go(func() {
 				for i := range work {
@@ -522,7 +519,7 @@ func attackPgx(args []string, stdout io.Writer) error {
 						unsent.Add(1)
 						continue
 					}
-					tctx, cancel := context.WithTimeout(ctx, rawTimeout)
+					tctx, cancel := context.WithTimeout(ctx, *timeout)
 					err := insert(tctx)
 					cancel()
 					done(time.Since(start)-due(i), err)
@@ -544,7 +541,7 @@ func attackPgx(args []string, stdout io.Writer) error {
 	slices.Sort(lats)
 	r.Sent, r.Errors, r.Created = len(lats), failed+int(unsent.Load()), len(lats)-failed
 	if n := unsent.Load(); n > 0 && r.Problem == "" {
-		r.Problem = fmt.Sprintf("%d creates not started within %s of the run's end", n, rawTimeout)
+		r.Problem = fmt.Sprintf("%d creates not started within %s of the run's end", n, *timeout)
 	}
 	r.Throughput = float64(r.Created) / r.Elapsed.Seconds()
 	if n := len(lats); n > 0 {

@@ -72,15 +72,16 @@ func TestApplyDelays(t *testing.T) {
 	answers := []answered{
 		{at: 10 * ms, status: 201, version: 5},  // read at 12: 2 ms
 		{at: 11 * ms, status: 201, version: 3},  // read at 9 already: early, 0
-		{at: 12 * ms, status: 201, version: 9},  // read at 1,500: 1,488 ms
+		{at: 5 * ms, status: 201, version: 8},   // read at 12 (the read at 20 went back): 7 ms
+		{at: 12 * ms, status: 201, version: 10}, // read at 1,500: 1,488 ms
 		{at: 13 * ms, status: 429},              // not a create
 		{at: 14 * ms, status: 201, version: 20}, // never applied
 		{at: 15 * ms, status: 201},              // a 201 without a version
 		{},                                      // never answered
 	}
-	reads := []position{{9 * ms, 4}, {12 * ms, 7}, {20 * ms, 6}, {1500 * ms, 10}}
+	reads := []position{{9 * ms, 4}, {12 * ms, 9}, {20 * ms, 6}, {1500 * ms, 10}}
 	got := applyDelays(answers, reads)
-	want := applyResult{Reads: 4, Every: 497 * ms, P50: 2 * ms, P99: 1488 * ms, Max: 1488 * ms, Over1s: 1, Early: 1, NotApplied: 1, NoVersion: 1}
+	want := applyResult{Reads: 4, Every: 497 * ms, P50: 7 * ms, P99: 1488 * ms, Max: 1488 * ms, Over1s: 1, Early: 1, NotApplied: 1, NoVersion: 1}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Fatalf("applyDelays (-want +got):\n%s", diff)
 	}
@@ -256,6 +257,13 @@ func TestAttackPgx(t *testing.T) {
 	again := run("-first-id", "1", "-rate", "100", "-duration", "100ms", "-connections", "1")
 	if again.Errors != 10 || again.Created != 0 || !strings.Contains(again.Problem, "duplicate") {
 		t.Fatalf("re-inserting ids: %+v; want 10 errors naming the duplicate", again)
+	}
+	// An open loop it cannot keep up with ends: what has not started
+	// within the timeout after the run fails unsent, counted.
+	over := run("-first-id", "2000000", "-rate", "100000", "-duration", "100ms", "-connections", "1", "-timeout", "200ms")
+	failed := over.Sent - over.Created
+	if unsent := over.Errors - failed; unsent <= 0 || over.Sent+unsent != 10000 || over.Problem == "" {
+		t.Fatalf("overloaded open loop: %+v; want the creates not started within the timeout counted as errors", over)
 	}
 	if err := attackPgx([]string{"-dsn", pg.DSN}, io.Discard); err == nil {
 		t.Fatal("no tenant accepted")
