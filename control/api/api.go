@@ -30,9 +30,11 @@ const (
 
 // Authenticator resolves an API key to its tenant and the tenant's own
 // request limit (perSecond and burst, each zero where the tenant has none:
-// Config's default applies). It is asked on every request, so a revoked key
-// fails on its next one and a changed limit is in force from then on.
-// Unknown and revoked keys are link.ErrUnauthorized.
+// Config's default applies). It is asked for every request, after the
+// request arrived, so a revoked key fails on its next one and a changed
+// limit is in force from then on; requests with the same key that arrive
+// while it is being asked about that key share its next answer (see
+// sharedAuth). Unknown and revoked keys are link.ErrUnauthorized.
 type Authenticator interface {
 	Authenticate(ctx context.Context, key string) (tenant int64, perSecond float64, burst int, err error)
 }
@@ -170,7 +172,7 @@ func New(auth Authenticator, l Links, cfg Config) *Server {
 	if cfg.AuthFailureClients <= 0 {
 		cfg.AuthFailureClients = 100_000
 	}
-	s := &Server{auth: auth, links: l, cfg: cfg, log: cfg.Log, mux: http.NewServeMux(),
+	s := &Server{auth: newSharedAuth(auth), links: l, cfg: cfg, log: cfg.Log, mux: http.NewServeMux(),
 		public: strings.TrimRight(cfg.PublicURL, "/"), limit: newLimiter(cfg.RatePerSecond, cfg.Burst, cfg.Now),
 		met: newRequestMetrics(cfg.Registerer)}
 	s.fails = newFailures(cfg.AuthFailuresPerSecond, cfg.AuthFailureBurst, cfg.AuthFailureClients, cfg.Now)

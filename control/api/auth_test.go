@@ -186,8 +186,10 @@ func TestFailureBudgetUnderLoad(t *testing.T) {
 		t.Errorf("401 %d, 429 %d, 200 %d; want %d, %d, %d", unauthorized.Load(), refused.Load(), ok.Load(),
 			clients*3, clients*(tries-3), clients*tries)
 	}
-	if n := auth.lookups.Load(); n != clients*3+clients*tries {
-		t.Errorf("%d key lookups; want %d", n, clients*3+clients*tries)
+	// No lookup for a request refused for its client's budget; requests
+	// with one key at once may share a lookup (sharedAuth).
+	if n := auth.lookups.Load(); n < 1 || n > clients*3+clients*tries {
+		t.Errorf("%d key lookups; want 1 to %d", n, clients*3+clients*tries)
 	}
 }
 
