@@ -27,11 +27,23 @@ type Loaded struct {
 	// the overlay: the common case, since most links never change after
 	// the snapshot was built. Bits are only ever set.
 	overridden []atomic.Uint64
+	// dirty has a bit per word of overridden, set after a bit of that
+	// word: a lookup reads it first, so an entry whose 64 neighbours are
+	// unchanged costs no read of overridden. At 100M links overridden is
+	// 16 MB, a cache miss per hit; dirty is 1/64 of it and stays cached.
+	dirty []atomic.Uint64
 }
 
-func (l *Loaded) override(i int) { l.overridden[i/64].Or(1 << (i % 64)) }
+func (l *Loaded) override(i int) {
+	l.overridden[i/64].Or(1 << (i % 64))
+	w := i / 64
+	l.dirty[w/64].Or(1 << (w % 64))
+}
 
-func (l *Loaded) isOverridden(i int) bool { return l.overridden[i/64].Load()&(1<<(i%64)) != 0 }
+func (l *Loaded) isOverridden(i int) bool {
+	w := i / 64
+	return l.dirty[w/64].Load()&(1<<(w%64)) != 0 && l.overridden[w].Load()&(1<<(i%64)) != 0
+}
 
 // Load validates data completely as a snapshot and decodes its bloom
 // section. data is kept (lookups read it in place) and must not be
@@ -66,8 +78,9 @@ func newLoaded(name string, snap *snapshot.Snapshot) (*Loaded, error) {
 	if f.Cap() == 0 || f.K() == 0 {
 		return nil, fmt.Errorf("%w: bloom section: empty filter", snapshot.ErrCorrupt)
 	}
+	words := (snap.Slots() + 63) / 64
 	return &Loaded{Snap: snap, Bloom: f, Name: name, Size: snap.Size(),
-		overridden: make([]atomic.Uint64, (snap.Slots()+63)/64)}, nil
+		overridden: make([]atomic.Uint64, words), dirty: make([]atomic.Uint64, (words+63)/64)}, nil
 }
 
 // Verify checks the entry sections LoadFile left unchecked

@@ -326,3 +326,28 @@ func TestSwapsUnmapRetiredFiles(t *testing.T) {
 	runtime.KeepAlive(kept)
 	runtime.KeepAlive(a) // its in-service and held snapshots are part of what the checks expect
 }
+
+// TestOverriddenBits: exactly the entries marked read as overridden,
+// whichever of them share a word or a summary word.
+func TestOverriddenBits(t *testing.T) {
+	links := make([]snapshot.Link, 10000)
+	for i := range links {
+		links[i] = snapshot.Link{Code: fmt.Sprintf("c-%05d", i), URL: "https://a.example/", RedirectType: 302, Status: link.Active}
+	}
+	l := loadTB(t, links, snapshot.Header{}, nil)
+	marked := map[int]bool{}
+	for _, i := range []int{0, 1, 63, 64, 4095, 4096, 4097, l.Snap.Slots() - 1} {
+		marked[i] = true
+	}
+	for i := 7; i < l.Snap.Slots(); i += 997 {
+		marked[i] = true
+	}
+	for i := range marked {
+		l.override(i)
+	}
+	for i := range l.Snap.Slots() {
+		if l.isOverridden(i) != marked[i] {
+			t.Fatalf("entry %d overridden = %v, want %v", i, !marked[i], marked[i])
+		}
+	}
+}
