@@ -89,9 +89,9 @@ func newRegistry(e *Edge, nc *nats.Conn) *prometheus.Registry {
 	f := e.Feed
 	gauge("edge_changefeed_applied_version", "Version of the last change applied.", func() float64 { return float64(f.Position().Version) })
 	gauge("edge_changefeed_applied_sequence", "Stream sequence of the last change applied.", func() float64 { return float64(f.Position().Seq) })
-	gauge("edge_changefeed_pending", "Changes on the stream not applied yet: the feed's lag.", func() float64 { return float64(f.Position().Pending) })
+	gauge("edge_changefeed_pending", "Stream messages (each a run of changes) not applied yet: the feed's lag.", func() float64 { return float64(f.Position().Pending) })
 	counter("edge_changefeed_gaps_total", "Events whose predecessor was not applied (the edge re-syncs).", func() float64 { return float64(f.Position().Gaps) })
-	counter("edge_changefeed_bad_events_total", "Undecodable change events, skipped.", func() float64 { return float64(f.Position().Bad) })
+	counter("edge_changefeed_bad_events_total", "Undecodable change messages, skipped.", func() float64 { return float64(f.Position().Bad) })
 	gauge("edge_changefeed_last_applied_timestamp_seconds", "When the last change was applied (Unix seconds; 0 before any).", func() float64 {
 		if t := f.Position().LastApplied; !t.IsZero() {
 			return float64(t.UnixNano()) / 1e9

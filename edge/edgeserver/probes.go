@@ -59,7 +59,7 @@ func (p *probes) ready() error {
 	case p.inService.Load():
 		return nil
 	case p.nc.IsConnected() && !pos.CaughtUp:
-		return fmt.Errorf("catching up: %d changes pending", pos.Pending)
+		return fmt.Errorf("catching up: %d stream messages pending", pos.Pending)
 	}
 	p.inService.Store(true)
 	return nil
@@ -71,7 +71,7 @@ func (p *probes) degraded() string {
 	case !p.nc.IsConnected():
 		return "change stream unreachable; serving known links, recent ones answer 503"
 	case !pos.CaughtUp || pos.Pending > p.maxLag:
-		return fmt.Sprintf("lagging: %d changes pending", pos.Pending)
+		return fmt.Sprintf("lagging: %d stream messages pending", pos.Pending)
 	}
 	return ""
 }

@@ -69,8 +69,9 @@ type Config struct {
 	// (default 200ms); ClickReportEvery is how often the redirect
 	// service-time histogram is published (default 10s).
 	ClickFlushEvery, ClickReportEvery time.Duration
-	// MaxReadyLag is the most changes the feed may be behind before the
-	// edge reports itself degraded (default 1,000); it stays in service.
+	// MaxReadyLag is the most stream messages the feed may be behind
+	// before the edge reports itself degraded (default 100; a message
+	// carries up to 1,000 changes of one relay run); it stays in service.
 	MaxReadyLag uint64
 
 	// SnapshotDir keeps the local copy of the newest snapshot, loaded at
@@ -236,7 +237,7 @@ func defaults(c *Config) {
 		c.NotFoundBurst = 1000
 	}
 	if c.MaxReadyLag == 0 {
-		c.MaxReadyLag = 1000
+		c.MaxReadyLag = 100
 	}
 }
 
