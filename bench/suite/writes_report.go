@@ -386,7 +386,8 @@ func (w *writesRuns) section(dir, stem string) (string, error) {
 		if r.res.Apply != nil {
 			edge = max(0, edge-w.edgePerRead*float64(r.res.Apply.Reads))
 		}
-		us := func(s float64) string { return fmt.Sprintf("%.0f", s/n*1e6) }
+		// A clock tick of rounding can take a difference below 0.
+		us := func(s float64) string { return fmt.Sprintf("%.0f", max(0, s)/n*1e6) }
 		sum := c.suite + edge + c.pg["backends"] + c.pg["exited"] + c.pg["WAL writer"] + c.pg["other"] + c.generator
 		offered := fmt.Sprintf("%.0f", r.res.Offered)
 		if r.what == "pgx-closed" {
