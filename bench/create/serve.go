@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/edgelink/edgelink/bench/measure"
 	"github.com/edgelink/edgelink/control/api"
@@ -59,8 +60,10 @@ func serve(ctx context.Context, o serveOptions, out io.Writer) error {
 	ids := &memIDs{}
 	ids.next.Store(o.idStart)
 	svc := links.New(store, ids, links.Config{Reserved: api.Routes, Writers: o.writers, MaxCoalesce: o.coalesce})
+	// Metrics are kept as control serve keeps them: they cost per request.
 	handler := api.New(store, svc, api.Config{PublicURL: "https://sho.rt", RatePerSecond: -1,
-		Log: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))})
+		Registerer: prometheus.NewRegistry(),
+		Log:        slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))})
 	mux := http.NewServeMux()
 	mux.Handle("/", handler)
 	mux.HandleFunc("/debug/pprof/", pprof.Index)
