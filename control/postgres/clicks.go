@@ -1,9 +1,12 @@
 package postgres
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -33,8 +36,19 @@ func (s *Store) ClickPosition(ctx context.Context, stream string) (uint64, error
 
 // ApplyClicks implements clickroll.Store. Clicks on codes the links table
 // does not have are counted in clicks_daily.unknown_clicks only.
+//
+// Its cost is PostgreSQL's, per row written: rows go in sorted by key, so
+// consecutive upserts land on the same index and heap pages; each link's
+// authority row is read once (an index lookup per distinct code, never a
+// scan of links), and its breakdown rows join it in memory.
 func (s *Store) ApplyClicks(ctx context.Context, r *clickroll.Rollup) error {
+	rows := clickRows(r)
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		// The arrays of a large rollup are materialised: in memory, not in
+		// temporary files.
+		if _, err := tx.Exec(ctx, `SET LOCAL work_mem = '64MB'`); err != nil {
+			return err
+		}
 		if _, err := tx.Exec(ctx, `INSERT INTO click_positions (stream, last_seq) VALUES ($1, 0) ON CONFLICT DO NOTHING`, r.Stream); err != nil {
 			return err
 		}
@@ -47,10 +61,7 @@ func (s *Store) ApplyClicks(ctx context.Context, r *clickroll.Rollup) error {
 		if uint64(cur) != r.Prev {
 			return fmt.Errorf("%w: stored %d, rollup after %d", clickroll.ErrPositionMoved, cur, r.Prev)
 		}
-		if err := applyLinks(ctx, tx, r.Links); err != nil {
-			return err
-		}
-		if err := applyBreakdown(ctx, tx, r.Breakdown); err != nil {
+		if err := rows.apply(ctx, tx); err != nil {
 			return err
 		}
 		if err := applySources(ctx, tx, r.Sources); err != nil {
@@ -69,23 +80,85 @@ func (s *Store) ApplyClicks(ctx context.Context, r *clickroll.Rollup) error {
 	return translate(err)
 }
 
-func applyLinks(ctx context.Context, tx pgx.Tx, rows []clickroll.LinkDay) error {
-	if len(rows) == 0 {
-		return nil
+// clickArrays are a rollup's rows as the columns of one statement: the
+// link rows sorted by (code, day), the breakdown rows in the order of
+// their links, each naming its link row by ordinal (1-based) rather than
+// by code and day.
+type clickArrays struct {
+	codes        []string
+	days         []int32 // days since 1970-01-01
+	clicks, bots []int64
+
+	link               []int32
+	dims, vals         []string
+	valClicks, valBots []int64
+}
+
+func epochDay(t time.Time) int32 { return int32(t.Unix() / 86400) }
+
+func clickRows(r *clickroll.Rollup) *clickArrays {
+	links := slices.Clone(r.Links)
+	slices.SortFunc(links, func(a, b clickroll.LinkDay) int {
+		return cmp.Or(strings.Compare(a.Code, b.Code), a.Day.Compare(b.Day))
+	})
+	type linkKey struct {
+		code string
+		day  int32
 	}
-	codes, days := make([]string, len(rows)), make([]time.Time, len(rows))
-	n, bots := make([]int64, len(rows)), make([]int64, len(rows))
-	for i, r := range rows {
-		codes[i], days[i], n[i], bots[i] = r.Code, r.Day, r.Clicks, r.BotClicks
+	ord := make(map[linkKey]int32, len(links))
+	a := &clickArrays{}
+	addLink := func(code string, day int32, clicks, bots int64) int32 {
+		a.codes, a.days = append(a.codes, code), append(a.days, day)
+		a.clicks, a.bots = append(a.clicks, clicks), append(a.bots, bots)
+		n := int32(len(a.codes))
+		ord[linkKey{code, day}] = n
+		return n
 	}
-	_, err := tx.Exec(ctx, `
-WITH u AS (
-	SELECT u.code, u.day, u.clicks, u.bots, l.tenant_id
-	FROM unnest($1::text[], $2::date[], $3::bigint[], $4::bigint[]) AS u (code, day, clicks, bots)
-	LEFT JOIN links l ON l.code = u.code
+	for _, l := range links {
+		addLink(l.Code, epochDay(l.Day), l.Clicks, l.BotClicks)
+	}
+	// Breakdown rows are grouped by their link's ordinal (a counting sort:
+	// stable, linear), which is key order for the link rows.
+	rowLink := make([]int32, len(r.Breakdown))
+	perLink := make([]int32, len(a.codes)+2)
+	for i, b := range r.Breakdown {
+		day := epochDay(b.Day)
+		n, ok := ord[linkKey{b.Code, day}]
+		if !ok {
+			// A breakdown without its link's row: the link row adds nothing.
+			n = addLink(b.Code, day, 0, 0)
+			perLink = append(perLink, 0)
+		}
+		rowLink[i] = n
+		perLink[n+1]++
+	}
+	for i := 2; i < len(perLink); i++ {
+		perLink[i] += perLink[i-1]
+	}
+	m := len(r.Breakdown)
+	a.link, a.dims, a.vals = make([]int32, m), make([]string, m), make([]string, m)
+	a.valClicks, a.valBots = make([]int64, m), make([]int64, m)
+	for i, b := range r.Breakdown {
+		n := rowLink[i]
+		j := perLink[n]
+		perLink[n]++
+		a.link[j], a.dims[j], a.vals[j], a.valClicks[j], a.valBots[j] = n, b.Dimension, b.Value, b.Clicks, b.BotClicks
+	}
+	return a
+}
+
+// applyClicksSQL writes a rollup's rows in one statement: per link and
+// day, per tenant and day, per day, per link, day and dimension value, and
+// the redirects counter.
+const applyClicksSQL = `
+WITH u AS MATERIALIZED (
+	-- A scalar subquery per link: an index lookup each, where a join
+	-- would be planned as a scan of every link for a large rollup.
+	SELECT u.*, date '1970-01-01' + u.d AS day, (SELECT l.tenant_id FROM links l WHERE l.code = u.code) AS tenant_id
+	FROM unnest($1::text[], $2::int[], $3::bigint[], $4::bigint[]) WITH ORDINALITY AS u (code, d, clicks, bots, ord)
 ), per_link AS (
 	INSERT INTO link_clicks_daily AS t (code, day, clicks, bot_clicks)
-	SELECT code, day, clicks, bots FROM u WHERE tenant_id IS NOT NULL
+	SELECT code, day, clicks, bots FROM u WHERE tenant_id IS NOT NULL AND (clicks <> 0 OR bots <> 0)
 	ON CONFLICT (code, day) DO UPDATE SET clicks = t.clicks + excluded.clicks, bot_clicks = t.bot_clicks + excluded.bot_clicks
 ), per_tenant AS (
 	INSERT INTO tenant_clicks_daily AS t (tenant_id, day, clicks, bot_clicks)
@@ -96,28 +169,22 @@ WITH u AS (
 	SELECT day, sum(clicks), sum(bots), coalesce(sum(clicks) FILTER (WHERE tenant_id IS NULL), 0) FROM u GROUP BY day
 	ON CONFLICT (day) DO UPDATE SET clicks = t.clicks + excluded.clicks, bot_clicks = t.bot_clicks + excluded.bot_clicks,
 		unknown_clicks = t.unknown_clicks + excluded.unknown_clicks
+), per_value AS (
+	INSERT INTO link_click_breakdown_daily AS t (code, day, dimension, value, clicks, bot_clicks)
+	SELECT u.code, u.day, b.dim, b.val, b.clicks, b.bots
+	FROM unnest($5::int[], $6::text[], $7::text[], $8::bigint[], $9::bigint[]) AS b (link, dim, val, clicks, bots)
+	JOIN u ON u.ord = b.link
+	WHERE u.tenant_id IS NOT NULL
+	ON CONFLICT (code, day, dimension, value) DO UPDATE SET clicks = t.clicks + excluded.clicks, bot_clicks = t.bot_clicks + excluded.bot_clicks
 )
-UPDATE counters SET value = value + (SELECT coalesce(sum(clicks), 0) FROM u) WHERE name = 'redirects_total'`,
-		codes, days, n, bots)
-	return err
-}
+UPDATE counters SET value = value + (SELECT coalesce(sum(clicks), 0) FROM u) WHERE name = 'redirects_total'`
 
-func applyBreakdown(ctx context.Context, tx pgx.Tx, rows []clickroll.BreakdownDay) error {
-	if len(rows) == 0 {
+// apply writes the rows (applyClicksSQL).
+func (a *clickArrays) apply(ctx context.Context, tx pgx.Tx) error {
+	if len(a.codes) == 0 {
 		return nil
 	}
-	codes, dims, vals := make([]string, len(rows)), make([]string, len(rows)), make([]string, len(rows))
-	days, n, bots := make([]time.Time, len(rows)), make([]int64, len(rows)), make([]int64, len(rows))
-	for i, r := range rows {
-		codes[i], dims[i], vals[i], days[i], n[i], bots[i] = r.Code, r.Dimension, r.Value, r.Day, r.Clicks, r.BotClicks
-	}
-	_, err := tx.Exec(ctx, `
-INSERT INTO link_click_breakdown_daily AS t (code, day, dimension, value, clicks, bot_clicks)
-SELECT u.code, u.day, u.dim, u.val, u.clicks, u.bots
-FROM unnest($1::text[], $2::date[], $3::text[], $4::text[], $5::bigint[], $6::bigint[]) AS u (code, day, dim, val, clicks, bots)
-WHERE EXISTS (SELECT 1 FROM links l WHERE l.code = u.code)
-ON CONFLICT (code, day, dimension, value) DO UPDATE SET clicks = t.clicks + excluded.clicks, bot_clicks = t.bot_clicks + excluded.bot_clicks`,
-		codes, days, dims, vals, n, bots)
+	_, err := tx.Exec(ctx, applyClicksSQL, a.codes, a.days, a.clicks, a.bots, a.link, a.dims, a.vals, a.valClicks, a.valBots)
 	return err
 }
 

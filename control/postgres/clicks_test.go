@@ -3,6 +3,7 @@ package postgres
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -175,5 +176,61 @@ func TestApplyClicksOnceAtAPosition(t *testing.T) {
 	var unknown int64
 	if err := pool.QueryRow(ctx, `SELECT unknown_clicks FROM clicks_daily WHERE day = $1`, day).Scan(&unknown); err != nil || unknown != 4 {
 		t.Fatalf("unknown clicks %d, %v; want 4", unknown, err)
+	}
+}
+
+// TestApplyClicksReadsLinksByIndex: a rollup of thousands of links reads
+// each link's row by its index and never scans the links table, however
+// many links there are (a scan per transaction cost more than the rollup
+// itself at a million links); its rows are all written.
+func TestApplyClicksReadsLinksByIndex(t *testing.T) {
+	_, pool := newStore(t)
+	ctx := context.Background()
+	seedClickLinks(t, pool, "a", 1, 50_000)
+	if _, err := pool.Exec(ctx, `ANALYZE links`); err != nil {
+		t.Fatal(err)
+	}
+	// One connection, so the statistics flushed after the apply are the
+	// apply's own.
+	cfg := pool.Config()
+	cfg.MaxConns = 1
+	one, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer one.Close()
+	scans := func() (seq, idx int64) {
+		t.Helper()
+		if _, err := one.Exec(ctx, `SELECT pg_stat_force_next_flush()`); err != nil {
+			t.Fatal(err)
+		}
+		if err := one.QueryRow(ctx, `SELECT seq_scan, coalesce(idx_scan, 0) FROM pg_stat_user_tables WHERE relname = 'links'`).Scan(&seq, &idx); err != nil {
+			t.Fatal(err)
+		}
+		return seq, idx
+	}
+	day := time.Date(2030, 1, 2, 0, 0, 0, 0, time.UTC)
+	r := &clickroll.Rollup{Stream: clicks.Stream, Last: 1}
+	for i := 1; i <= 10_000; i += 2 {
+		code := fmt.Sprintf("c-%d", i)
+		r.Links = append(r.Links, clickroll.LinkDay{Code: code, Day: day, Clicks: 3, BotClicks: 1})
+		for _, dv := range [][2]string{{"referrer", "t.co"}, {"device", "mobile"}, {"status", "302"}, {"edge", "e1"}} {
+			r.Breakdown = append(r.Breakdown, clickroll.BreakdownDay{Code: code, Day: day, Dimension: dv[0], Value: dv[1], Clicks: 3, BotClicks: 1})
+		}
+	}
+	seq0, idx0 := scans()
+	if err := New(one).ApplyClicks(ctx, r); err != nil {
+		t.Fatal(err)
+	}
+	seq1, idx1 := scans()
+	if seq1 != seq0 || idx1 == idx0 {
+		t.Fatalf("applying 5,000 links' clicks scanned links %d times and used its index %d times; want no scan", seq1-seq0, idx1-idx0)
+	}
+	var n, dims int64
+	if err := pool.QueryRow(ctx, `SELECT (SELECT sum(clicks) FROM link_clicks_daily), (SELECT sum(clicks) FROM link_click_breakdown_daily)`).Scan(&n, &dims); err != nil {
+		t.Fatal(err)
+	}
+	if n != 15_000 || dims != 4*15_000 {
+		t.Fatalf("rolled up %d clicks, %d in breakdowns; want 15000 and 60000", n, dims)
 	}
 }
