@@ -19,7 +19,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -116,9 +115,19 @@ type Config struct {
 	// Durable names the JetStream consumer (default "clickroll").
 	Durable string
 	// Batch is the most stream messages applied in one transaction
-	// (default 64; an edge's message holds up to 1,024 clicks).
+	// (default 256; an edge's message holds up to 1,024 clicks). A
+	// transaction's cost in PostgreSQL grows with the rows it writes, not
+	// the clicks, and the rows of a link and day are written once however
+	// many clicks they sum: so the further the roller falls behind, the
+	// larger and cheaper per click its transactions get.
 	Batch int
-	// FetchWait bounds one wait for messages (default 1s).
+	// MaxDelay is how long a transaction waits for more messages after its
+	// first (default 1s): with clicks streaming in, it is the grain of the
+	// rollups and how far they trail the stream at most, beyond the
+	// transaction itself.
+	MaxDelay time.Duration
+	// FetchWait bounds one wait for messages when none are coming
+	// (default 1s).
 	FetchWait time.Duration
 	// AckWait is how long JetStream waits for an ack before redelivering
 	// (default 30s); redeliveries are skipped by position anyway.
@@ -135,6 +144,7 @@ type Roller struct {
 	store Store
 	js    jetstream.JetStream
 	cfg   Config
+	win   *window // the transaction being gathered, reused; Run's own
 
 	applied, skipped, lost, bad, txs, position atomic.Uint64
 }
@@ -145,7 +155,10 @@ func New(store Store, js jetstream.JetStream, cfg Config) *Roller {
 		cfg.Durable = "clickroll"
 	}
 	if cfg.Batch <= 0 {
-		cfg.Batch = 64
+		cfg.Batch = 256
+	}
+	if cfg.MaxDelay <= 0 {
+		cfg.MaxDelay = time.Second
 	}
 	if cfg.FetchWait <= 0 {
 		cfg.FetchWait = time.Second
@@ -156,7 +169,7 @@ func New(store Store, js jetstream.JetStream, cfg Config) *Roller {
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
-	return &Roller{store: store, js: js, cfg: cfg}
+	return &Roller{store: store, js: js, cfg: cfg, win: newWindow(0, newValues())}
 }
 
 // Stats are the roller's counters since it started.
@@ -228,9 +241,11 @@ func (r *Roller) session(ctx context.Context) error {
 		return fmt.Errorf("reset consumer: %w", err)
 	}
 	cons, err := r.js.CreateConsumer(ctx, clicks.Stream, jetstream.ConsumerConfig{
-		Durable:       r.cfg.Durable,
-		AckPolicy:     jetstream.AckAllPolicy,
-		AckWait:       r.cfg.AckWait,
+		Durable:   r.cfg.Durable,
+		AckPolicy: jetstream.AckAllPolicy,
+		AckWait:   r.cfg.AckWait,
+		// A transaction's messages, the next one's prefetched while it
+		// commits, and room for redeliveries.
 		MaxAckPending: r.cfg.Batch * 4,
 		DeliverPolicy: jetstream.DeliverByStartSequencePolicy,
 		OptStartSeq:   pos + 1,
@@ -238,21 +253,21 @@ func (r *Roller) session(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("create consumer: %w", err)
 	}
+	// Messages pulls continuously: the next transaction's messages arrive
+	// while this one commits.
+	iter, err := cons.Messages(jetstream.PullMaxMessages(r.cfg.Batch))
+	if err != nil {
+		return fmt.Errorf("consume: %w", err)
+	}
+	defer iter.Stop()
 	r.cfg.Log.Info("click roller active", "position", pos)
 	lastCheck := time.Now()
 	for ctx.Err() == nil {
-		batch, err := cons.Fetch(r.cfg.Batch, jetstream.FetchMaxWait(r.cfg.FetchWait))
+		w, err := r.gather(ctx, iter, pos)
 		if err != nil {
-			return fmt.Errorf("fetch: %w", err)
+			return err
 		}
-		var msgs []jetstream.Msg
-		for m := range batch.Messages() {
-			msgs = append(msgs, m)
-		}
-		if err := batch.Error(); err != nil && !errors.Is(err, jetstream.ErrNoMessages) && !errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
-			return fmt.Errorf("fetch: %w", err)
-		}
-		if len(msgs) == 0 {
+		if w.msgs == 0 {
 			// Idle: make sure the lock is still ours now and then.
 			if time.Since(lastCheck) > 10*time.Second {
 				if err := sess.Alive(ctx); err != nil {
@@ -262,72 +277,130 @@ func (r *Roller) session(ctx context.Context) error {
 			}
 			continue
 		}
-		next, err := r.apply(ctx, pos, msgs)
+		if pos, err = r.commit(ctx, w); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// next waits up to d for the next message; nil when none came.
+func next(ctx context.Context, iter jetstream.MessagesContext, d time.Duration) (jetstream.Msg, error) {
+	wctx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	m, err := iter.Next(jetstream.NextContext(wctx))
+	switch {
+	case err == nil:
+		return m, nil
+	case ctx.Err() != nil:
+		return nil, ctx.Err()
+	case errors.Is(err, context.DeadlineExceeded):
+		return nil, nil
+	default:
+		return nil, fmt.Errorf("fetch: %w", err)
+	}
+}
+
+// gather rolls up the messages of one transaction after pos as they
+// arrive: up to Batch messages, for at most MaxDelay after the first (at
+// most FetchWait for the first).
+func (r *Roller) gather(ctx context.Context, iter jetstream.MessagesContext, pos uint64) (*window, error) {
+	w := r.win
+	w.reset(pos)
+	var deadline time.Time
+	for w.msgs < r.cfg.Batch {
+		wait := r.cfg.FetchWait
+		if w.msgs > 0 {
+			if wait = time.Until(deadline); wait <= 0 {
+				break
+			}
+		}
+		m, err := next(ctx, iter, wait)
+		if err != nil {
+			return nil, err
+		}
+		if m == nil {
+			break
+		}
+		if w.msgs == 0 {
+			deadline = time.Now().Add(r.cfg.MaxDelay)
+		}
+		if err := r.take(ctx, w, m); err != nil {
+			return nil, err
+		}
+	}
+	return w, nil
+}
+
+// take adds one delivered message to w, in delivery order.
+func (r *Roller) take(ctx context.Context, w *window, m jetstream.Msg) error {
+	meta, err := m.Metadata()
+	if err != nil {
+		return fmt.Errorf("message metadata: %w", err)
+	}
+	seq := meta.Sequence.Stream
+	w.msgs++
+	w.ack = m
+	if seq <= w.last {
+		r.skipped.Add(1) // applied before: a redelivery
+		return nil
+	}
+	if seq > w.last+1 {
+		first, err := r.firstSeq(ctx)
 		if err != nil {
 			return err
 		}
-		pos = next
+		if first < seq {
+			// The stream still holds some of what comes between (a
+			// redelivery overtaken by newer messages): never skip it.
+			return fmt.Errorf("%w: at %d, delivered %d, stream starts at %d", errReposition, w.last, seq, first)
+		}
+		w.lost += seq - (w.last + 1)
+		r.cfg.Log.Warn("click messages discarded by the stream before they were read", "messages", seq-(w.last+1))
+	}
+	w.last = seq
+	if err := w.add(m.Data(), strings.TrimPrefix(m.Subject(), clicks.SubjectPrefix)); err != nil {
+		r.bad.Add(1)
+		r.cfg.Log.Error("undecodable click message skipped", "seq", seq, "subject", m.Subject(), "err", err)
 	}
 	return nil
+}
+
+// commit applies w in one transaction, then acknowledges its messages,
+// and returns the new position.
+func (r *Roller) commit(ctx context.Context, w *window) (uint64, error) {
+	if w.last > w.prev {
+		rollup := w.rollup()
+		if err := r.store.ApplyClicks(ctx, rollup); err != nil {
+			return w.prev, fmt.Errorf("apply clicks after %d: %w", w.prev, err)
+		}
+		r.txs.Add(1)
+		r.applied.Add(uint64(w.clicks))
+		r.lost.Add(w.lost)
+		r.position.Store(w.last)
+	}
+	// Acknowledge only after the commit. AckAll: the last acks them all.
+	// A lost ack means a redelivery, which the position skips.
+	if err := w.ack.Ack(); err != nil {
+		r.cfg.Log.Debug("ack after commit failed; the redelivery will be skipped", "err", err)
+	}
+	return w.last, nil
 }
 
 // apply rolls msgs (in delivery order) up into one transaction after pos,
 // then acknowledges them, and returns the new position.
 func (r *Roller) apply(ctx context.Context, pos uint64, msgs []jetstream.Msg) (uint64, error) {
-	agg := newAggregator(pos)
-	var last jetstream.Msg
+	w := r.win
+	w.reset(pos)
 	for _, m := range msgs {
-		meta, err := m.Metadata()
-		if err != nil {
-			return pos, fmt.Errorf("message metadata: %w", err)
+		if err := r.take(ctx, w, m); err != nil {
+			return pos, err
 		}
-		seq := meta.Sequence.Stream
-		last = m
-		if seq <= agg.Last {
-			r.skipped.Add(1) // applied before: a redelivery
-			continue
-		}
-		if seq > agg.Last+1 {
-			first, err := r.firstSeq(ctx)
-			if err != nil {
-				return pos, err
-			}
-			if first < seq {
-				// The stream still holds some of what comes between (a
-				// redelivery overtaken by newer messages): never skip it.
-				return pos, fmt.Errorf("%w: at %d, delivered %d, stream starts at %d", errReposition, agg.Last, seq, first)
-			}
-			agg.Lost += seq - (agg.Last + 1)
-			r.cfg.Log.Warn("click messages discarded by the stream before they were read", "messages", seq-(agg.Last+1))
-		}
-		agg.Last = seq
-		b, err := clicks.Decode(m.Data())
-		if err != nil {
-			r.bad.Add(1)
-			r.cfg.Log.Error("undecodable click message skipped", "seq", seq, "subject", m.Subject(), "err", err)
-			continue
-		}
-		if b.Edge == "" {
-			b.Edge = strings.TrimPrefix(m.Subject(), clicks.SubjectPrefix)
-		}
-		agg.add(b)
 	}
-	if agg.Last > pos {
-		rollup := agg.rollup()
-		if err := r.store.ApplyClicks(ctx, rollup); err != nil {
-			return pos, fmt.Errorf("apply clicks after %d: %w", pos, err)
-		}
-		r.txs.Add(1)
-		r.applied.Add(uint64(agg.clicks))
-		r.lost.Add(agg.Lost)
-		r.position.Store(agg.Last)
+	if w.msgs == 0 {
+		return pos, nil
 	}
-	// Acknowledge only after the commit. AckAll: the last acks them all.
-	// A lost ack means a redelivery, which the position skips.
-	if err := last.Ack(); err != nil {
-		r.cfg.Log.Debug("ack after commit failed; the redelivery will be skipped", "err", err)
-	}
-	return agg.Last, nil
+	return r.commit(ctx, w)
 }
 
 func (r *Roller) firstSeq(ctx context.Context) (uint64, error) {
@@ -340,113 +413,4 @@ func (r *Roller) firstSeq(ctx context.Context) (uint64, error) {
 		return 0, fmt.Errorf("stream info: %w", err)
 	}
 	return info.State.FirstSeq, nil
-}
-
-// aggregator aggregates decoded messages into the rows of one transaction.
-type aggregator struct {
-	Rollup
-	clicks   int
-	links    map[linkKey]*counts
-	dims     map[dimKey]*counts
-	sources  map[[2]string]*SourceReport
-	latency  map[latKey]int64
-	statuses map[uint16]string
-}
-
-type linkKey struct {
-	code string
-	day  time.Time
-}
-
-type dimKey struct {
-	linkKey
-	dim, value string
-}
-
-type latKey struct {
-	day    time.Time
-	bucket int
-}
-
-type counts struct{ clicks, bots int64 }
-
-func (c *counts) add(bot bool) {
-	c.clicks++
-	if bot {
-		c.bots++
-	}
-}
-
-func newAggregator(pos uint64) *aggregator {
-	return &aggregator{
-		Rollup: Rollup{Stream: clicks.Stream, Prev: pos, Last: pos},
-		links:  make(map[linkKey]*counts), dims: make(map[dimKey]*counts),
-		sources: make(map[[2]string]*SourceReport), latency: make(map[latKey]int64),
-		statuses: make(map[uint16]string),
-	}
-}
-
-func (a *aggregator) count(m map[dimKey]*counts, k dimKey, bot bool) {
-	c := m[k]
-	if c == nil {
-		c = new(counts)
-		m[k] = c
-	}
-	c.add(bot)
-}
-
-func (a *aggregator) add(b clicks.Batch) {
-	src := a.sources[[2]string{b.Edge, b.Boot}]
-	if src == nil {
-		src = &SourceReport{Edge: b.Edge, Boot: b.Boot}
-		a.sources[[2]string{b.Edge, b.Boot}] = src
-	}
-	src.Offered, src.Dropped = max(src.Offered, b.Offered), max(src.Dropped, b.Dropped)
-	src.Applied += int64(len(b.Clicks))
-	if b.Latency != nil {
-		day := clicks.DayOf(b.At)
-		for i, c := range b.Latency {
-			if c != 0 {
-				a.latency[latKey{day, i}] += int64(c)
-			}
-		}
-		return
-	}
-	a.clicks += len(b.Clicks)
-	for _, c := range b.Clicks {
-		k := linkKey{c.Code, c.Day()}
-		lc := a.links[k]
-		if lc == nil {
-			lc = new(counts)
-			a.links[k] = lc
-		}
-		lc.add(c.Bot)
-		status, ok := a.statuses[c.Status]
-		if !ok {
-			status = strconv.Itoa(int(c.Status))
-			a.statuses[c.Status] = status
-		}
-		a.count(a.dims, dimKey{k, "referrer", c.Referrer}, c.Bot)
-		a.count(a.dims, dimKey{k, "device", c.Device.String()}, c.Bot)
-		a.count(a.dims, dimKey{k, "status", status}, c.Bot)
-		a.count(a.dims, dimKey{k, "edge", b.Edge}, c.Bot)
-	}
-}
-
-func (a *aggregator) rollup() *Rollup {
-	r := a.Rollup
-	for k, c := range a.links {
-		r.Links = append(r.Links, LinkDay{Code: k.code, Day: k.day, Clicks: c.clicks, BotClicks: c.bots})
-	}
-	for k, c := range a.dims {
-		r.Breakdown = append(r.Breakdown, BreakdownDay{Code: k.code, Day: k.day, Dimension: k.dim, Value: k.value,
-			Clicks: c.clicks, BotClicks: c.bots})
-	}
-	for _, s := range a.sources {
-		r.Sources = append(r.Sources, *s)
-	}
-	for k, n := range a.latency {
-		r.Latency = append(r.Latency, LatencyBucket{Day: k.day, Bucket: k.bucket, Count: n})
-	}
-	return &r
 }

@@ -225,3 +225,24 @@ func TestLatencyMerged(t *testing.T) {
 		t.Fatalf("merged histogram differs")
 	}
 }
+
+// TestBacklogRollsUpInLargeTransactions: a roller that finds a backlog
+// applies it in transactions of many messages (a transaction costs per row
+// it writes, and the rows of one link and day are written once however
+// many clicks they sum), each click exactly once.
+func TestBacklogRollsUpInLargeTransactions(t *testing.T) {
+	e := newEnv(t, 10)
+	sent := e.publish(t, "e1", 1000, 10)
+	r := clickroll.New(e.store, e.js, clickroll.Config{FetchWait: 100 * time.Millisecond})
+	run(t, r)
+	e.waitPosition(t, e.lastSeq(t))
+	wantBots := int64(1000 * 4) // clicks 0, 3, 6 and 9 of each message
+	if got, bots, breakdown := e.total(t); got != int64(sent) || bots != wantBots || breakdown != got {
+		t.Fatalf("rolled up %d clicks (%d bots, %d by device); want %d (%d)", got, bots, breakdown, sent, wantBots)
+	}
+	// 1,000 messages: 4 transactions of the default 256, a few more if the
+	// machine stalls a delivery past MaxDelay; never one per few dozen.
+	if st := r.Stats(); st.Txs > 8 {
+		t.Fatalf("%d transactions for a backlog of 1,000 messages; want at most 8", st.Txs)
+	}
+}

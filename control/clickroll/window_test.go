@@ -1,0 +1,126 @@
+package clickroll
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/edgelink/edgelink/shared/clicks"
+)
+
+// message encodes n clicks from edge over codes, spread over two days.
+func message(edge string, n int, r *rand.Rand, codes int) []byte {
+	b := clicks.AppendHeader(nil, clicks.Source{Edge: edge, Boot: "boot", Offered: uint64(n)}, n)
+	day := time.Date(2030, 1, 2, 23, 59, 59, 0, time.UTC).UnixMilli()
+	refs := []string{"", "t.co", "www.google.com", "m.facebook.com"}
+	statuses := []uint16{302, 302, 301, 307, 399}
+	for range n {
+		code := fmt.Sprintf("%06d", r.IntN(codes)) // as generated codes: 6 bytes
+		if codes < 100 {
+			code = fmt.Sprintf("custom-code-%d", r.IntN(codes)) // longer
+		}
+		b = clicks.AppendClick(b, []byte(code), day+int64(r.IntN(2000)), statuses[r.IntN(len(statuses))],
+			clicks.Device(r.IntN(5)), r.IntN(4) == 0, []byte(refs[r.IntN(len(refs))]))
+	}
+	return b
+}
+
+// TestWindowSumsEveryClick: a window's rollup is exactly what decoding the
+// messages and counting each click gives, per link and day and per link,
+// day and value, over messages of both click formats and two days.
+func TestWindowSumsEveryClick(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 2))
+	msgs := [][]byte{message("e1", 500, r, 40), message("e2", 300, r, 40), message("e1", 1, r, 40),
+		{1, 1, 84, 6, 'c', '0', '0', '0', '0', '1'}} // format 1: no source, status 0
+	w := newWindow(7, newValues())
+	type key struct{ code, day, dim, val string }
+	want := map[key][2]int64{}
+	for i, m := range msgs {
+		edge := "from-subject"
+		if err := w.add(m, edge); err != nil {
+			t.Fatalf("message %d: %v", i, err)
+		}
+		b, err := clicks.Decode(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if b.Edge == "" {
+			b.Edge = edge
+		}
+		for _, c := range b.Clicks {
+			day := c.Day().Format(time.DateOnly)
+			for _, k := range []key{{c.Code, day, "", ""}, {c.Code, day, "referrer", c.Referrer}, {c.Code, day, "device", c.Device.String()},
+				{c.Code, day, "status", fmt.Sprint(c.Status)}, {c.Code, day, "edge", b.Edge}} {
+				n := want[k]
+				n[0]++
+				if c.Bot {
+					n[1]++
+				}
+				want[k] = n
+			}
+		}
+	}
+	roll := w.rollup()
+	got := map[key][2]int64{}
+	for _, l := range roll.Links {
+		k := key{l.Code, l.Day.Format(time.DateOnly), "", ""}
+		if _, dup := got[k]; dup {
+			t.Fatalf("link row %v twice", k)
+		}
+		got[k] = [2]int64{l.Clicks, l.BotClicks}
+	}
+	for _, b := range roll.Breakdown {
+		k := key{b.Code, b.Day.Format(time.DateOnly), b.Dimension, b.Value}
+		if _, dup := got[k]; dup {
+			t.Fatalf("breakdown row %v twice", k)
+		}
+		got[k] = [2]int64{b.Clicks, b.BotClicks}
+	}
+	if d := cmp.Diff(want, got); d != "" {
+		t.Fatalf("rollup differs from the clicks (-want +got):\n%s", d)
+	}
+	if w.clicks != 802 || roll.Prev != 7 {
+		t.Fatalf("window counted %d clicks after %d; want 802 after 7", w.clicks, roll.Prev)
+	}
+}
+
+// TestWindowAddsWithoutAllocating: once a window has seen a message's
+// links and values, adding another costs no allocation per click (only the
+// message's edge and boot names).
+func TestWindowAddsWithoutAllocating(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	m := message("e1", 1024, r, 100)
+	w := newWindow(0, newValues())
+	for range 20 { // every code, day and value seen
+		if err := w.add(m, ""); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := testing.AllocsPerRun(50, func() { _ = w.add(m, "") }); n > 4 {
+		t.Fatalf("adding a message of 1,024 clicks allocated %.0f times; want at most 4", n)
+	}
+}
+
+// BenchmarkWindowAdd is the roller's own work per click (decode and sum),
+// over a campaign's links (20,000, uniform), a window per 256 messages.
+func BenchmarkWindowAdd(b *testing.B) {
+	r := rand.New(rand.NewPCG(5, 6))
+	msgs := make([][]byte, 64)
+	for i := range msgs {
+		msgs[i] = message("e1", 1024, r, 20_000)
+	}
+	w := newWindow(0, newValues())
+	b.ReportAllocs()
+	for i := 0; b.Loop(); i++ {
+		if i%256 == 0 {
+			w.reset(0)
+		}
+		if err := w.add(msgs[i%len(msgs)], ""); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/1024, "ns/click")
+}
