@@ -187,6 +187,7 @@ type clickRun struct {
 	consume, upsert                               rawResult
 	consumeCPU, upsertCPU, consumeSuite, upsertPG float64
 	profile                                       string
+	rawBatch                                      int // messages per fetch and transaction of the baselines
 }
 
 // clicks records o.rate clicks/s for o.duration through the edge's
@@ -359,11 +360,15 @@ wait:
 	fmt.Printf("   clicks: %d offered, %d published, %d dropped; %d rolled up; trail %s; roller %.2f CPU-s, PostgreSQL %.2f CPU-s\n",
 		final.Offered, final.Published, final.Dropped, cr.after.redirects-cr.before.redirects, cr.trail.Round(time.Millisecond), cr.rollerCPU, cr.pgCPU)
 
-	// The baselines, over the same stream range.
+	// The baselines, over the same stream range, a transaction (and a
+	// fetch) of as many messages as the roller's took on average.
+	mu.Lock()
+	cr.rawBatch = max(1, int(cr.last-cr.first+1)/max(1, int(cr.stats.Txs)))
+	mu.Unlock()
 	for _, mode := range []string{"consume", "upsert"} {
 		argv := []string{e.self, "clickraw", "-mode", mode, "-nats", st.natsURL, "-database", st.pg.DSN,
-			"-from", fmt.Sprint(cr.first), "-to", fmt.Sprint(cr.last)}
-		e.record([]string{"suite", "clickraw", "-mode", mode, "-nats", "URL", "-database", "DSN", "-from", "FIRST", "-to", "LAST"})
+			"-from", fmt.Sprint(cr.first), "-to", fmt.Sprint(cr.last), "-batch", fmt.Sprint(cr.rawBatch)}
+		e.record([]string{"suite", "clickraw", "-mode", mode, "-nats", "URL", "-database", "DSN", "-from", "FIRST", "-to", "LAST", "-batch", "N"})
 		p0, s0 := pgCPU(), procCPU(os.Getpid())
 		out, cpu, err := e.runLoad(argv)
 		if err != nil {
@@ -405,7 +410,7 @@ func (e *env) clickSection(cr *clickRun) error {
 	p("Clicks recorded at %d/s for %s by the edge's own recorder (`edge/clickpub`, default ring and batches) in a process of their own (`suite clickgen`), published to the suite's JetStream as edge `%s`: codes from the %d loaded links by Zipf (s=1.1) with %.0f%% unknown codes, the redirect types of the links (mostly 302), %d real-looking User-Agents (phones, in-app browsers, desktops, a tablet, a TV, link-preview bots) and referrers (none, search, social, messengers, webmail, and %d blog hosts). ",
 		cr.o.rate, cr.o.duration, genEdge, len(e.codes), 100*cr.o.unknown, len(userAgents), tailReferrers)
 	p("Control's roller (`control/clickroll` with its defaults) runs alone in `suite clickroll` (the suite's own roller paused), so its CPU is its own; PostgreSQL's is summed over its processes (fsync on). NATS runs in the suite's process, whose CPU is reported beside. ")
-	p("Baselines over the same stream range afterwards: a bare pull consumer fetching and acknowledging it (the floor of consuming), and a plain pgx upsert of the same aggregates (decoded, summed per fetch of 64 messages in Go maps, one unnest `INSERT … ON CONFLICT` per table per transaction into scratch copies of the two rollup tables; no link lookup, tenant, sources or position).\n\n")
+	p("Baselines over the same stream range afterwards: a bare pull consumer fetching and acknowledging it (the floor of consuming), and a plain pgx upsert of the same aggregates (decoded, summed per fetch of %d messages in Go maps, as many as the roller's transactions took on average, one unnest `INSERT … ON CONFLICT` per table per transaction into a link-day table and a breakdown table as schema 004 laid them out; no link lookup, tenant, sources or position).\n\n", cr.rawBatch)
 
 	lost := g.Published - d(func(r rollupSums) int64 { return r.redirects })
 	t := report.Table{Header: []string{"", ""}, Align: "lr"}
