@@ -107,20 +107,50 @@ var referers = []weighted{
 
 const tailReferrers = 2000
 
-// picker draws a weighted value in O(1): a table of 100 slots.
-type picker [][]byte
+// choice is one User-Agent or Referer the generator sends, with what the
+// roller must count for it (classified once, as the recorder does).
+type choice struct {
+	raw []byte
+	key string // the breakdown value it counts as: "device=…" or "referrer=…"
+	bot bool
+}
+
+// picker draws a weighted choice in O(1): a table of indices, one per unit
+// of weight.
+type picker []int
 
 func newPicker(ws []weighted) picker {
 	var p picker
-	for _, w := range ws {
+	for i, w := range ws {
 		for range w.weight {
-			p = append(p, []byte(w.value))
+			p = append(p, i)
 		}
 	}
 	return p
 }
 
-func (p picker) pick(r *rand.Rand) []byte { return p[r.IntN(len(p))] }
+func (p picker) pick(r *rand.Rand) int { return p[r.IntN(len(p))] }
+
+// choices are the User-Agents and Referers as the generator draws them;
+// the referrer "tail" stands for tailReferrers blog hosts, appended after
+// the named ones.
+func choices() (uas, refs []choice) {
+	for _, w := range userAgents {
+		dev, bot := clicks.Classify([]byte(w.value))
+		uas = append(uas, choice{raw: []byte(w.value), key: "device=" + dev.String(), bot: bot})
+	}
+	var host [clicks.MaxReferrerLen]byte
+	add := func(raw string) {
+		refs = append(refs, choice{raw: []byte(raw), key: "referrer=" + string(clicks.ReferrerHost(host[:], []byte(raw)))})
+	}
+	for _, w := range referers {
+		add(w.value) // "tail" itself is never sent
+	}
+	for i := range tailReferrers {
+		add(fmt.Sprintf("https://blog-%d.example-news.net/2026/11/campaign-review", i))
+	}
+	return uas, refs
+}
 
 // clickGen is `suite clickgen`: clicks at -rate for -duration through the
 // edge's recorder, on codes drawn from the links file (Zipf, s=1.1, with
@@ -167,11 +197,9 @@ func clickGen(args []string) error {
 		}
 		draws[i] = draw{code: c, status: status, known: q.Status != 404}
 	}
-	uas, refs := newPicker(userAgents), newPicker(referers)
-	tail := make([][]byte, tailReferrers)
-	for i := range tail {
-		tail[i] = fmt.Appendf(nil, "https://blog-%d.example-news.net/2026/11/campaign-review", i)
-	}
+	uas, refs := choices()
+	uaPick, refPick, tail := newPicker(userAgents), newPicker(referers), len(referers)-1
+	uaN, refN, statusN := make([]int64, len(uas)), make([]int64, len(refs)), map[int]int64{}
 
 	nc, err := nats.Connect(*natsURL, nats.MaxReconnects(-1))
 	if err != nil {
@@ -190,7 +218,6 @@ func clickGen(args []string) error {
 
 	out := json.NewEncoder(os.Stdout)
 	final := genProgress{Done: true, Boot: rec.Boot(), Breakdown: map[string]int64{}}
-	var host [clicks.MaxReferrerLen]byte
 	r := rand.New(rand.NewPCG(*seed, 0xc11c))
 	start := time.Now()
 	next := start.Add(time.Second)
@@ -204,24 +231,19 @@ func clickGen(args []string) error {
 		at := now.UnixMilli()
 		for due := int64(el.Seconds() * float64(*rate)); sent < due; sent++ {
 			q := &draws[int(sent)%len(draws)]
-			ua, ref := uas.pick(r), refs.pick(r)
-			if string(ref) == "tail" {
-				ref = tail[r.IntN(len(tail))]
+			ua, ref := uaPick.pick(r), refPick.pick(r)
+			if ref == tail {
+				ref = len(referers) + r.IntN(tailReferrers)
 			}
-			rec.Record(q.code, ref, ua, q.status, at)
+			rec.Record(q.code, refs[ref].raw, uas[ua].raw, q.status, at)
 			if !q.known {
 				final.Unknown++
 				continue
 			}
 			final.Known++
-			// What the roller must count: classified as the recorder does.
-			dev, bot := clicks.Classify(ua)
-			if bot {
-				final.Bots++
-			}
-			final.Breakdown["device="+dev.String()]++
-			final.Breakdown["referrer="+string(clicks.ReferrerHost(host[:], ref))]++
-			final.Breakdown[fmt.Sprint("status=", q.status)]++
+			uaN[ua]++
+			refN[ref]++
+			statusN[q.status]++
 		}
 		if now.After(next) {
 			next = next.Add(time.Second)
@@ -231,6 +253,18 @@ func clickGen(args []string) error {
 	}
 	final.LastRecord = time.Now().UnixNano()
 	cancel() // Run publishes what is queued, then returns
+	for i, n := range uaN {
+		final.Breakdown[uas[i].key] += n
+		if uas[i].bot {
+			final.Bots += n
+		}
+	}
+	for i, n := range refN {
+		final.Breakdown[refs[i].key] += n
+	}
+	for st, n := range statusN {
+		final.Breakdown[fmt.Sprint("status=", st)] += n
+	}
 	if err := <-ran; err != nil {
 		return err
 	}

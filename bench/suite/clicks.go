@@ -201,8 +201,17 @@ func (e *env) clicks(o *clickOptions) error {
 	}
 	ctx := e.ctx
 	st := e.st
-	// What earlier scenarios sent is rolled up first, so the run starts
-	// on an empty backlog; then the suite's own roller stops.
+	// What earlier scenarios sent is published by the edge and rolled up
+	// first, so the run starts on an empty backlog and counts only its own
+	// clicks; then the suite's own roller stops.
+	var buffered float64
+	if err := stack.Poll(ctx, "the edge publishes the clicks it holds", time.Minute, func() bool {
+		m, err := edgeMetrics(ctx, st.edgeURL)
+		buffered = m["edge_clicks_buffered"]
+		return err == nil && buffered == 0
+	}); err != nil {
+		return fmt.Errorf("edge still holds %v clicks: %w", buffered, err)
+	}
 	if _, err := st.waitRolled(ctx, 5*time.Minute); err != nil {
 		return err
 	}
