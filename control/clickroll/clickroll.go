@@ -124,7 +124,7 @@ type Config struct {
 	// MaxDelay is how long a transaction waits for more messages after its
 	// first (default 1s): with clicks streaming in, it is the grain of the
 	// rollups and how far they trail the stream at most, beyond the
-	// transaction itself.
+	// transaction itself. A quarter of it without a message ends the wait.
 	MaxDelay time.Duration
 	// FetchWait bounds one wait for messages when none are coming
 	// (default 1s).
@@ -303,7 +303,9 @@ func next(ctx context.Context, iter jetstream.MessagesContext, d time.Duration) 
 
 // gather rolls up the messages of one transaction after pos as they
 // arrive: up to Batch messages, for at most MaxDelay after the first (at
-// most FetchWait for the first).
+// most FetchWait for the first), and no longer than a quarter of MaxDelay
+// after the last: once the stream has nothing more, waiting only delays
+// what is in hand.
 func (r *Roller) gather(ctx context.Context, iter jetstream.MessagesContext, pos uint64) (*window, error) {
 	w := r.win
 	w.reset(pos)
@@ -311,7 +313,7 @@ func (r *Roller) gather(ctx context.Context, iter jetstream.MessagesContext, pos
 	for w.msgs < r.cfg.Batch {
 		wait := r.cfg.FetchWait
 		if w.msgs > 0 {
-			if wait = time.Until(deadline); wait <= 0 {
+			if wait = min(time.Until(deadline), r.cfg.MaxDelay/4); wait <= 0 {
 				break
 			}
 		}
