@@ -1,17 +1,25 @@
 // Command snapshot measures the edge's snapshot layer against a plain Go map
 // holding the same links, in one run on one machine: build time and file
-// size, heap and resident memory per link once loaded, time from process
-// start to serving, and the cost of one lookup and one redirect.
+// size, time from process start to serving, resident memory per link, the
+// cost of one lookup, and redirects per CPU-second of the edge's handler.
 //
 //	go run ./bench/snapshot -links 1000000
+//	go run ./bench/snapshot -links 10000000 -busy
+//	go run ./bench/snapshot -links 100000000 -json out.json
 //
 // Each side loads in its own fresh child process, so one side's garbage
-// never counts against the other.
+// never counts against the other. The snapshot side does what an edge does
+// at boot from its local copy: open the file in place (store.LoadFile),
+// put it in service, say it is ready, then verify it in the background.
+// -busy runs a process spinning on one core (of two here) while both sides
+// start, as when the machine is busy. Above 20,000,000 links the Go map is
+// left out (it would need about 35 GB at 100M); -map forces it.
 package main
 
 import (
 	"bufio"
 	"bytes"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"math/rand/v2"
@@ -22,15 +30,11 @@ import (
 	"runtime/debug"
 	"strconv"
 	"strings"
-	"testing"
 	"time"
 
 	"github.com/bits-and-blooms/bloom/v3"
-	"github.com/valyala/fasthttp"
 
 	"github.com/edgelink/edgelink/bench/dataset"
-	"github.com/edgelink/edgelink/edge/redirect"
-	"github.com/edgelink/edgelink/edge/store"
 	"github.com/edgelink/edgelink/shared/base62"
 	"github.com/edgelink/edgelink/shared/link"
 	"github.com/edgelink/edgelink/shared/snapshot"
@@ -39,14 +43,23 @@ import (
 func main() {
 	n := flag.Int("links", 1_000_000, "links in the snapshot")
 	dir := flag.String("dir", "", "folder for the files (default: a temporary one, removed)")
-	child := flag.String("child", "", "internal: load one side (snapshot|map) from -file and report")
+	busy := flag.Bool("busy", false, "spin a process on one core while the children start")
+	withMap := flag.String("map", "auto", "measure the Go map baseline too: true, false, or auto (up to 20,000,000 links)")
+	jsonOut := flag.String("json", "", "also write the figures to this file as JSON")
+	child := flag.String("child", "", "internal: run one side (snapshot|map|hog) on -file and report")
 	file := flag.String("file", "", "internal: the file a child loads")
 	flag.Parse()
 	var err error
 	if *child != "" {
 		err = runChild(*child, *file, *n)
 	} else {
-		err = run(*n, *dir)
+		m := *n <= 20_000_000
+		if *withMap != "auto" {
+			m, err = strconv.ParseBool(*withMap)
+		}
+		if err == nil {
+			err = run(*n, *dir, *busy, m, *jsonOut)
+		}
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "bench/snapshot:", err)
@@ -58,7 +71,29 @@ func main() {
 // long-running allocator does.
 const firstID = 1_000_000_000
 
-func run(n int, dir string) error {
+// code is link i's code: 2% custom codes, the rest generated IDs in a run
+// with gaps, as segments of several allocators interleave.
+func code(dst []byte, i int) []byte {
+	if i%50 == 49 {
+		return fmt.Appendf(dst, "campaign-%07d", i)
+	}
+	var b [base62.Length]byte
+	_ = base62.Put(b[:], uint64(firstID+i*3))
+	return append(dst, b[:]...)
+}
+
+// results are one run's figures: the build's, and each side's by name.
+type results struct {
+	Links     int                           `json:"links"`
+	Busy      bool                          `json:"busy"`
+	Load      string                        `json:"load_average"`
+	BuildSecs float64                       `json:"build_seconds"`
+	FileBytes int64                         `json:"file_bytes"`
+	URLBytes  float64                       `json:"url_bytes_per_link"`
+	Sides     map[string]map[string]float64 `json:"sides"`
+}
+
+func run(n int, dir string, busy, withMap bool, jsonOut string) error {
 	if dir == "" {
 		d, err := os.MkdirTemp("", "edgelink-snapbench-")
 		if err != nil {
@@ -67,98 +102,125 @@ func run(n int, dir string) error {
 		defer os.RemoveAll(d)
 		dir = d
 	}
-	rng := rand.New(rand.NewPCG(1, 1))
-	fmt.Printf("generating %d links with realistic targets...\n", n)
-	links := make([]snapshot.Link, n)
-	var urlBytes int
-	for i := range links {
-		l := snapshot.Link{URL: dataset.Target(rng), RedirectType: link.DefaultRedirect, Status: link.Active}
-		if i%50 == 49 { // 2% custom codes
-			l.Code = fmt.Sprintf("campaign-%07d", i)
-		} else {
-			l.Code, _ = base62.Encode(uint64(firstID + i*3))
-		}
-		urlBytes += len(l.URL)
-		links[i] = l
+	res := results{Links: n, Busy: busy, Sides: map[string]map[string]float64{}}
+	// The writer's garbage (a URL string per link) would otherwise grow
+	// the heap to twice the 7.5 GB the writer holds at 100M links.
+	debug.SetGCPercent(20)
+	snapFile, mapFile, err := generate(n, dir, withMap, &res)
+	if err != nil {
+		return err
 	}
+	runtime.GC()
+	debug.FreeOSMemory() // the writer's memory, before the children load
+	fmt.Printf("  build %.1f s, file %.1f MiB (%.1f B/link); raw code+target %.1f B/link\n\n",
+		res.BuildSecs, float64(res.FileBytes)/(1<<20), float64(res.FileBytes)/float64(n), res.URLBytes+6)
 
-	// The snapshot file, built as control's builder does.
-	start := time.Now()
-	var w snapshot.Writer
-	f := bloom.NewWithEstimates(uint(n), 0.01)
-	for _, l := range links {
-		if err := w.Add(l); err != nil {
+	var hog *exec.Cmd
+	if busy {
+		if hog, err = startHog(); err != nil {
 			return err
 		}
-		f.AddString(l.Code)
+		defer func() { _ = hog.Process.Kill(); _ = hog.Wait() }()
 	}
-	var bb, out bytes.Buffer
-	if _, err := f.WriteTo(&bb); err != nil {
+	res.Load = loadAverage()
+	if res.Sides["snapshot"], err = measureChild("snapshot", snapFile, n); err != nil {
 		return err
 	}
-	h := snapshot.Header{ChangeVersion: uint64(n), StreamSeq: uint64(n), BloomCount: uint64(n), CreatedMillis: time.Now().UnixMilli()}
-	if err := w.Write(&out, h, nil, bb.Bytes()); err != nil {
-		return err
+	if withMap {
+		if res.Sides["map"], err = measureChild("map", mapFile, n); err != nil {
+			return err
+		}
+		if res.Sides["compare"], err = measureChild("compare", snapFile+","+mapFile, n); err != nil {
+			return err
+		}
 	}
-	build := time.Since(start)
-	snapFile := filepath.Join(dir, snapshot.ObjectName(uint64(n)))
-	if err := os.WriteFile(snapFile, out.Bytes(), 0o644); err != nil {
-		return err
+	report(os.Stdout, &res)
+	if jsonOut != "" {
+		b, _ := json.MarshalIndent(&res, "", "  ")
+		return os.WriteFile(jsonOut, append(b, '\n'), 0o644)
 	}
-	fileSize := out.Len()
-
-	// The baseline's file: code TAB url lines.
-	mapFile := filepath.Join(dir, "links.tsv")
-	tf, err := os.Create(mapFile)
-	if err != nil {
-		return err
-	}
-	bw := bufio.NewWriterSize(tf, 1<<20)
-	for _, l := range links {
-		bw.WriteString(l.Code)
-		bw.WriteByte('\t')
-		bw.WriteString(l.URL)
-		bw.WriteByte('\n')
-	}
-	if err := errorsJoin(bw.Flush(), tf.Close()); err != nil {
-		return err
-	}
-	links, out, bb = nil, bytes.Buffer{}, bytes.Buffer{}
-	runtime.GC()
-
-	fmt.Printf("  build %v, file %.1f MiB (%.1f B/link); raw code+target %.1f B/link\n\n",
-		build.Round(time.Millisecond), float64(fileSize)/(1<<20), float64(fileSize)/float64(n),
-		float64(urlBytes)/float64(n)+6)
-
-	snap, err := measureChild("snapshot", snapFile, n)
-	if err != nil {
-		return err
-	}
-	base, err := measureChild("map", mapFile, n)
-	if err != nil {
-		return err
-	}
-	fmt.Printf("%-28s %14s %14s %8s\n", "per run", "snapshot", "Go map", "ratio")
-	row := func(name string, a, b float64, unit string) {
-		fmt.Printf("%-28s %11.1f %-2s %11.1f %-2s %7.2fx\n", name, a, unit, b, unit, a/b)
-	}
-	row("heap per link", snap["heap_per_link"], base["heap_per_link"], "B")
-	row("RSS per link", snap["rss_per_link"], base["rss_per_link"], "B")
-	row("process start to ready", snap["ready_ms"], base["ready_ms"], "ms")
-	row("load (in process)", snap["load_ms"], base["load_ms"], "ms")
-	row("lookup", snap["lookup_ns"], base["lookup_ns"], "ns")
-	fmt.Printf("%-28s %11.1f ns %11s    allocs/op %.0f\n", "redirect (handler, hit)", snap["serve_ns"], "", snap["serve_allocs"])
-	fmt.Printf("\nRedis, at ~150 B/link (a 20 B key, an 80 B URL, 50 B of object overhead): the snapshot is %.2fx that.\n", snap["heap_per_link"]/150)
 	return nil
 }
 
-func errorsJoin(errs ...error) error {
-	for _, e := range errs {
-		if e != nil {
-			return e
+// generate writes the snapshot file with the project's writer, as
+// control's builder does, and the baseline's code<TAB>url file, without
+// holding the links themselves.
+func generate(n int, dir string, withMap bool, res *results) (snapFile, mapFile string, err error) {
+	fmt.Printf("generating %d links with realistic targets...\n", n)
+	start := time.Now()
+	rng := rand.New(rand.NewPCG(1, 1))
+	var w snapshot.Writer
+	w.Grow(n)
+	f := bloom.NewWithEstimates(uint(n), 0.01)
+	var tsv *bufio.Writer
+	if withMap {
+		mapFile = filepath.Join(dir, "links.tsv")
+		tf, err := os.Create(mapFile)
+		if err != nil {
+			return "", "", err
+		}
+		defer tf.Close()
+		tsv = bufio.NewWriterSize(tf, 1<<20)
+	}
+	var urlBytes int
+	var buf []byte
+	for i := range n {
+		buf = code(buf[:0], i)
+		l := snapshot.Link{Code: string(buf), URL: dataset.Target(rng), RedirectType: link.DefaultRedirect, Status: link.Active}
+		if err := w.Add(l); err != nil {
+			return "", "", err
+		}
+		f.Add(buf)
+		urlBytes += len(l.URL)
+		if tsv != nil {
+			tsv.WriteString(l.Code)
+			tsv.WriteByte('\t')
+			tsv.WriteString(l.URL)
+			tsv.WriteByte('\n')
 		}
 	}
-	return nil
+	if tsv != nil {
+		if err := tsv.Flush(); err != nil {
+			return "", "", err
+		}
+	}
+	var bb bytes.Buffer
+	if _, err := f.WriteTo(&bb); err != nil {
+		return "", "", err
+	}
+	f = nil
+	snapFile = filepath.Join(dir, snapshot.ObjectName(uint64(n)))
+	out, err := os.Create(snapFile)
+	if err != nil {
+		return "", "", err
+	}
+	defer out.Close()
+	h := snapshot.Header{ChangeVersion: uint64(n), StreamSeq: uint64(n), BloomCount: uint64(n), CreatedMillis: time.Now().UnixMilli()}
+	if err := w.Write(out, h, nil, bb.Bytes()); err != nil {
+		return "", "", err
+	}
+	if err := out.Sync(); err != nil {
+		return "", "", err
+	}
+	st, err := out.Stat()
+	if err != nil {
+		return "", "", err
+	}
+	res.BuildSecs = time.Since(start).Seconds()
+	res.FileBytes = st.Size()
+	res.URLBytes = float64(urlBytes) / float64(n)
+	return snapFile, mapFile, nil
+}
+
+// startHog starts a child that spins on one core until killed.
+func startHog() (*exec.Cmd, error) {
+	exe, err := os.Executable()
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(exe, "-child", "hog")
+	cmd.Stderr = os.Stderr
+	return cmd, cmd.Start()
 }
 
 // measureChild runs one side in a fresh process and parses its key=value
@@ -202,118 +264,39 @@ func measureChild(kind, file string, n int) (map[string]float64, error) {
 	return res, nil
 }
 
-func heapInUse() (heap uint64) {
-	runtime.GC()
-	runtime.GC()
-	var m runtime.MemStats
-	runtime.ReadMemStats(&m)
-	return m.HeapAlloc
-}
-
-func rssBytes() uint64 {
-	b, err := os.ReadFile("/proc/self/status")
+func loadAverage() string {
+	b, err := os.ReadFile("/proc/loadavg")
 	if err != nil {
-		return 0
+		return ""
 	}
-	for line := range strings.Lines(string(b)) {
-		if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
-			kb, _ := strconv.ParseUint(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
-			return kb << 10
-		}
-	}
-	return 0
+	f := strings.Fields(string(b))
+	return strings.Join(f[:min(3, len(f))], " ")
 }
 
-// runChild loads one side and reports. The snapshot side does what an edge
-// does at boot: read the local copy, validate every checksum, decode the
-// bloom and put it in service under an (empty) overlay.
-func runChild(kind, file string, n int) error {
-	debug.SetGCPercent(100)
-	heap0, rss0 := heapInUse(), rssBytes()
-	start := time.Now()
-	var (
-		lookup func(code []byte) bool
-		h      *redirect.Handler
-		keep   any
-	)
-	switch kind {
-	case "snapshot":
-		data, err := os.ReadFile(file)
-		if err != nil {
-			return err
+func report(w *os.File, res *results) {
+	s, m := res.Sides["snapshot"], res.Sides["map"]
+	fmt.Fprintf(w, "%d links, load average %s%s\n\n", res.Links, res.Load, map[bool]string{true: ", one core spinning (-busy)"}[res.Busy])
+	fmt.Fprintf(w, "| | snapshot | Go map | ratio |\n|---|---|---|---|\n")
+	row := func(name, unit string, key string, scale float64) {
+		a := s[key] * scale
+		if m == nil {
+			fmt.Fprintf(w, "| %s | %.1f %s | | |\n", name, a, unit)
+			return
 		}
-		l, err := store.Load(filepath.Base(file), data)
-		if err != nil {
-			return err
-		}
-		a := &store.Layers{Overlay: store.NewOverlay(), Hint: store.NewHint(1000, 0.01), Segments: new(store.Segments), Snapshots: new(store.Snapshots)}
-		a.Install(l)
-		lookup = func(code []byte) bool { _, ok := a.Snapshots.Lookup(code); return ok }
-		h = &redirect.Handler{Store: a}
-		keep = a
-	case "map":
-		data, err := os.ReadFile(file)
-		if err != nil {
-			return err
-		}
-		m := make(map[string]string, n)
-		for line := range strings.Lines(string(data)) {
-			code, url, _ := strings.Cut(strings.TrimSuffix(line, "\n"), "\t")
-			m[strings.Clone(code)] = strings.Clone(url) // not pinning the whole file
-		}
-		data = nil
-		lookup = func(code []byte) bool { _, ok := m[string(code)]; return ok }
-		keep = m
-	default:
-		return fmt.Errorf("unknown side %q", kind)
+		b := m[key] * scale
+		fmt.Fprintf(w, "| %s | %.1f %s | %.1f %s | %.3g× |\n", name, a, unit, b, unit, a/b)
 	}
-	load := time.Since(start)
-	fmt.Println("ready")
-	heap1, rss1 := heapInUse(), rssBytes()
-	fmt.Printf("heap_per_link=%.2f rss_per_link=%.2f load_ms=%.1f\n",
-		float64(heap1-heap0)/float64(n), float64(rss1-rss0)/float64(n), float64(load.Microseconds())/1000)
-
-	codes := make([][]byte, 4096)
-	r := rand.New(rand.NewPCG(2, 2))
-	for i := range codes {
-		j := r.IntN(n)
-		if j%50 == 49 {
-			codes[i] = fmt.Appendf(nil, "campaign-%07d", j)
-		} else {
-			c, _ := base62.Encode(uint64(firstID + j*3))
-			codes[i] = []byte(c)
-		}
+	row("process start to ready", "ms", "ready_ms", 1)
+	row("RSS per link, all pages touched", "B", "rss_per_link", 1)
+	row("heap per link", "B", "heap_per_link", 1)
+	row("lookup, uniform over all links (CPU)", "ns", "lookup_ns", 1)
+	if c := res.Sides["compare"]; c != nil {
+		fmt.Fprintf(w, "| lookup, both in one process, alternating | %.1f ns | %.1f ns | %.3g× |\n",
+			c["snapshot_ns"], c["map_ns"], c["snapshot_ns"]/c["map_ns"])
 	}
-	lr := testing.Benchmark(func(b *testing.B) {
-		i := 0
-		for b.Loop() {
-			if !lookup(codes[i&4095]) {
-				b.Fatal("miss")
-			}
-			i++
-		}
-	})
-	fmt.Printf("lookup_ns=%.1f\n", float64(lr.NsPerOp()))
-	if h != nil {
-		reqs := make([]fasthttp.RequestCtx, len(codes))
-		for i := range reqs {
-			var req fasthttp.Request
-			req.Header.SetMethod("GET")
-			req.SetRequestURI("/" + string(codes[i]))
-			reqs[i].Init(&req, nil, nil)
-		}
-		sr := testing.Benchmark(func(b *testing.B) {
-			b.ReportAllocs()
-			i := 0
-			for b.Loop() {
-				ctx := &reqs[i&4095]
-				ctx.Response.Reset()
-				h.Serve(ctx)
-				i++
-			}
-		})
-		fmt.Printf("serve_ns=%.1f serve_allocs=%d\n", float64(sr.NsPerOp()), sr.AllocsPerOp())
-	}
-	runtime.KeepAlive(keep)
-	return nil
+	fmt.Fprintf(w, "\nsnapshot side: RSS at ready %.1f B/link; background verification %.0f ms; "+
+		"handler %.0f ns CPU per hit (Zipf 1.1), %.0f ns (uniform), bare fasthttp %.0f ns; "+
+		"%.0f hits per CPU-second (Zipf 1.1), %.0f (uniform); 0 allocs: %v\n",
+		s["ready_rss_per_link"], s["verify_ms"], s["zipf_ns"], s["uniform_ns"], s["bare_ns"],
+		1e9/s["zipf_ns"], 1e9/s["uniform_ns"], s["serve_allocs"] == 0)
 }
