@@ -62,3 +62,10 @@ func (s *Snapshot) ReleasePages() {
 		dropPages(s.file)
 	}
 }
+
+// DropPageCache asks the system to drop f's clean pages from the page
+// cache, for a snapshot file just written and synced: the next OpenFile and
+// Verify read it back through readahead, under the mapping's huge-page
+// hint, instead of mapping the small pages the writes left. It does
+// nothing where mapping is not implemented.
+func DropPageCache(f *os.File) error { return dropCache(f) }
