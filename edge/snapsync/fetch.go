@@ -147,6 +147,12 @@ func (s *Syncer) fetch(ctx context.Context, obs jetstream.ObjectStore, info *jet
 		if r.err == nil {
 			r.err = tmp.Sync()
 		}
+		if r.err == nil {
+			// Verify reads it all next: from the disk, through readahead,
+			// so that it serves from huge pages instead of the small ones
+			// the writes left in the page cache.
+			_ = snapshot.DropPageCache(tmp)
+		}
 		if err := tmp.Close(); r.err == nil {
 			r.err = err
 		}
