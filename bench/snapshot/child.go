@@ -79,8 +79,9 @@ func runChild(kind, file string, n int) error {
 		fmt.Printf("verify_ms=%.1f mapped=%d\n", float64(time.Since(vstart).Microseconds())/1000, map[bool]int{true: 1}[l.Snap.Mapped()])
 	}
 	heap1, rss1 := heapInUse(), rss("VmRSS")
-	fmt.Printf("heap_per_link=%.2f rss_per_link=%.2f rss_file_per_link=%.2f\n",
-		float64(heap1-heap0)/float64(n), float64(rss1-rss0)/float64(n), float64(rss("RssFile"))/float64(n))
+	fmt.Printf("heap_per_link=%.2f rss_per_link=%.2f rss_file_per_link=%.2f huge_share=%.3f\n",
+		float64(heap1-heap0)/float64(n), float64(rss1-rss0)/float64(n), float64(rss("RssFile"))/float64(n),
+		float64(memLine("/proc/self/smaps_rollup", "FilePmdMapped"))/float64(max(1, rss("RssFile"))))
 
 	runtime.LockOSThread() // thread CPU time below is this goroutine's
 	codes := newSample(n, 1<<20, nil)
@@ -249,8 +250,11 @@ func heapInUse() uint64 {
 
 // rss reads one of /proc/self/status's memory lines (VmRSS, RssFile) in
 // bytes.
-func rss(field string) uint64 {
-	b, err := os.ReadFile("/proc/self/status")
+func rss(field string) uint64 { return memLine("/proc/self/status", field) }
+
+// memLine reads a "Field: N kB" line of a /proc file in bytes.
+func memLine(file, field string) uint64 {
+	b, err := os.ReadFile(file)
 	if err != nil {
 		return 0
 	}

@@ -12,7 +12,10 @@
 // at boot from its local copy: open the file in place (store.LoadFile),
 // put it in service, say it is ready, then verify it in the background.
 // -busy runs a process spinning on one core (of two here) while both sides
-// start, as when the machine is busy. Above 20,000,000 links the Go map is
+// start, as when the machine is busy. The file is dropped from the page
+// cache once written, as an edge does with a download before verifying it,
+// so the child reads it from the disk under the mapping's huge-page hint;
+// -warm leaves the writer's small pages in the cache instead. Above 20,000,000 links the Go map is
 // left out (it would need about 35 GB at 100M); -map forces it.
 package main
 
@@ -44,6 +47,7 @@ func main() {
 	n := flag.Int("links", 1_000_000, "links in the snapshot")
 	dir := flag.String("dir", "", "folder for the files (default: a temporary one, removed)")
 	busy := flag.Bool("busy", false, "spin a process on one core while the children start")
+	warm := flag.Bool("warm", false, "leave the written file in the page cache (small pages) instead of dropping it as an edge does a download")
 	withMap := flag.String("map", "auto", "measure the Go map baseline too: true, false, or auto (up to 20,000,000 links)")
 	jsonOut := flag.String("json", "", "also write the figures to this file as JSON")
 	child := flag.String("child", "", "internal: run one side (snapshot|map|hog) on -file and report")
@@ -58,7 +62,7 @@ func main() {
 			m, err = strconv.ParseBool(*withMap)
 		}
 		if err == nil {
-			err = run(*n, *dir, *busy, m, *jsonOut)
+			err = run(*n, *dir, *busy, m, *warm, *jsonOut)
 		}
 	}
 	if err != nil {
@@ -86,6 +90,7 @@ func code(dst []byte, i int) []byte {
 type results struct {
 	Links     int                           `json:"links"`
 	Busy      bool                          `json:"busy"`
+	Warm      bool                          `json:"warm"`
 	Load      string                        `json:"load_average"`
 	BuildSecs float64                       `json:"build_seconds"`
 	FileBytes int64                         `json:"file_bytes"`
@@ -93,7 +98,7 @@ type results struct {
 	Sides     map[string]map[string]float64 `json:"sides"`
 }
 
-func run(n int, dir string, busy, withMap bool, jsonOut string) error {
+func run(n int, dir string, busy, withMap, warm bool, jsonOut string) error {
 	if dir == "" {
 		d, err := os.MkdirTemp("", "edgelink-snapbench-")
 		if err != nil {
@@ -102,11 +107,11 @@ func run(n int, dir string, busy, withMap bool, jsonOut string) error {
 		defer os.RemoveAll(d)
 		dir = d
 	}
-	res := results{Links: n, Busy: busy, Sides: map[string]map[string]float64{}}
+	res := results{Links: n, Busy: busy, Warm: warm, Sides: map[string]map[string]float64{}}
 	// The writer's garbage (a URL string per link) would otherwise grow
 	// the heap to twice the 7.5 GB the writer holds at 100M links.
 	debug.SetGCPercent(20)
-	snapFile, mapFile, err := generate(n, dir, withMap, &res)
+	snapFile, mapFile, err := generate(n, dir, withMap, warm, &res)
 	if err != nil {
 		return err
 	}
@@ -145,7 +150,7 @@ func run(n int, dir string, busy, withMap bool, jsonOut string) error {
 // generate writes the snapshot file with the project's writer, as
 // control's builder does, and the baseline's code<TAB>url file, without
 // holding the links themselves.
-func generate(n int, dir string, withMap bool, res *results) (snapFile, mapFile string, err error) {
+func generate(n int, dir string, withMap, warm bool, res *results) (snapFile, mapFile string, err error) {
 	fmt.Printf("generating %d links with realistic targets...\n", n)
 	start := time.Now()
 	rng := rand.New(rand.NewPCG(1, 1))
@@ -201,6 +206,13 @@ func generate(n int, dir string, withMap bool, res *results) (snapFile, mapFile 
 	}
 	if err := out.Sync(); err != nil {
 		return "", "", err
+	}
+	if !warm {
+		// As an edge does with a download before verifying it: the file
+		// is read back from the disk under the huge-page hint.
+		if err := snapshot.DropPageCache(out); err != nil {
+			return "", "", err
+		}
 	}
 	st, err := out.Stat()
 	if err != nil {
@@ -275,7 +287,8 @@ func loadAverage() string {
 
 func report(w *os.File, res *results) {
 	s, m := res.Sides["snapshot"], res.Sides["map"]
-	fmt.Fprintf(w, "%d links, load average %s%s\n\n", res.Links, res.Load, map[bool]string{true: ", one core spinning (-busy)"}[res.Busy])
+	fmt.Fprintf(w, "%d links, load average %s%s%s\n\n", res.Links, res.Load, map[bool]string{true: ", one core spinning (-busy)"}[res.Busy],
+		map[bool]string{true: ", file left in the page cache (-warm)", false: ", file read from the disk"}[res.Warm])
 	fmt.Fprintf(w, "| | snapshot | Go map | ratio |\n|---|---|---|---|\n")
 	row := func(name, unit string, key string, scale float64) {
 		a := s[key] * scale
@@ -294,9 +307,9 @@ func report(w *os.File, res *results) {
 		fmt.Fprintf(w, "| lookup, both in one process, alternating | %.1f ns | %.1f ns | %.3g× |\n",
 			c["snapshot_ns"], c["map_ns"], c["snapshot_ns"]/c["map_ns"])
 	}
-	fmt.Fprintf(w, "\nsnapshot side: RSS at ready %.1f B/link; background verification %.0f ms; "+
+	fmt.Fprintf(w, "\nsnapshot side: RSS at ready %.1f B/link; background verification %.0f ms; %.0f%% of the file in huge pages; "+
 		"handler %.0f ns CPU per hit (Zipf 1.1), %.0f ns (uniform), bare fasthttp %.0f ns; "+
 		"%.0f hits per CPU-second (Zipf 1.1), %.0f (uniform); 0 allocs: %v\n",
-		s["ready_rss_per_link"], s["verify_ms"], s["zipf_ns"], s["uniform_ns"], s["bare_ns"],
+		s["ready_rss_per_link"], s["verify_ms"], 100*s["huge_share"], s["zipf_ns"], s["uniform_ns"], s["bare_ns"],
 		1e9/s["zipf_ns"], 1e9/s["uniform_ns"], s["serve_allocs"] == 0)
 }
