@@ -151,3 +151,99 @@ func contentCoding(values []string) (gzipped bool, err error) {
 	return false, &bodyError{status: http.StatusUnsupportedMediaType, acceptEncoding: "gzip",
 		msg: fmt.Sprintf("Content-Encoding %s is not accepted: send the body as is, or compressed once with Content-Encoding: gzip", strings.Join(codings, ", "))}
 }
+
+// kind is a JSON value's type, as a request's field expects it.
+type kind int
+
+const (
+	kindString kind = iota
+	kindInteger
+	kindObject
+	kindArray
+)
+
+// shape is what a JSON value of a request must look like, and where an
+// object's fields go. A shape is never changed once built, so shapes are
+// shared by every request.
+type shape struct {
+	kind     kind
+	nullable bool
+	fields   []field // kindObject: the keys accepted, spelled exactly; none is required here
+	elem     *shape  // kindArray
+}
+
+// field is a key of an object and what its value must look like. set
+// stores a string, integer or null value (each element's, for an array of
+// them) in the object being decoded; add makes room for the next object of
+// an array (or for an object value) and returns where it goes. Without
+// them the value is checked and dropped.
+type field struct {
+	name  string
+	shape *shape
+	set   func(dst any, v jsonValue)
+	add   func(dst any) any
+}
+
+// jsonValue is a string, integer or null value as decoded.
+type jsonValue struct {
+	null bool
+	str  string
+	num  int64
+	raw  []byte // the value as sent; valid while the body is
+}
+
+var (
+	jsonString  = &shape{kind: kindString}
+	jsonInteger = &shape{kind: kindInteger}
+	// jsonStringOrNull is a string, or null for "none".
+	jsonStringOrNull = &shape{kind: kindString, nullable: true}
+)
+
+func jsonObject(fields ...field) *shape {
+	if len(fields) > 64 {
+		panic("api: an object shape holds at most 64 fields") // seen is a bit mask
+	}
+	return &shape{kind: kindObject, fields: fields}
+}
+func jsonArray(elem *shape) *shape          { return &shape{kind: kindArray, elem: elem} }
+func jsonField(name string, s *shape) field { return field{name: name, shape: s} }
+
+// into is f storing its values with set, on a *T.
+func into[T any](f field, set func(dst *T, v jsonValue)) field {
+	f.set = func(dst any, v jsonValue) { set(dst.(*T), v) }
+	return f
+}
+
+// each is f decoding its array's objects where add puts them, on a *T.
+func each[T any](f field, add func(dst *T) any) field {
+	f.add = func(dst any) any { return add(dst.(*T)) }
+	return f
+}
+
+func ptr[T any](v T) *T { return &v }
+
+func (s *shape) String() string {
+	var k string
+	switch s.kind {
+	case kindString:
+		k = "a string"
+	case kindInteger:
+		k = "an integer"
+	case kindObject:
+		k = "an object"
+	case kindArray:
+		k = "an array"
+	}
+	if s.nullable {
+		k += " or null"
+	}
+	return k
+}
+
+func (s *shape) names() string {
+	names := make([]string, len(s.fields))
+	for i, f := range s.fields {
+		names[i] = f.name
+	}
+	return strings.Join(names, ", ")
+}
