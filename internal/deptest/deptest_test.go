@@ -133,10 +133,12 @@ func rules() []rule {
 				if edge < 0 || control < 0 {
 					return
 				}
-				wiring := (p.Name == "main" && strings.Contains(p.ImportPath, "/cmd/")) ||
+				// A benchmark's main runs both sides on one machine, as a
+				// cmd main does in production.
+				wiring := (p.Name == "main" && (strings.Contains(p.ImportPath, "/cmd/") || under(p.ImportPath, "bench"))) ||
 					under(p.ImportPath, "deploy/local") || under(p.ImportPath, "internal/stack")
 				if !wiring {
-					bad = append(bad, fmt.Sprintf("%s imports both %s and %s: only a cmd main, deploy/local and internal/stack wire both sides (use internal/stack)",
+					bad = append(bad, fmt.Sprintf("%s imports both %s and %s: only a cmd or benchmark main, deploy/local and internal/stack wire both sides (use internal/stack)",
 						p.ImportPath, p.Imports[edge], p.Imports[control]))
 				}
 			})
@@ -211,8 +213,9 @@ func TestRulesCatchViolations(t *testing.T) {
 			[]*pkg{{ImportPath: mod + "edge/store", XTestImports: []string{mod + "control/postgres"}}},
 			[]*pkg{p("edge/store", "store", mod+"shared/link")}},
 		{"OnlyWiringImportsBothSides",
-			[]*pkg{p("gate/report", "main", mod+"edge/edgeserver", mod+"control/controlserver")},
-			[]*pkg{p("control/cmd/control", "main", mod+"edge/x", mod+"control/y"), p("internal/stack/allinone", "allinone", mod+"edge/x", mod+"control/y")}},
+			[]*pkg{p("gate/report", "main", mod+"edge/edgeserver", mod+"control/controlserver"), p("bench/dataset", "dataset", mod+"edge/x", mod+"control/y")},
+			[]*pkg{p("control/cmd/control", "main", mod+"edge/x", mod+"control/y"), p("internal/stack/allinone", "allinone", mod+"edge/x", mod+"control/y"),
+				p("bench/suite", "main", mod+"edge/clickpub", mod+"control/clickroll")}},
 		{"TestHelpersOnlyInTests",
 			[]*pkg{p("edge/redirect", "redirect", mod+"internal/scrape")},
 			[]*pkg{p("bench/suite", "main", mod+"internal/scrape"), {ImportPath: mod + "edge/redirect", TestImports: []string{mod + "internal/natstest"}},
