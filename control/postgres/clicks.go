@@ -51,6 +51,14 @@ func (s *Store) ApplyClicks(ctx context.Context, r *clickroll.Rollup) error {
 		if _, err := tx.Exec(ctx, `SET LOCAL work_mem = '64MB'; SET LOCAL jit = off`); err != nil {
 			return err
 		}
+		// The commit does not wait for its WAL to reach the disk (tens of
+		// megabytes for a large rollup, most of them full-page images): a
+		// crash that loses it loses the position with the rollups, and the
+		// next roller applies those messages again from the stream, which
+		// keeps them whether acknowledged or not.
+		if _, err := tx.Exec(ctx, `SET LOCAL synchronous_commit = off`); err != nil {
+			return err
+		}
 		if _, err := tx.Exec(ctx, `INSERT INTO click_positions (stream, last_seq) VALUES ($1, 0) ON CONFLICT DO NOTHING`, r.Stream); err != nil {
 			return err
 		}
