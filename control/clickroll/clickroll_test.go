@@ -2,6 +2,7 @@ package clickroll_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"testing"
@@ -244,5 +245,53 @@ func TestBacklogRollsUpInLargeTransactions(t *testing.T) {
 	// machine stalls a delivery past MaxDelay; never one per few dozen.
 	if st := r.Stats(); st.Txs > 8 {
 		t.Fatalf("%d transactions for a backlog of 1,000 messages; want at most 8", st.Txs)
+	}
+}
+
+// lossyStore loses one committed rollup as a crashed PostgreSQL loses a
+// commit it had not flushed (the store commits without waiting for the
+// disk): the roller is told it committed, and acknowledges; the next apply
+// finds the connection gone.
+type lossyStore struct {
+	clickroll.Store
+	mu   sync.Mutex
+	lose int // applies to let through before losing one
+	lost bool
+	down bool
+}
+
+func (s *lossyStore) ApplyClicks(ctx context.Context, r *clickroll.Rollup) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch {
+	case s.down:
+		s.down = false
+		return errors.New("server closed the connection unexpectedly")
+	case !s.lost && s.lose == 0:
+		s.lost, s.down = true, true
+		return nil
+	}
+	s.lose--
+	return s.Store.ApplyClicks(ctx, r)
+}
+
+// TestLostCommitIsAppliedAgain: a rollup whose commit was lost after the
+// roller acknowledged its messages is applied again from the stream, once:
+// the stored position, not the acknowledgements, says what was applied.
+func TestLostCommitIsAppliedAgain(t *testing.T) {
+	e := newEnv(t, 10)
+	store := &lossyStore{Store: e.store, lose: 2}
+	r := clickroll.New(store, e.js, clickroll.Config{Batch: 8, FetchWait: 100 * time.Millisecond, MaxDelay: 50 * time.Millisecond})
+	run(t, r)
+	sent := e.publish(t, "e1", 40, 10)
+	e.waitPosition(t, e.lastSeq(t))
+	store.mu.Lock()
+	lost := store.lost
+	store.mu.Unlock()
+	if !lost {
+		t.Fatal("no commit was lost: the test lost nothing")
+	}
+	if got, _, breakdown := e.total(t); got != int64(sent) || breakdown != got {
+		t.Fatalf("rolled up %d clicks (%d by device); want %d", got, breakdown, sent)
 	}
 }
