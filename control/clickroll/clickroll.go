@@ -42,6 +42,10 @@ type Store interface {
 	// exactly once. If the stored position is not r.Prev it applies
 	// nothing and returns an error wrapping ErrPositionMoved. Clicks on
 	// codes the authority has no link for count as unknown clicks only.
+	// A link row's Tenant, when set, is taken as its link's tenant; on
+	// success ApplyClicks sets the Tenant of every link row it looked up
+	// and found (a link's tenant never changes, so a caller may remember
+	// it).
 	ApplyClicks(ctx context.Context, r *Rollup) error
 }
 
@@ -85,6 +89,9 @@ type LinkDay struct {
 	Code              string
 	Day               time.Time // UTC midnight
 	Clicks, BotClicks int64
+	// Tenant is the link's tenant if the caller knows it; 0 has the
+	// store look it up.
+	Tenant int64
 }
 
 // BreakdownDay is one link's clicks on one day with one value of a
@@ -141,10 +148,11 @@ type Config struct {
 
 // Roller consumes the CLICKS stream into the rollups. Build it with New.
 type Roller struct {
-	store Store
-	js    jetstream.JetStream
-	cfg   Config
-	win   *window // the transaction being gathered, reused; Run's own
+	store   Store
+	js      jetstream.JetStream
+	cfg     Config
+	win     *window  // the transaction being gathered, reused; Run's own
+	tenants *tenants // the tenants of links seen; Run's own
 
 	applied, skipped, lost, bad, txs, position atomic.Uint64
 }
@@ -169,7 +177,7 @@ func New(store Store, js jetstream.JetStream, cfg Config) *Roller {
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
-	return &Roller{store: store, js: js, cfg: cfg, win: newWindow(0, newValues())}
+	return &Roller{store: store, js: js, cfg: cfg, win: newWindow(0, newValues()), tenants: newTenants(maxTenants)}
 }
 
 // Stats are the roller's counters since it started.
@@ -373,8 +381,14 @@ func (r *Roller) take(ctx context.Context, w *window, m jetstream.Msg) error {
 func (r *Roller) commit(ctx context.Context, w *window) (uint64, error) {
 	if w.last > w.prev {
 		rollup := w.rollup()
+		for i := range rollup.Links {
+			rollup.Links[i].Tenant = r.tenants.get(rollup.Links[i].Code)
+		}
 		if err := r.store.ApplyClicks(ctx, rollup); err != nil {
 			return w.prev, fmt.Errorf("apply clicks after %d: %w", w.prev, err)
+		}
+		for _, l := range rollup.Links {
+			r.tenants.put(l.Code, l.Tenant)
 		}
 		r.txs.Add(1)
 		r.applied.Add(uint64(w.clicks))
@@ -415,4 +429,48 @@ func (r *Roller) firstSeq(ctx context.Context) (uint64, error) {
 		return 0, fmt.Errorf("stream info: %w", err)
 	}
 	return info.State.FirstSeq, nil
+}
+
+// maxTenants bounds the tenants a roller remembers (some 50 MB of them).
+const maxTenants = 1 << 20
+
+// tenants remembers the tenant of each link code the store found, so the
+// store need not look a hot link up again (a million index lookups and
+// heap reads a minute under a campaign). A code's tenant never changes
+// and codes are never reused, so an entry never goes stale; codes the
+// authority does not have are not remembered. Two generations bound it:
+// when the newer holds half the limit it becomes the older, and the older
+// is forgotten. Not safe for concurrent use.
+type tenants struct {
+	cur, old map[string]int64
+	max      int
+}
+
+func newTenants(max int) *tenants {
+	return &tenants{cur: map[string]int64{}, old: map[string]int64{}, max: max}
+}
+
+// get is code's tenant, or 0 if unknown.
+func (t *tenants) get(code string) int64 {
+	if id, ok := t.cur[code]; ok {
+		return id
+	}
+	if id, ok := t.old[code]; ok {
+		t.put(code, id)
+		return id
+	}
+	return 0
+}
+
+func (t *tenants) put(code string, id int64) {
+	if id == 0 {
+		return
+	}
+	if _, ok := t.cur[code]; ok {
+		return
+	}
+	if len(t.cur) >= t.max/2 {
+		t.old, t.cur = t.cur, make(map[string]int64, len(t.cur))
+	}
+	t.cur[code] = id
 }

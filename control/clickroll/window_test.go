@@ -124,3 +124,27 @@ func BenchmarkWindowAdd(b *testing.B) {
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/1024, "ns/click")
 }
+
+// TestTenantsRemembersBoundedly: a remembered tenant is found again, a
+// code the authority did not have is not remembered, and the memory holds
+// at most its limit, keeping the codes used recently.
+func TestTenantsRemembersBoundedly(t *testing.T) {
+	ts := newTenants(8)
+	ts.put("unknown", 0)
+	if ts.get("unknown") != 0 || len(ts.cur)+len(ts.old) != 0 {
+		t.Fatal("a code without a tenant was remembered")
+	}
+	for i := range 100 {
+		ts.put(fmt.Sprint("code-", i), int64(i+1))
+		ts.get("code-0") // kept in use
+		if n := len(ts.cur) + len(ts.old); n > 8 {
+			t.Fatalf("after %d codes the memory holds %d; want at most 8", i+1, n)
+		}
+	}
+	if ts.get("code-0") != 1 || ts.get("code-99") != 100 {
+		t.Fatalf("code-0 → %d, code-99 → %d; want 1 and 100", ts.get("code-0"), ts.get("code-99"))
+	}
+	if ts.get("code-50") != 0 {
+		t.Fatal("code-50, unused since, is still remembered past the limit")
+	}
+}

@@ -71,7 +71,7 @@ func (s *Store) ApplyClicks(ctx context.Context, r *clickroll.Rollup) error {
 		if uint64(cur) != r.Prev {
 			return fmt.Errorf("%w: stored %d, rollup after %d", clickroll.ErrPositionMoved, cur, r.Prev)
 		}
-		if err := rows.apply(ctx, tx); err != nil {
+		if err := rows.apply(ctx, tx, r); err != nil {
 			return err
 		}
 		if err := applySources(ctx, tx, r.Sources); err != nil {
@@ -98,6 +98,8 @@ type clickArrays struct {
 	codes        []string
 	days         []int32 // days since 1970-01-01
 	clicks, bots []int64
+	tenants      []int64 // 0: look the link up
+	rollup       []int   // link ordinal - 1 → index in the rollup's Links (-1: added here)
 
 	link               []int32
 	dims, vals         []string
@@ -107,25 +109,31 @@ type clickArrays struct {
 func epochDay(t time.Time) int32 { return int32(t.Unix() / 86400) }
 
 func clickRows(r *clickroll.Rollup) *clickArrays {
-	links := slices.Clone(r.Links)
-	slices.SortFunc(links, func(a, b clickroll.LinkDay) int {
+	order := make([]int, len(r.Links))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortFunc(order, func(i, j int) int {
+		a, b := &r.Links[i], &r.Links[j]
 		return cmp.Or(strings.Compare(a.Code, b.Code), a.Day.Compare(b.Day))
 	})
 	type linkKey struct {
 		code string
 		day  int32
 	}
-	ord := make(map[linkKey]int32, len(links))
+	ord := make(map[linkKey]int32, len(order))
 	a := &clickArrays{}
-	addLink := func(code string, day int32, clicks, bots int64) int32 {
+	addLink := func(i int, code string, day int32, clicks, bots, tenant int64) int32 {
 		a.codes, a.days = append(a.codes, code), append(a.days, day)
-		a.clicks, a.bots = append(a.clicks, clicks), append(a.bots, bots)
+		a.clicks, a.bots, a.tenants = append(a.clicks, clicks), append(a.bots, bots), append(a.tenants, tenant)
+		a.rollup = append(a.rollup, i)
 		n := int32(len(a.codes))
 		ord[linkKey{code, day}] = n
 		return n
 	}
-	for _, l := range links {
-		addLink(l.Code, epochDay(l.Day), l.Clicks, l.BotClicks)
+	for _, i := range order {
+		l := &r.Links[i]
+		addLink(i, l.Code, epochDay(l.Day), l.Clicks, l.BotClicks, l.Tenant)
 	}
 	// Breakdown rows are grouped by their link's ordinal (a counting sort:
 	// stable, linear), which is key order for the link rows.
@@ -136,7 +144,7 @@ func clickRows(r *clickroll.Rollup) *clickArrays {
 		n, ok := ord[linkKey{b.Code, day}]
 		if !ok {
 			// A breakdown without its link's row: the link row adds nothing.
-			n = addLink(b.Code, day, 0, 0)
+			n = addLink(-1, b.Code, day, 0, 0, 0)
 			perLink = append(perLink, 0)
 		}
 		rowLink[i] = n
@@ -159,13 +167,15 @@ func clickRows(r *clickroll.Rollup) *clickArrays {
 
 // applyClicksSQL writes a rollup's rows in one statement: per link and
 // day, per tenant and day, per day, per link, day and dimension value, and
-// the redirects counter.
+// the redirects counter; it returns the tenants it looked up.
 const applyClicksSQL = `
 WITH u AS MATERIALIZED (
-	-- A scalar subquery per link: an index lookup each, where a join
-	-- would be planned as a scan of every link for a large rollup.
-	SELECT u.*, date '1970-01-01' + u.d AS day, (SELECT l.tenant_id FROM links l WHERE l.code = u.code) AS tenant_id
-	FROM unnest($1::text[], $2::int[], $3::bigint[], $4::bigint[]) WITH ORDINALITY AS u (code, d, clicks, bots, ord)
+	-- A scalar subquery per link the caller did not know: an index
+	-- lookup each, where a join would be planned as a scan of every link
+	-- for a large rollup.
+	SELECT u.*, date '1970-01-01' + u.d AS day,
+		coalesce(nullif(u.known, 0), (SELECT l.tenant_id FROM links l WHERE l.code = u.code)) AS tenant_id
+	FROM unnest($1::text[], $2::int[], $3::bigint[], $4::bigint[], $5::bigint[]) WITH ORDINALITY AS u (code, d, clicks, bots, known, ord)
 ), per_link AS (
 	INSERT INTO link_clicks_daily AS t (code, day, clicks, bot_clicks)
 	SELECT code, day, clicks, bots FROM u WHERE tenant_id IS NOT NULL AND (clicks <> 0 OR bots <> 0)
@@ -182,20 +192,42 @@ WITH u AS MATERIALIZED (
 ), per_value AS (
 	INSERT INTO link_click_breakdown_daily AS t (code, day, dimension, value, clicks, bot_clicks)
 	SELECT u.code, u.day, b.dim, b.val, b.clicks, b.bots
-	FROM unnest($5::int[], $6::text[], $7::text[], $8::bigint[], $9::bigint[]) AS b (link, dim, val, clicks, bots)
+	FROM unnest($6::int[], $7::text[], $8::text[], $9::bigint[], $10::bigint[]) AS b (link, dim, val, clicks, bots)
 	JOIN u ON u.ord = b.link
 	WHERE u.tenant_id IS NOT NULL
 	ON CONFLICT (code, day, dimension, value) DO UPDATE SET clicks = t.clicks + excluded.clicks, bot_clicks = t.bot_clicks + excluded.bot_clicks
+), total AS (
+	UPDATE counters SET value = value + (SELECT coalesce(sum(clicks), 0) FROM u) WHERE name = 'redirects_total'
 )
-UPDATE counters SET value = value + (SELECT coalesce(sum(clicks), 0) FROM u) WHERE name = 'redirects_total'`
+SELECT ord, tenant_id FROM u WHERE known = 0 AND tenant_id IS NOT NULL`
 
-// apply writes the rows (applyClicksSQL).
-func (a *clickArrays) apply(ctx context.Context, tx pgx.Tx) error {
+// apply writes the rows (applyClicksSQL) and sets the Tenant of the
+// rollup's link rows it looked up.
+func (a *clickArrays) apply(ctx context.Context, tx pgx.Tx, r *clickroll.Rollup) error {
 	if len(a.codes) == 0 {
 		return nil
 	}
-	_, err := tx.Exec(ctx, applyClicksSQL, a.codes, a.days, a.clicks, a.bots, a.link, a.dims, a.vals, a.valClicks, a.valBots)
-	return err
+	rows, err := tx.Query(ctx, applyClicksSQL, a.codes, a.days, a.clicks, a.bots, a.tenants,
+		a.link, a.dims, a.vals, a.valClicks, a.valBots)
+	if err != nil {
+		return err
+	}
+	found := map[int]int64{}
+	var ord, tenant int64
+	if _, err := pgx.ForEachRow(rows, []any{&ord, &tenant}, func() error {
+		if i := a.rollup[ord-1]; i >= 0 {
+			found[i] = tenant
+		}
+		return nil
+	}); err != nil {
+		return err
+	}
+	// Set only once the statement succeeded; the commit may still fail,
+	// which leaves the tenants true but the rollup unapplied.
+	for i, t := range found {
+		r.Links[i].Tenant = t
+	}
+	return nil
 }
 
 func applySources(ctx context.Context, tx pgx.Tx, rows []clickroll.SourceReport) error {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -232,5 +233,50 @@ func TestApplyClicksReadsLinksByIndex(t *testing.T) {
 	}
 	if n != 15_000 || dims != 4*15_000 {
 		t.Fatalf("rolled up %d clicks, %d in breakdowns; want 15000 and 60000", n, dims)
+	}
+	// It told the caller every tenant it looked up; given them, the next
+	// rollup of the same links looks nothing up.
+	var tenant int64
+	if err := pool.QueryRow(ctx, `SELECT id FROM tenants WHERE name = 'a'`).Scan(&tenant); err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range r.Links {
+		if l.Tenant != tenant {
+			t.Fatalf("link %s: tenant %d after the apply; want %d", l.Code, l.Tenant, tenant)
+		}
+	}
+	r.Prev, r.Last = 1, 2
+	if err := New(one).ApplyClicks(ctx, r); err != nil {
+		t.Fatal(err)
+	}
+	if seq2, idx2 := scans(); seq2 != seq1 || idx2 != idx1 {
+		t.Fatalf("a rollup of links with known tenants read links %d times (%d scans); want none", idx2-idx1, seq2-seq1)
+	}
+}
+
+// TestApplyClicksTrustsAndReportsTenants: a link row with its tenant is
+// counted for that tenant; one without is looked up and its tenant set on
+// the row; a code the authority does not have stays 0 and counts as
+// unknown.
+func TestApplyClicksTrustsAndReportsTenants(t *testing.T) {
+	st, pool := newStore(t)
+	ctx := context.Background()
+	a := seedClickLinks(t, pool, "a", 1, 2)
+	day := time.Date(2030, 1, 2, 0, 0, 0, 0, time.UTC)
+	r := &clickroll.Rollup{Stream: clicks.Stream, Last: 1, Links: []clickroll.LinkDay{
+		{Code: "c-1", Day: day, Clicks: 2, Tenant: a}, {Code: "c-2", Day: day, Clicks: 3}, {Code: "nope", Day: day, Clicks: 4}}}
+	if err := st.ApplyClicks(ctx, r); err != nil {
+		t.Fatal(err)
+	}
+	if got := []int64{r.Links[0].Tenant, r.Links[1].Tenant, r.Links[2].Tenant}; !slices.Equal(got, []int64{a, a, 0}) {
+		t.Fatalf("tenants after the apply %v; want [%d %d 0]", got, a, a)
+	}
+	days, _, err := st.TenantClicks(ctx, a, day, day)
+	if err != nil || len(days) != 1 || days[0].Clicks != 5 {
+		t.Fatalf("tenant clicks %+v, %v; want 5", days, err)
+	}
+	var unknown int64
+	if err := pool.QueryRow(ctx, `SELECT unknown_clicks FROM clicks_daily WHERE day = $1`, day).Scan(&unknown); err != nil || unknown != 4 {
+		t.Fatalf("unknown clicks %d, %v; want 4", unknown, err)
 	}
 }
