@@ -38,9 +38,10 @@ func (s *Store) ClickPosition(ctx context.Context, stream string) (uint64, error
 // does not have are counted in clicks_daily.unknown_clicks only.
 //
 // Its cost is PostgreSQL's, per row written: rows go in sorted by key, so
-// consecutive upserts land on the same index and heap pages; each link's
-// authority row is read once (an index lookup per distinct code, never a
-// scan of links), and its breakdown rows join it in memory.
+// consecutive upserts land on the same index and heap pages; a link's
+// authority row is read only when the caller did not pass its tenant (an
+// index lookup, never a scan of links); breakdown rows join their link's
+// row in memory.
 func (s *Store) ApplyClicks(ctx context.Context, r *clickroll.Rollup) error {
 	rows := clickRows(r)
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
