@@ -309,7 +309,7 @@ func report(w *os.File, res *results) {
 	}
 	fmt.Fprintf(w, "\nsnapshot side: RSS at ready %.1f B/link; background verification %.0f ms; %.0f%% of the file in huge pages; "+
 		"handler %.0f ns CPU per hit (Zipf 1.1), %.0f ns (uniform), bare fasthttp %.0f ns; "+
-		"%.0f hits per CPU-second (Zipf 1.1), %.0f (uniform); 0 allocs: %v\n",
+		"%.0f hits per CPU-second (Zipf 1.1), %.0f (uniform); 0 allocs: %v; %.0f major page faults while measuring\n",
 		s["ready_rss_per_link"], s["verify_ms"], 100*s["huge_share"], s["zipf_ns"], s["uniform_ns"], s["bare_ns"],
-		1e9/s["zipf_ns"], 1e9/s["uniform_ns"], s["serve_allocs"] == 0)
+		1e9/s["zipf_ns"], 1e9/s["uniform_ns"], s["serve_allocs"] == 0, s["major_faults"])
 }
