@@ -296,6 +296,7 @@ func TestUnknownCodesAre404(t *testing.T) {
 	defer scanner.Close()
 	var statuses [600]int
 	rng := rand.New(rand.NewPCG(7, 7))
+	started := time.Now()
 	for range 1500 {
 		code, _ := base62.Encode(1 + rng.Uint64N(base62.MaxID))
 		status, _, err := scanner.Follow(code)
@@ -304,8 +305,15 @@ func TestUnknownCodesAre404(t *testing.T) {
 		}
 		statuses[status]++
 	}
-	if statuses[429] == 0 || statuses[404] < 1000 || statuses[404]+statuses[429] != 1500 {
-		t.Fatalf("1,500 unknown codes from one address: %d 404, %d 429; want the budget's 1,000 (and its refill) as 404, the rest 429", statuses[404], statuses[429])
+	// The budget (the edge's defaults: 1,000, refilled at 50/s) refills
+	// while the scan runs; on a slow enough machine the refill alone keeps
+	// up with one client, and then no answer is a 429. What must hold at
+	// any speed: the burst is answered 404, no more 404s than the budget
+	// and its refill allow, and everything else 429.
+	refill := int(50*time.Since(started).Seconds()) + 1
+	if statuses[404] < 1000 || statuses[404] > 1000+refill || statuses[404]+statuses[429] != 1500 ||
+		(1000+refill < 1500 && statuses[429] == 0) {
+		t.Fatalf("1,500 unknown codes from one address: %d 404, %d 429; want the budget's 1,000 and its refill (%d) as 404, the rest 429", statuses[404], statuses[429], refill)
 	}
 	if status, loc, err := scanner.Follow(known.Code); err != nil || status != http.StatusFound || loc != known.URL {
 		t.Fatalf("a known link from the address past its budget: %d %q %v; want 302", status, loc, err)
