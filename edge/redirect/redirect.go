@@ -5,6 +5,7 @@ package redirect
 import (
 	"io"
 	"net/netip"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -140,6 +141,10 @@ func (h *Handler) Serve(ctx *fasthttp.RequestCtx) {
 		h.Counters.SnapshotHits.Add(1)
 		s := &hit.Snap
 		h.answer(ctx, code, s.Status == link.Active, s.ExpiresAt, s.RedirectType, s.Origin, s.Rest)
+		// Origin and Rest point into the mapped snapshot file, which stays
+		// mapped only while its Entry is reachable: keep it so until the
+		// answer has copied them.
+		runtime.KeepAlive(hit)
 		return
 	} else {
 		h.Counters.OverlayHits.Add(1)
