@@ -37,8 +37,11 @@ func (s *Store) ClickPosition(ctx context.Context, stream string) (uint64, error
 // ApplyClicks implements clickroll.Store. Clicks on codes the links table
 // does not have are counted in clicks_daily.unknown_clicks only.
 //
-// Its cost is PostgreSQL's, per row written: rows go in sorted by key, so
-// consecutive upserts land on the same index and heap pages; a link's
+// Its cost is PostgreSQL's, per row written: a link's device and status
+// counts and its clicks without a referrer are columns of its day row
+// (schema 010), not rows of their own;
+// rows go in sorted by key, so consecutive upserts land on the same index
+// and heap pages; a link's
 // authority row is read only when the caller did not pass its tenant (an
 // index lookup, never a scan of links); breakdown rows join their link's
 // row in memory.
@@ -91,16 +94,40 @@ func (s *Store) ApplyClicks(ctx context.Context, r *clickroll.Rollup) error {
 	return translate(err)
 }
 
+// clickColumns are the dimension values counted in columns of
+// link_clicks_daily (schema 010) rather than in rows of
+// link_click_values_daily: the device classes, the redirect statuses and
+// no referrer.
+// Value i is counted in column clickColumns[i].column, its bots in
+// column_bots.
+var clickColumns = []struct{ dim, value, column string }{
+	{"device", "unknown", "device_unknown"}, {"device", "desktop", "device_desktop"}, {"device", "mobile", "device_mobile"},
+	{"device", "tablet", "device_tablet"}, {"device", "tv", "device_tv"},
+	{"status", "301", "status_301"}, {"status", "302", "status_302"}, {"status", "307", "status_307"}, {"status", "308", "status_308"},
+	{"referrer", "", "referrer_none"},
+}
+
+// clickColumn is the index in clickColumns of a dimension value, or -1.
+func clickColumn(dim, value string) int {
+	for i, c := range clickColumns {
+		if c.value == value && c.dim == dim {
+			return i
+		}
+	}
+	return -1
+}
+
 // clickArrays are a rollup's rows as the columns of one statement: the
-// link rows sorted by (code, day), the breakdown rows in the order of
-// their links, each naming its link row by ordinal (1-based) rather than
-// by code and day.
+// link rows sorted by (code, day), with the counts of the column values;
+// the other breakdown rows in the order of their links, each naming its
+// link row by ordinal (1-based) rather than by code and day.
 type clickArrays struct {
 	codes        []string
 	days         []int32 // days since 1970-01-01
 	clicks, bots []int64
-	tenants      []int64 // 0: look the link up
-	rollup       []int   // link ordinal - 1 → index in the rollup's Links (-1: added here)
+	cols         [][]int64 // per clickColumns entry i: clicks at 2i, bots at 2i+1
+	tenants      []int64   // 0: look the link up
+	rollup       []int     // link ordinal - 1 → index in the rollup's Links (-1: added here)
 
 	link               []int32
 	dims, vals         []string
@@ -123,10 +150,13 @@ func clickRows(r *clickroll.Rollup) *clickArrays {
 		day  int32
 	}
 	ord := make(map[linkKey]int32, len(order))
-	a := &clickArrays{}
+	a := &clickArrays{cols: make([][]int64, 2*len(clickColumns))}
 	addLink := func(i int, code string, day int32, clicks, bots, tenant int64) int32 {
 		a.codes, a.days = append(a.codes, code), append(a.days, day)
 		a.clicks, a.bots, a.tenants = append(a.clicks, clicks), append(a.bots, bots), append(a.tenants, tenant)
+		for c := range a.cols {
+			a.cols[c] = append(a.cols[c], 0)
+		}
 		a.rollup = append(a.rollup, i)
 		n := int32(len(a.codes))
 		ord[linkKey{code, day}] = n
@@ -136,8 +166,9 @@ func clickRows(r *clickroll.Rollup) *clickArrays {
 		l := &r.Links[i]
 		addLink(i, l.Code, epochDay(l.Day), l.Clicks, l.BotClicks, l.Tenant)
 	}
-	// Breakdown rows are grouped by their link's ordinal (a counting sort:
-	// stable, linear), which is key order for the link rows.
+	// Column values go to their link's row; the other breakdown rows are
+	// grouped by their link's ordinal (a counting sort: stable, linear),
+	// which is key order for the link rows.
 	rowLink := make([]int32, len(r.Breakdown))
 	perLink := make([]int32, len(a.codes)+2)
 	for i, b := range r.Breakdown {
@@ -148,17 +179,25 @@ func clickRows(r *clickroll.Rollup) *clickArrays {
 			n = addLink(-1, b.Code, day, 0, 0, 0)
 			perLink = append(perLink, 0)
 		}
+		if c := clickColumn(b.Dimension, b.Value); c >= 0 {
+			a.cols[2*c][n-1] += b.Clicks
+			a.cols[2*c+1][n-1] += b.BotClicks
+			continue // rowLink[i] stays 0: no row
+		}
 		rowLink[i] = n
 		perLink[n+1]++
 	}
 	for i := 2; i < len(perLink); i++ {
 		perLink[i] += perLink[i-1]
 	}
-	m := len(r.Breakdown)
+	m := int(perLink[len(perLink)-1])
 	a.link, a.dims, a.vals = make([]int32, m), make([]string, m), make([]string, m)
 	a.valClicks, a.valBots = make([]int64, m), make([]int64, m)
 	for i, b := range r.Breakdown {
 		n := rowLink[i]
+		if n == 0 {
+			continue
+		}
 		j := perLink[n]
 		perLink[n]++
 		a.link[j], a.dims[j], a.vals[j], a.valClicks[j], a.valBots[j] = n, b.Dimension, b.Value, b.Clicks, b.BotClicks
@@ -166,21 +205,34 @@ func clickRows(r *clickroll.Rollup) *clickArrays {
 	return a
 }
 
-// applyClicksSQL writes a rollup's rows in one statement: per link and
-// day, per tenant and day, per day, per link, day and dimension value, and
-// the redirects counter; it returns the tenants it looked up.
-const applyClicksSQL = `
+// applyClicksSQL writes a rollup's rows in one statement: per link and day
+// (with the column values), per tenant and day, per day, per link, day and
+// other dimension value, and the redirects counter; it returns the tenants
+// it looked up.
+var applyClicksSQL = func() string {
+	var params, names, sets []string
+	for i, c := range clickColumns {
+		for j, col := range []string{c.column, c.column + "_bots"} {
+			params = append(params, fmt.Sprintf("$%d::bigint[]", 6+2*i+j))
+			names = append(names, col)
+			sets = append(sets, col+" = t."+col+" + excluded."+col)
+		}
+	}
+	v := 6 + len(params) // the value rows' parameters
+	return `
 WITH u AS MATERIALIZED (
 	-- A scalar subquery per link the caller did not know: an index
 	-- lookup each, where a join would be planned as a scan of every link
 	-- for a large rollup.
 	SELECT u.*, date '1970-01-01' + u.d AS day,
 		coalesce(nullif(u.known, 0), (SELECT l.tenant_id FROM links l WHERE l.code = u.code)) AS tenant_id
-	FROM unnest($1::text[], $2::int[], $3::bigint[], $4::bigint[], $5::bigint[]) WITH ORDINALITY AS u (code, d, clicks, bots, known, ord)
+	FROM unnest($1::text[], $2::int[], $3::bigint[], $4::bigint[], $5::bigint[], ` + strings.Join(params, ", ") + `)
+		WITH ORDINALITY AS u (code, d, clicks, bots, known, ` + strings.Join(names, ", ") + `, ord)
 ), per_link AS (
-	INSERT INTO link_clicks_daily AS t (code, day, clicks, bot_clicks)
-	SELECT code, day, clicks, bots FROM u WHERE tenant_id IS NOT NULL AND (clicks <> 0 OR bots <> 0)
-	ON CONFLICT (code, day) DO UPDATE SET clicks = t.clicks + excluded.clicks, bot_clicks = t.bot_clicks + excluded.bot_clicks
+	INSERT INTO link_clicks_daily AS t (code, day, clicks, bot_clicks, ` + strings.Join(names, ", ") + `)
+	SELECT code, day, clicks, bots, ` + strings.Join(names, ", ") + ` FROM u WHERE tenant_id IS NOT NULL
+	ON CONFLICT (code, day) DO UPDATE SET clicks = t.clicks + excluded.clicks, bot_clicks = t.bot_clicks + excluded.bot_clicks,
+		` + strings.Join(sets, ", ") + `
 ), per_tenant AS (
 	INSERT INTO tenant_clicks_daily AS t (tenant_id, day, clicks, bot_clicks)
 	SELECT tenant_id, day, sum(clicks), sum(bots) FROM u WHERE tenant_id IS NOT NULL GROUP BY tenant_id, day
@@ -191,9 +243,9 @@ WITH u AS MATERIALIZED (
 	ON CONFLICT (day) DO UPDATE SET clicks = t.clicks + excluded.clicks, bot_clicks = t.bot_clicks + excluded.bot_clicks,
 		unknown_clicks = t.unknown_clicks + excluded.unknown_clicks
 ), per_value AS (
-	INSERT INTO link_click_breakdown_daily AS t (code, day, dimension, value, clicks, bot_clicks)
+	INSERT INTO link_click_values_daily AS t (code, day, dimension, value, clicks, bot_clicks)
 	SELECT u.code, u.day, b.dim, b.val, b.clicks, b.bots
-	FROM unnest($6::int[], $7::text[], $8::text[], $9::bigint[], $10::bigint[]) AS b (link, dim, val, clicks, bots)
+	FROM unnest(` + fmt.Sprintf("$%d::int[], $%d::text[], $%d::text[], $%d::bigint[], $%d::bigint[]", v, v+1, v+2, v+3, v+4) + `) AS b (link, dim, val, clicks, bots)
 	JOIN u ON u.ord = b.link
 	WHERE u.tenant_id IS NOT NULL
 	ON CONFLICT (code, day, dimension, value) DO UPDATE SET clicks = t.clicks + excluded.clicks, bot_clicks = t.bot_clicks + excluded.bot_clicks
@@ -201,6 +253,7 @@ WITH u AS MATERIALIZED (
 	UPDATE counters SET value = value + (SELECT coalesce(sum(clicks), 0) FROM u) WHERE name = 'redirects_total'
 )
 SELECT ord, tenant_id FROM u WHERE known = 0 AND tenant_id IS NOT NULL`
+}()
 
 // apply writes the rows (applyClicksSQL) and sets the Tenant of the
 // rollup's link rows it looked up.
@@ -208,8 +261,11 @@ func (a *clickArrays) apply(ctx context.Context, tx pgx.Tx, r *clickroll.Rollup)
 	if len(a.codes) == 0 {
 		return nil
 	}
-	rows, err := tx.Query(ctx, applyClicksSQL, a.codes, a.days, a.clicks, a.bots, a.tenants,
-		a.link, a.dims, a.vals, a.valClicks, a.valBots)
+	args := []any{a.codes, a.days, a.clicks, a.bots, a.tenants}
+	for _, c := range a.cols {
+		args = append(args, c)
+	}
+	rows, err := tx.Query(ctx, applyClicksSQL, append(args, a.link, a.dims, a.vals, a.valClicks, a.valBots)...)
 	if err != nil {
 		return err
 	}

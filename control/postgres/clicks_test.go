@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -278,5 +280,81 @@ func TestApplyClicksTrustsAndReportsTenants(t *testing.T) {
 	var unknown int64
 	if err := pool.QueryRow(ctx, `SELECT unknown_clicks FROM clicks_daily WHERE day = $1`, day).Scan(&unknown); err != nil || unknown != 4 {
 		t.Fatalf("unknown clicks %d, %v; want 4", unknown, err)
+	}
+}
+
+// TestClickColumnsMigration: schema 010 moves the device, status and
+// no-referrer rows counted before it into columns of link_clicks_daily and
+// loses nothing:
+// link_click_breakdown_daily reads row for row what the table held, and
+// the migration's down part puts the rows back.
+func TestClickColumnsMigration(t *testing.T) {
+	_, pool := newStore(t)
+	ctx := context.Background()
+	b, err := os.ReadFile("../../schema/010_click_columns.sql")
+	if err != nil {
+		t.Fatal(err)
+	}
+	up, down, ok := strings.Cut(string(b), "---- create above / drop below ----")
+	if !ok {
+		t.Fatal("010 has no down part")
+	}
+	exec := func(sql string) {
+		t.Helper()
+		if _, err := pool.Exec(ctx, sql); err != nil {
+			t.Fatal(err)
+		}
+	}
+	exec(down) // the tables as schema 010 left them
+	exec(`INSERT INTO link_clicks_daily (code, day, clicks, bot_clicks) VALUES
+	('a', '2030-01-01', 10, 2), ('a', '2030-01-02', 1, 0), ('b', '2030-01-01', 5, 5)`)
+	exec(`INSERT INTO link_click_breakdown_daily (code, day, dimension, value, clicks, bot_clicks) VALUES
+	('a', '2030-01-01', 'device', 'mobile', 7, 1), ('a', '2030-01-01', 'device', 'desktop', 3, 1),
+	('a', '2030-01-01', 'status', '302', 9, 2), ('a', '2030-01-01', 'status', '0', 1, 0),
+	('a', '2030-01-01', 'referrer', 't.co', 10, 2), ('a', '2030-01-01', 'edge', 'fra-1', 10, 2),
+	('a', '2030-01-02', 'device', 'tv', 1, 0), ('a', '2030-01-02', 'status', '399', 1, 0),
+	('b', '2030-01-01', 'device', 'unknown', 5, 5), ('b', '2030-01-01', 'status', '308', 5, 5), ('b', '2030-01-01', 'referrer', '', 5, 5),
+	('c', '2030-01-01', 'device', 'tablet', 2, 0)`) // c: a breakdown without its day row
+	rows := func() string {
+		t.Helper()
+		r, err := pool.Query(ctx, `SELECT code, day::text, dimension, value, clicks, bot_clicks FROM link_click_breakdown_daily ORDER BY 1, 2, 3, 4`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for r.Next() {
+			var code, day, dim, val string
+			var n, bots int64
+			if err := r.Scan(&code, &day, &dim, &val, &n, &bots); err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, fmt.Sprintf("%s %s %s=%s %d/%d", code, day, dim, val, n, bots))
+		}
+		if r.Err() != nil {
+			t.Fatal(r.Err())
+		}
+		return strings.Join(out, "\n")
+	}
+	sum := func(sql string) (n int64) {
+		t.Helper()
+		if err := pool.QueryRow(ctx, sql).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	before, clicks := rows(), sum(`SELECT sum(clicks) FROM link_clicks_daily`)
+	exec(up)
+	if got := rows(); got != before {
+		t.Fatalf("after 010 the breakdowns read\n%s\nwant\n%s", got, before)
+	}
+	if got := sum(`SELECT count(*) FROM link_click_values_daily`); got != 4 {
+		t.Errorf("%d rows left in link_click_values_daily; want 4 (referrer t.co, edge, statuses 0 and 399)", got)
+	}
+	if got := sum(`SELECT sum(clicks) FROM link_clicks_daily`); got != clicks {
+		t.Errorf("link_clicks_daily holds %d clicks after 010; want %d", got, clicks)
+	}
+	exec(down)
+	if got := rows(); got != before {
+		t.Fatalf("after 010's down part the breakdowns read\n%s\nwant\n%s", got, before)
 	}
 }
