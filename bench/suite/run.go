@@ -85,7 +85,7 @@ func run(ctx context.Context, args []string) (err error) {
 	writesOpts := writesFlags(fs)
 	fs.StringVar(&o.out, "out", "bench/results", "folder for the results file and charts")
 	fs.IntVar(&o.propagation, "propagation", 200, "creates timed until their first 302")
-	fs.DurationVar(&o.createDur, "create-duration", 2*time.Second, "phase length of bench/create")
+	fs.DurationVar(&o.createDur, "create-duration", 5*time.Second, "phase length of bench/create")
 	fs.DurationVar(&o.soak, "soak", 0, "run the soak instead of the suite: this long under load, memory sampled")
 	fs.IntVar(&o.soakRate, "soak-rate", 2000, "soak request rate (requests/s)")
 	fs.BoolVar(&o.keepTemp, "keep", false, "keep the temporary folder (logs, configs)")
