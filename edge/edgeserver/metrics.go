@@ -7,6 +7,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/edgelink/edgelink/edge/snapsync"
 	"github.com/edgelink/edgelink/shared/prom"
 )
 
@@ -120,6 +121,17 @@ func newRegistry(e *Edge, nc *nats.Conn) *prometheus.Registry {
 	counter("edge_snapshot_swaps_total", "Snapshots swapped in.", u(&e.Syncer.Swaps))
 	counter("edge_snapshot_rejected_total", "Snapshots refused (digest, checksum, name).", u(&e.Syncer.Rejected))
 	counter("edge_snapshot_resyncs_total", "Re-syncs from a snapshot after the feed lost events.", u(&e.Syncer.Resyncs))
+	const state = "1 for the state of the snapshot in service, 0 for the others: none (none in service yet), unverified (a local copy opened in place, its entry sections not checked), verifying (serving while they are checked in the background), verified, withdrawn (it failed verification and was taken out of service: lookups go to the authority and readiness fails until a good one is fetched)."
+	for st := snapsync.StateNone; st < snapsync.NumStates; st++ {
+		gauge("edge_snapshot_state", state, func() float64 {
+			if e.Syncer.State() == st {
+				return 1
+			}
+			return 0
+		}, "state", st.String())
+	}
+	counter("edge_snapshot_withdrawals_total", "Snapshots taken out of service because their background verification failed (a local copy damaged on disk).", u(&e.Syncer.Withdrawals))
+	counter("edge_snapshot_refetches_total", "Good snapshots fetched and put in service in place of a withdrawn one.", u(&e.Syncer.Refetches))
 	return reg
 }
 

@@ -69,11 +69,16 @@ type Syncer struct {
 	// the background verification and taken out of service, until a good
 	// one replaces it.
 	withdrawn atomic.Bool
+	// verifying is set while VerifyInService reads the snapshot in service.
+	verifying atomic.Bool
 	// Swaps counts snapshots put in service (the boot's included);
 	// Rejected counts files refused (corrupt, truncated, mismatched, bad
 	// digest); Resyncs counts feed repositionings after lost events.
-	Swaps, Rejected, Resyncs atomic.Uint64
-	lastErr                  atomic.Pointer[rejection]
+	// Withdrawals counts snapshots taken out of service because their
+	// background verification failed; Refetches counts good snapshots put
+	// in service in place of a withdrawn one.
+	Swaps, Rejected, Resyncs, Withdrawals, Refetches atomic.Uint64
+	lastErr                                          atomic.Pointer[rejection]
 
 	mu         sync.Mutex        // serializes sync passes
 	rejected   map[string]string // object name → digest refused; not fetched again
@@ -116,6 +121,63 @@ func New(js jetstream.JetStream, layers *store.Layers, feed Feed, cfg Config) *S
 // snapshot is withdrawn: false again while the local copy the edge booted
 // from is found corrupt and a good one is fetched (Run).
 func (s *Syncer) Booted() bool { return s.booted.Load() && !s.withdrawn.Load() }
+
+// State is what can be said of the edge's snapshot.
+type State int
+
+const (
+	// StateNone: no snapshot in service and none withdrawn (booting, or
+	// none published yet: the stream is replayed into an empty store).
+	StateNone State = iota
+	// StateUnverified: in service with its entry sections not checked yet
+	// (a local copy opened in place, before or after an interrupted
+	// VerifyInService).
+	StateUnverified
+	// StateVerifying: in service while VerifyInService checks it.
+	StateVerifying
+	// StateVerified: in service, every byte a lookup reads checked.
+	StateVerified
+	// StateWithdrawn: the snapshot that served failed verification and was
+	// taken out of service; none replaces it yet.
+	StateWithdrawn
+	// NumStates is one more than the last State: range over
+	// [StateNone, NumStates) to export one series each.
+	NumStates
+)
+
+func (st State) String() string {
+	switch st {
+	case StateNone:
+		return "none"
+	case StateUnverified:
+		return "unverified"
+	case StateVerifying:
+		return "verifying"
+	case StateVerified:
+		return "verified"
+	case StateWithdrawn:
+		return "withdrawn"
+	}
+	return fmt.Sprintf("State(%d)", int(st))
+}
+
+// State reports the state of the snapshot in service. Safe to call while
+// the syncer runs; it does not wait for a sync pass.
+func (s *Syncer) State() State {
+	if s.withdrawn.Load() {
+		return StateWithdrawn
+	}
+	l := s.layers.Snapshots.Current()
+	switch {
+	case l == nil:
+		return StateNone
+	case l.Snap.Verified():
+		return StateVerified
+	case s.verifying.Load():
+		return StateVerifying
+	}
+	return StateUnverified
+}
 
 // LastRejection is the error of the last snapshot refused, or nil.
 func (s *Syncer) LastRejection() error {
@@ -320,7 +382,9 @@ func (s *Syncer) Sync(ctx context.Context) error {
 		if gap || s.withdrawn.Load() || s.feed.Position().Seq < h.StreamSeq {
 			s.resync(l, gap)
 		}
-		s.withdrawn.Store(false)
+		if s.withdrawn.Swap(false) {
+			s.Refetches.Add(1)
+		}
 		return nil
 	}
 	if cur == nil && s.withdrawn.Load() {
@@ -385,6 +449,10 @@ func (s *Syncer) VerifyInService(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	s.stopVerify = cancel
+	s.verifying.Store(true)
+	// Cleared last: a failure is withdrawn before it stops verifying, so
+	// State never shows the corrupt copy as merely unverified.
+	defer s.verifying.Store(false)
 	s.mu.Unlock()
 	start := time.Now()
 	err := l.Verify(ctx)
@@ -400,6 +468,7 @@ func (s *Syncer) VerifyInService(ctx context.Context) error {
 	err = fmt.Errorf("snapshot %s: %w", l.Name, err)
 	s.reject(err)
 	if s.layers.Withdraw(l) {
+		s.Withdrawals.Add(1)
 		s.withdrawn.Store(true)
 		s.log.Error("snapshot in service failed verification; withdrawn, fetching a good one", "name", l.Name, "err", err)
 	}

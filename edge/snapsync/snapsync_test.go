@@ -384,8 +384,14 @@ func TestBootServesLocalCopyBeforeVerifying(t *testing.T) {
 	if !s.Booted() || cur == nil || cur.Snap.Verified() || target(t, layers, "c-00003") != "https://shop.example.com/3?v=10" {
 		t.Fatalf("booted %v, snapshot %v: want the local copy serving before it is verified", s.Booted(), cur)
 	}
+	if st := s.State(); st != StateUnverified {
+		t.Fatalf("state before the verification = %v, want unverified", st)
+	}
 	if err := s.VerifyInService(context.Background()); err != nil || !cur.Snap.Verified() || layers.Snapshots.Current() != cur || s.Rejected.Load() != 0 {
 		t.Fatalf("VerifyInService: %v (verified %v, rejected %d)", err, cur.Snap.Verified(), s.Rejected.Load())
+	}
+	if st, w := s.State(), s.Withdrawals.Load(); st != StateVerified || w != 0 {
+		t.Fatalf("after the verification: state %v, %d withdrawals; want verified, none", st, w)
 	}
 }
 
@@ -426,6 +432,9 @@ func TestCorruptLocalCopyIsWithdrawnAndRefetched(t *testing.T) {
 	if _, err := os.Stat(local + ".rejected"); err != nil {
 		t.Fatalf("the corrupt copy was not set aside: %v", err)
 	}
+	if st, w, r := s.State(), s.Withdrawals.Load(), s.Refetches.Load(); st != StateWithdrawn || w != 1 || r != 0 {
+		t.Fatalf("after the mismatch: state %v, %d withdrawals, %d refetches; want withdrawn, 1, 0", st, w, r)
+	}
 
 	var wg sync.WaitGroup
 	wg.Add(1)
@@ -438,6 +447,9 @@ func TestCorruptLocalCopyIsWithdrawnAndRefetched(t *testing.T) {
 	}
 	if seq, ver, _ := feed.at(); seq != 110 || ver != 10 {
 		t.Fatalf("feed at %d/%d after the re-fetch, want it replaying from the snapshot at 110/10", seq, ver)
+	}
+	if st, w, r := s.State(), s.Withdrawals.Load(), s.Refetches.Load(); st != StateVerified || w != 1 || r != 1 {
+		t.Fatalf("after the re-fetch: state %v, %d withdrawals, %d refetches; want verified, 1, 1", st, w, r)
 	}
 	if data, err := os.ReadFile(local); err != nil || !bytes.Equal(data, file(t, 10, 50)) {
 		t.Fatalf("the good copy was not kept on disk: %v", err)
