@@ -1,6 +1,8 @@
 package report
 
 import (
+	"image"
+	_ "image/png"
 	"math"
 	"os"
 	"path/filepath"
@@ -57,5 +59,34 @@ func TestChartsWritePNG(t *testing.T) {
 		if err != nil || len(b) < 8 || string(b[1:4]) != "PNG" {
 			t.Errorf("%s is not a PNG (err %v)", f, err)
 		}
+	}
+}
+
+func TestPanelChart(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "panels.png")
+	xs, names := []float64{1e6, 1e7, 1e8}, []string{"1M", "10M", "100M"}
+	panels := []Panel{
+		{Title: "ready", YLabel: "ms", Series: []Series{{Name: "snapshot", Values: []float64{20, 250, 800}}}, Zero: true},
+		{Title: "RSS per link", YLabel: "B", Series: []Series{{Values: []float64{74, 74, math.NaN()}}}, Floor: 90},
+		{Title: "hits per CPU-second", YLabel: "M", Series: []Series{{Name: "zipf", Values: []float64{1.7, 1.2, 0.8}}, {Name: "uniform", Values: []float64{1.1, 0.9, 0.7}}}},
+		{Title: "budgeted hit ratio", YLabel: "share", Series: []Series{{Values: []float64{math.NaN(), math.NaN(), math.NaN()}}}},
+	}
+	if err := PanelChart(file, "cost by links", xs, names, panels); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	cfg, format, err := image.DecodeConfig(f)
+	if err != nil || format != "png" || cfg.Width <= cfg.Height || cfg.Width > 2*cfg.Height {
+		t.Fatalf("chart: %v %s %dx%d, want a PNG of two rows of two panels", err, format, cfg.Width, cfg.Height)
+	}
+	if err := PanelChart(file, "bad", []float64{0, 1}, []string{"0", "1"}, panels); err == nil {
+		t.Fatal("a zero x on a log scale was accepted")
+	}
+	if err := PanelChart(file, "bad", xs, names[:2], panels); err == nil {
+		t.Fatal("x names that do not match the xs were accepted")
 	}
 }
