@@ -120,6 +120,7 @@ var routeTable = []route{
 	{"PATCH", "/api/v1/links/{code}", func(s *Server) http.HandlerFunc { return s.authed(s.patchLink) }},
 	{"DELETE", "/api/v1/links/{code}", func(s *Server) http.HandlerFunc { return s.authed(s.deleteLink) }},
 	{"GET", "/api/v1/links/{code}/stats", func(s *Server) http.HandlerFunc { return s.authed(s.linkStats) }},
+	{"GET", "/api/v1/links/{code}/qr", func(s *Server) http.HandlerFunc { return s.authed(s.linkQR) }},
 	{"GET", "/api/v1/stats", func(s *Server) http.HandlerFunc { return s.authed(s.tenantStats) }},
 	{"GET", "/api/v1/openapi.json", func(s *Server) http.HandlerFunc { return s.openAPI }},
 	// Probes and metrics sit at the top level, where orchestrators look

@@ -24,7 +24,11 @@ import (
 	"github.com/edgelink/edgelink/internal/pgtest"
 )
 
-func TestMain(m *testing.M) { pgtest.Main(m) }
+func TestMain(m *testing.M) {
+	// The QR endpoint answers SVG, which the validator reads as a file.
+	openapi3filter.RegisterBodyDecoder("image/svg+xml", openapi3filter.FileBodyDecoder)
+	pgtest.Main(m)
+}
 
 // env is control's API on a real, fresh PostgreSQL, served over loopback
 // HTTP; every response a test reads is checked against the OpenAPI document.
