@@ -76,6 +76,12 @@ type Config struct {
 	// Snapshots is when control builds and publishes edge snapshots by
 	// itself; zero fields take the defaults of snapshots.Schedule.
 	Snapshots snapshots.Schedule
+	// SnapshotBudget, when positive, is how many links the entries of the
+	// snapshots control builds hold: the hottest over the last
+	// SnapshotHotDays days of clicks (postgres.Hotness; 0 takes its
+	// default), then the newest. The bloom still covers every code.
+	SnapshotBudget  int
+	SnapshotHotDays int
 	// StreamReplicas is how many JetStream servers keep each of control's
 	// streams (LINK_CHANGES, CLICKS, the LINK_SNAPSHOTS bucket): 3 in a
 	// 3-node cluster, so losing a node loses nothing; zero means 1. A
@@ -297,7 +303,8 @@ func Run(ctx context.Context, cfg Config) error {
 	if sched.Replicas == 0 {
 		sched.Replicas = cfg.StreamReplicas
 	}
-	g.Go(func() error { return snapshots.New(store, js, log).Run(ctx, sched) })
+	builder := snapshots.New(store, js, log).WithBudget(cfg.SnapshotBudget, store.Hotness(cfg.SnapshotHotDays, nil))
+	g.Go(func() error { return builder.Run(ctx, sched) })
 	g.Go(func() error { met.RunCapacity(ctx, alloc, []string{ns.Name}, 30*time.Second, log); return nil })
 	<-ctx.Done()
 	// Drain: /readyz and new creates answer 503 while the creates in

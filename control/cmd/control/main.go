@@ -64,6 +64,23 @@ type snapshotBuildCmd struct {
 	Publish  bool   `help:"Publish to the JetStream object store edges boot from."`
 	NATSURL  string `name:"nats-url" default:"nats://127.0.0.1:4222" env:"EDGELINK_NATS_URL" help:"NATS server(s) with JetStream, comma-separated."`
 	Replicas int    `default:"0" help:"Object store replicas; 0 keeps an existing bucket's (1 when it is created)."`
+	snapshotBudget
+}
+
+// snapshotBudget is the memory budget of the snapshots control builds.
+type snapshotBudget struct {
+	Budget  int `name:"snapshot-budget" default:"0" env:"EDGELINK_SNAPSHOT_BUDGET" help:"Links a snapshot's entries may hold: the hottest by recent clicks, then the newest; the bloom still covers every code, and an edge answers the rest from its cache and the authority. 0 keeps every link."`
+	HotDays int `name:"snapshot-hot-days" default:"7" env:"EDGELINK_SNAPSHOT_HOT_DAYS" help:"Days of clicks (UTC, today included) that rank links for --snapshot-budget (1 to 366)."`
+}
+
+func (b snapshotBudget) validate() error {
+	if b.Budget < 0 {
+		return usageError{fmt.Errorf("--snapshot-budget %d: want 0 (every link) or a positive number of links", b.Budget)}
+	}
+	if b.HotDays < 1 || b.HotDays > 366 {
+		return usageError{fmt.Errorf("--snapshot-hot-days %d: want 1 to 366", b.HotDays)}
+	}
+	return nil
 }
 
 type allocCmd struct {
@@ -92,6 +109,7 @@ type serveCmd struct {
 	DrainTimeout   time.Duration `name:"drain-timeout" default:"10s" env:"EDGELINK_DRAIN_TIMEOUT" help:"At SIGTERM, how long creates in flight may finish (new ones get 503 at once); keep it below the pod's termination grace period."`
 	IdempotencyTTL time.Duration `name:"idempotency-ttl" default:"24h" env:"EDGELINK_IDEMPOTENCY_TTL" help:"How long an Idempotency-Key answers retries (at most 720h, 30 days); a retry after it is a new create with a new code. Expired keys are purged in the background."`
 	serveLimits
+	snapshotBudget
 }
 
 func (s *serveCmd) Run(ctx context.Context, g *globals, log *slog.Logger, onListen func(net.Addr)) error {
@@ -100,6 +118,9 @@ func (s *serveCmd) Run(ctx context.Context, g *globals, log *slog.Logger, onList
 	}
 	if err := links.CheckKeyTTL(s.IdempotencyTTL); err != nil {
 		return usageError{fmt.Errorf("--idempotency-ttl: %w", err)}
+	}
+	if err := s.snapshotBudget.validate(); err != nil {
+		return err
 	}
 	return controlserver.Run(ctx, controlserver.Config{
 		HTTPAddr: s.Listen, DatabaseURL: g.DatabaseURL, NATSURL: s.NATSURL, PublicURL: s.PublicURL,
@@ -110,6 +131,7 @@ func (s *serveCmd) Run(ctx context.Context, g *globals, log *slog.Logger, onList
 		TenantRate: s.TenantRate, TenantBurst: s.TenantBurst,
 		AuthFailureRate: s.AuthFailureRate, AuthFailureBurst: s.AuthFailureBurst,
 		IdempotencyTTL: s.IdempotencyTTL,
+		SnapshotBudget: s.Budget, SnapshotHotDays: s.HotDays,
 	})
 }
 

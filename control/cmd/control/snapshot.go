@@ -26,6 +26,9 @@ func runSnapshotBuild(ctx context.Context, dsn string, c snapshotBuildCmd, stdou
 	if c.Out == "" && !c.Publish {
 		return usageError{errors.New("snapshot build: give --out FILE, --publish, or both")}
 	}
+	if err := c.snapshotBudget.validate(); err != nil {
+		return err
+	}
 	pool, err := postgres.Open(ctx, dsn, 0)
 	if err != nil {
 		return fmt.Errorf("database: %w", err)
@@ -42,12 +45,17 @@ func runSnapshotBuild(ctx context.Context, dsn string, c snapshotBuildCmd, stdou
 	}
 	start := time.Now()
 	var buf bytes.Buffer
-	h, err := snapshots.New(postgres.New(pool), js, nil).Build(ctx, &buf, progressPrinter(stderr))
+	st := postgres.New(pool)
+	b := snapshots.New(st, js, nil).WithBudget(c.Budget, st.Hotness(c.HotDays, nil))
+	h, err := b.Build(ctx, &buf, progressPrinter(stderr))
 	if err != nil {
 		return err
 	}
 	fmt.Fprintf(stdout, "snapshot at change version %d (stream sequence %d): %d links, %d bytes (%.1f per link), built in %s\n",
 		h.ChangeVersion, h.StreamSeq, h.Entries, buf.Len(), float64(buf.Len())/float64(max(h.Entries, 1)), time.Since(start).Round(time.Millisecond))
+	if c.Budget > 0 {
+		fmt.Fprintf(stdout, "memory budget: the hottest %d of %d codes hold entries; the bloom covers all of them\n", h.Entries, h.BloomCount)
+	}
 	if c.Out != "" {
 		if err := atomicfile.Write(c.Out, buf.Bytes()); err != nil {
 			return err
