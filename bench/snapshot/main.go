@@ -23,6 +23,7 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"math/rand/v2"
@@ -46,23 +47,42 @@ import (
 func main() {
 	n := flag.Int("links", 1_000_000, "links in the snapshot")
 	dir := flag.String("dir", "", "folder for the files (default: a temporary one, removed)")
+	reuse := flag.Bool("reuse", false, "with -dir: measure a snapshot file an earlier run left there instead of building it again (the 100M build takes 7–16 minutes)")
 	busy := flag.Bool("busy", false, "spin a process on one core while the children start")
 	warm := flag.Bool("warm", false, "leave the written file in the page cache (small pages) instead of dropping it as an edge does a download")
 	withMap := flag.String("map", "auto", "measure the Go map baseline too: true, false, or auto (up to 20,000,000 links)")
 	jsonOut := flag.String("json", "", "also write the figures to this file as JSON")
+	scale := flag.String("scale", "", "measure the snapshot side at each of these sizes (e.g. 1000000,10000000,100000000) and write the table and chart to -out")
+	out := flag.String("out", "bench/results", "with -scale: folder of the results file and chart")
+	budgetShare := flag.Float64("budget-share", 0.1, "with -scale: the memory budget as a share of the links, for the ideal budgeted hit ratio")
+	budgetFile := flag.String("budget", "", "with -scale: bench/budget's figures, a JSON array of {links, budget, hit_ratio, projected}")
+	commit := flag.String("commit", "", "with -scale: the commit the results name (default: git rev-parse HEAD, -dirty when bench/snapshot, shared/snapshot or edge have changes)")
 	child := flag.String("child", "", "internal: run one side (snapshot|map|hog) on -file and report")
 	file := flag.String("file", "", "internal: the file a child loads")
 	flag.Parse()
 	var err error
-	if *child != "" {
+	switch {
+	case *child != "":
 		err = runChild(*child, *file, *n)
-	} else {
+	case *scale != "":
+		var sizes []int
+		if sizes, err = parseSizes(*scale); err == nil {
+			if *budgetShare <= 0 || *budgetShare > 1 {
+				err = fmt.Errorf("-budget-share %v: want a share in (0, 1]", *budgetShare)
+			} else if *reuse && *dir == "" {
+				err = errors.New("-reuse needs -dir: a temporary folder holds nothing to reuse")
+			} else {
+				err = runScale(scaleConfig{sizes: sizes, dir: *dir, out: *out, busy: *busy, warm: *warm, reuse: *reuse,
+					budgetShare: *budgetShare, budgetFile: *budgetFile, jsonOut: *jsonOut, commit: *commit})
+			}
+		}
+	default:
 		m := *n <= 20_000_000
 		if *withMap != "auto" {
 			m, err = strconv.ParseBool(*withMap)
 		}
 		if err == nil {
-			err = run(*n, *dir, *busy, m, *warm, *jsonOut)
+			err = run(*n, *dir, *busy, m, *warm, *reuse, *jsonOut)
 		}
 	}
 	if err != nil {
@@ -93,12 +113,16 @@ type results struct {
 	Warm      bool                          `json:"warm"`
 	Load      string                        `json:"load_average"`
 	BuildSecs float64                       `json:"build_seconds"`
+	Reused    bool                          `json:"reused,omitempty"`
 	FileBytes int64                         `json:"file_bytes"`
 	URLBytes  float64                       `json:"url_bytes_per_link"`
 	Sides     map[string]map[string]float64 `json:"sides"`
 }
 
-func run(n int, dir string, busy, withMap, warm bool, jsonOut string) error {
+func run(n int, dir string, busy, withMap, warm, reuse bool, jsonOut string) error {
+	if reuse && dir == "" {
+		return errors.New("-reuse needs -dir: a temporary folder holds nothing to reuse")
+	}
 	if dir == "" {
 		d, err := os.MkdirTemp("", "edgelink-snapbench-")
 		if err != nil {
@@ -111,7 +135,7 @@ func run(n int, dir string, busy, withMap, warm bool, jsonOut string) error {
 	// The writer's garbage (a URL string per link) would otherwise grow
 	// the heap to twice the 7.5 GB the writer holds at 100M links.
 	debug.SetGCPercent(20)
-	snapFile, mapFile, err := generate(n, dir, withMap, warm, &res)
+	snapFile, mapFile, err := generate(n, dir, withMap, warm, reuse, &res)
 	if err != nil {
 		return err
 	}
@@ -139,7 +163,7 @@ func run(n int, dir string, busy, withMap, warm bool, jsonOut string) error {
 			return err
 		}
 	}
-	report(os.Stdout, &res)
+	printRun(os.Stdout, &res)
 	if jsonOut != "" {
 		b, _ := json.MarshalIndent(&res, "", "  ")
 		return os.WriteFile(jsonOut, append(b, '\n'), 0o644)
@@ -150,7 +174,13 @@ func run(n int, dir string, busy, withMap, warm bool, jsonOut string) error {
 // generate writes the snapshot file with the project's writer, as
 // control's builder does, and the baseline's code<TAB>url file, without
 // holding the links themselves.
-func generate(n int, dir string, withMap, warm bool, res *results) (snapFile, mapFile string, err error) {
+func generate(n int, dir string, withMap, warm, reuse bool, res *results) (snapFile, mapFile string, err error) {
+	snapFile = filepath.Join(dir, snapshot.ObjectName(uint64(n)))
+	if reuse && !withMap {
+		if ok, err := reused(snapFile, n, warm, res); ok || err != nil {
+			return snapFile, "", err
+		}
+	}
 	fmt.Printf("generating %d links with realistic targets...\n", n)
 	start := time.Now()
 	rng := rand.New(rand.NewPCG(1, 1))
@@ -194,7 +224,6 @@ func generate(n int, dir string, withMap, warm bool, res *results) (snapFile, ma
 		return "", "", err
 	}
 	f = nil
-	snapFile = filepath.Join(dir, snapshot.ObjectName(uint64(n)))
 	out, err := os.Create(snapFile)
 	if err != nil {
 		return "", "", err
@@ -222,6 +251,39 @@ func generate(n int, dir string, withMap, warm bool, res *results) (snapFile, ma
 	res.FileBytes = st.Size()
 	res.URLBytes = float64(urlBytes) / float64(n)
 	return snapFile, mapFile, nil
+}
+
+// reused reports whether path holds a snapshot of n links that an
+// earlier run wrote (its header checked, its entries left to the child's
+// verification) and fills res from it; a file of another size is built
+// again. The URL figure is not known without reading every target.
+func reused(path string, n int, warm bool, res *results) (bool, error) {
+	s, err := snapshot.OpenFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("reuse %s: %w", path, err)
+	}
+	if s.Header.Entries != uint64(n) {
+		fmt.Printf("%s holds %d links, not %d: building it again\n", path, s.Header.Entries, n)
+		return false, nil
+	}
+	res.FileBytes, res.Reused = int64(s.Size()), true
+	s = nil
+	runtime.GC() // unmaps it before the child maps it again
+	if !warm {
+		f, err := os.Open(path)
+		if err != nil {
+			return false, err
+		}
+		defer f.Close()
+		if err := snapshot.DropPageCache(f); err != nil {
+			return false, err
+		}
+	}
+	fmt.Printf("reusing %s (%d links)\n", path, n)
+	return true, nil
 }
 
 // startHog starts a child that spins on one core until killed.
@@ -285,7 +347,7 @@ func loadAverage() string {
 	return strings.Join(f[:min(3, len(f))], " ")
 }
 
-func report(w *os.File, res *results) {
+func printRun(w *os.File, res *results) {
 	s, m := res.Sides["snapshot"], res.Sides["map"]
 	fmt.Fprintf(w, "%d links, load average %s%s%s\n\n", res.Links, res.Load, map[bool]string{true: ", one core spinning (-busy)"}[res.Busy],
 		map[bool]string{true: ", file left in the page cache (-warm)", false: ", file read from the disk"}[res.Warm])
