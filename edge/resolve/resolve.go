@@ -74,7 +74,14 @@ func (r *Resolver) learnedCodes() *learned {
 // NotFound carries its proof (docs/visibility.md): the code's segment is
 // sealed in what the edge applied and the hint rules it out; or the
 // frontier's promise puts its ID above every lease; or the authority read it
-// as unknown after this call began.
+// as unknown after this call began, or after its segment was sealed (a
+// cached negative: only those are kept).
+//
+// The snapshot may be a memory-budget one (snapshot.FlagPartial): its
+// entries are the hottest links only, its bloom every code. So the snapshot
+// missing a code proves nothing, and nothing here assumes it does: a code
+// the hint lets through goes to the cache and the authority, whatever the
+// snapshot in service.
 func (r *Resolver) Resolve(code []byte) (*store.Entry, Outcome) {
 	id, generated := generatedID(code)
 	if generated && id == 0 {
@@ -117,9 +124,9 @@ func (r *Resolver) Resolve(code []byte) (*store.Entry, Outcome) {
 		}
 	}
 	if r.Authority == nil {
-		if old {
-			return nil, NotFound
-		}
+		// The hint let the code through: a false positive, or a link a
+		// memory-budget snapshot left out. Without the authority nothing
+		// tells them apart.
 		return nil, Unavailable
 	}
 	r.AuthorityAsked.Add(1)
@@ -130,21 +137,26 @@ func (r *Resolver) Resolve(code []byte) (*store.Entry, Outcome) {
 		r.AuthorityFailed.Add(1)
 		return nil, Unavailable
 	}
-	var e *store.Entry
-	if rep.Kind == authority.Found {
-		e = &store.Entry{Code: rep.Code, URL: rep.URL, RedirectType: rep.RedirectType, Status: rep.Status,
-			ExpiresAt: rep.ExpiresAt, Version: rep.Version}
-	} else {
-		e = &store.Entry{Code: string(code), Missing: true, Version: rep.Version}
-	}
-	if r.Cache != nil {
-		if !e.Missing {
-			r.learnedCodes().add(code) // before the Set, so a cached positive is never skipped
+	if rep.Kind != authority.Found {
+		// Only a negative that stays true is kept: one asked after the
+		// code's segment was sealed in what the edge applied, so no create
+		// of it can follow. A negative for a code that could be recent
+		// would turn true-looking once its segment seals, yet the create
+		// may have come in between; and under a memory-budget snapshot
+		// (or none, withdrawn) that create need not be held anywhere
+		// else at the edge once its overlay entry went into a snapshot
+		// that has since dropped it as cold. The bloom, not a remembered
+		// answer, rules such a code out.
+		if old && r.Cache != nil {
+			r.Cache.Set(&store.Entry{Code: string(code), Missing: true, Version: rep.Version})
 		}
-		r.Cache.Set(e)
-	}
-	if e.Missing {
 		return nil, NotFound
+	}
+	e := &store.Entry{Code: rep.Code, URL: rep.URL, RedirectType: rep.RedirectType, Status: rep.Status,
+		ExpiresAt: rep.ExpiresAt, Version: rep.Version}
+	if r.Cache != nil {
+		r.learnedCodes().add(code) // before the Set, so a cached positive is never skipped
+		r.Cache.Set(e)
 	}
 	return e, Found
 }

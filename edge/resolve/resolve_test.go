@@ -164,3 +164,38 @@ func TestUnavailableIsNever404(t *testing.T) {
 		t.Errorf("Resolve(beyond, no promise) with the authority down = %d; want Unavailable", got)
 	}
 }
+
+// TestNegativeBeforeCreateNotKept: a code probed while its segment was open
+// (404), then created and its segment sealed, is asked again, not answered
+// from the remembered 404: by then the edge need not hold the link anywhere
+// else (a memory-budget snapshot dropped it as cold after its overlay entry
+// went into an earlier one), and the 404 was true only before the create.
+func TestNegativeBeforeCreateNotKept(t *testing.T) {
+	r, auth := newResolver(t)
+	c := code(2700) // in the open segment [2000, 3000)
+	if _, got := r.Resolve(c); got != NotFound {
+		t.Fatalf("probe before the create = %d; want NotFound", got)
+	}
+	r.Cache.Wait()
+	auth.links[string(c)] = authority.Reply{Kind: authority.Found, Version: 300, Code: string(c), URL: "https://made", RedirectType: 302, Status: link.Active}
+	r.Segments.Seal(2000, 3000)
+	r.Hint.Add(string(c))
+	e, got := r.Resolve(c)
+	if got != Found || e.URL != "https://made" {
+		t.Fatalf("after the create and the seal: %d %+v; want Found https://made", got, e)
+	}
+}
+
+// TestNoAuthorityIsNoProof: without an authority, a sealed code the hint
+// lets through is not a certain 404 (a memory-budget snapshot leaves links
+// out of its entries, never out of its bloom), while one it rules out is.
+func TestNoAuthorityIsNoProof(t *testing.T) {
+	r, _ := newResolver(t)
+	r.Authority = nil
+	if _, got := r.Resolve(code(1500)); got != Unavailable {
+		t.Errorf("Resolve(sealed, in the bloom) without an authority = %d; want Unavailable", got)
+	}
+	if _, got := r.Resolve(code(1234)); got != NotFound {
+		t.Errorf("Resolve(sealed, ruled out by the bloom) without an authority = %d; want NotFound", got)
+	}
+}
