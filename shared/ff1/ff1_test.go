@@ -312,3 +312,34 @@ func TestNoSecretsInOutput(t *testing.T) {
 		}
 	}
 }
+
+// TestCipherConcurrent shares one Cipher across goroutines (run under -race).
+func TestCipherConcurrent(t *testing.T) {
+	s := nistSamples[8]
+	c, err := New(mustHex(t, s.key), mustHex(t, s.tweak), s.radix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pt := numerals(t, s.plaintext)
+	errs := make(chan error, 4)
+	for range 4 {
+		go func() {
+			for range 50 {
+				ct, err := c.Encrypt(pt)
+				if err == nil && text(ct) != s.ciphertext {
+					err = fmt.Errorf("Encrypt(%s) = %s; want %s", s.plaintext, text(ct), s.ciphertext)
+				}
+				if err != nil {
+					errs <- err
+					return
+				}
+			}
+			errs <- nil
+		}()
+	}
+	for range 4 {
+		if err := <-errs; err != nil {
+			t.Error(err)
+		}
+	}
+}
