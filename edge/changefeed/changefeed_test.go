@@ -125,8 +125,8 @@ func TestBothShapes(t *testing.T) {
 	for v := uint64(1); v <= 20; v++ {
 		e := linkEvent(v)
 		hit, ok := layers.Find([]byte(e.Code))
-		if !ok || hit.Entry == nil || hit.Entry.URL != e.URL || hit.Entry.Version != v || !layers.Hint.MayContain([]byte(e.Code)) {
-			t.Fatalf("%s after the feed: %+v, %v; want version %d to %s, in the hint", e.Code, hit.Entry, ok, v, e.URL)
+		if !ok || !hit.Overlay || hit.Rec.URL() != e.URL || hit.Rec.Version != v || !layers.Hint.MayContain([]byte(e.Code)) {
+			t.Fatalf("%s after the feed: %+v, %v; want version %d to %s, in the hint", e.Code, hit.Rec, ok, v, e.URL)
 		}
 	}
 	// As after a snapshot taken at that batch: its position is the

@@ -260,10 +260,10 @@ func growHint(ctx context.Context, hint *store.Hint, overlay *store.Overlay, cap
 		// Codes applied during the rebuild are added to the old filter
 		// and may miss the new one: re-add the overlay after the swap.
 		each := func(add func(string)) {
-			overlay.Range(func(e *store.Entry) bool { add(e.Code); return true })
+			overlay.Range(func(code []byte, _ store.Record) bool { add(string(code)); return true })
 		}
 		hint.Rebuild(capacity, each)
-		overlay.Range(func(e *store.Entry) bool { hint.Add(e.Code); return true })
+		overlay.Range(func(code []byte, _ store.Record) bool { hint.Add(string(code)); return true })
 	}
 }
 

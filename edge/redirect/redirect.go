@@ -20,7 +20,7 @@ import (
 
 // Finder finds what the edge holds of a code without allocating: the
 // overlay and the snapshot together (store.Layers), or the overlay alone
-// (store.Overlay).
+// (store.Overlay). A hit's bytes stay valid while the hit is reachable.
 type Finder interface {
 	Find(code []byte) (store.Hit, bool)
 }
@@ -130,28 +130,28 @@ func (h *Handler) Serve(ctx *fasthttp.RequestCtx) {
 	}
 	code := path[1:]
 	hit, ok := h.Store.Find(code)
-	if !ok {
+	switch {
+	case !ok:
 		e := h.resolve(ctx, code)
 		if e == nil {
 			return
 		}
 		h.Counters.Resolved.Add(1)
-		hit.Entry = e
-	} else if hit.Entry == nil {
+		h.answer(ctx, code, !e.Missing && e.Status == link.Active, e.ExpiresAt, e.RedirectType,
+			unsafe.Slice(unsafe.StringData(e.URL), len(e.URL)), nil)
+	case hit.Overlay:
+		h.Counters.OverlayHits.Add(1)
+		r := &hit.Rec
+		h.answer(ctx, code, r.Status == link.Active, r.ExpiresAt, r.RedirectType, r.Origin, r.Rest)
+	default:
 		h.Counters.SnapshotHits.Add(1)
 		s := &hit.Snap
 		h.answer(ctx, code, s.Status == link.Active, s.ExpiresAt, s.RedirectType, s.Origin, s.Rest)
-		// Origin and Rest point into the mapped snapshot file, which stays
-		// mapped only while its Entry is reachable: keep it so until the
-		// answer has copied them.
-		runtime.KeepAlive(hit)
-		return
-	} else {
-		h.Counters.OverlayHits.Add(1)
 	}
-	e := hit.Entry
-	h.answer(ctx, code, !e.Missing && e.Status == link.Active, e.ExpiresAt, e.RedirectType,
-		unsafe.Slice(unsafe.StringData(e.URL), len(e.URL)), nil)
+	// Origin and Rest point into the mapped snapshot file or an overlay
+	// arena chunk, which stay mapped only while the hit is reachable: keep
+	// it so until the answer has copied them.
+	runtime.KeepAlive(hit)
 }
 
 // locationBufs hold a Location assembled from a snapshot entry's origin and

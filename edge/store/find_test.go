@@ -19,8 +19,8 @@ func found(t *testing.T, a *Layers, code string) (url string, version uint64, fr
 	if !ok {
 		return "", 0, false
 	}
-	if h.Entry != nil {
-		return h.Entry.URL, h.Entry.Version, false
+	if h.Overlay {
+		return h.Rec.URL(), h.Rec.Version, false
 	}
 	return string(h.Snap.AppendURL(nil)), h.Snap.Version, true
 }

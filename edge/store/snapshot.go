@@ -143,9 +143,9 @@ func (a *Layers) Install(l *Loaded) (pruned int) {
 	cv := l.Snap.Header.ChangeVersion
 	// Entries applied from the stream after the snapshot stay; the ones
 	// among them whose code the file holds override it.
-	a.Overlay.Range(func(e *Entry) bool {
-		if e.Version > cv {
-			if i, ok := l.Snap.Find(codeBytes(e)); ok {
+	a.Overlay.Range(func(code []byte, r Record) bool {
+		if r.Version > cv {
+			if i, ok := l.Snap.Find(code); ok {
 				l.override(i)
 			}
 		}
@@ -164,11 +164,11 @@ func (a *Layers) Install(l *Loaded) (pruned int) {
 	}
 	// The snapshot holds every change at or below its version; a
 	// memory-budget snapshot lacks cold codes, whose entries stay.
-	pruned = a.Overlay.Prune(func(e *Entry) bool {
-		if e.Version > cv {
+	pruned = a.Overlay.Prune(func(code []byte, r Record) bool {
+		if r.Version > cv {
 			return false
 		}
-		_, ok := l.Snap.Find(codeBytes(e))
+		_, ok := l.Snap.Find(code)
 		return ok
 	})
 	a.Snapshots.retire(old, l)

@@ -265,7 +265,7 @@ func TestSwapsUnmapRetiredFiles(t *testing.T) {
 				var url []byte
 				if r%2 == 0 {
 					h, ok := a.Find(code)
-					if !ok || h.Entry != nil {
+					if !ok || h.Overlay {
 						bad.Add(1)
 						continue
 					}

@@ -4,10 +4,18 @@
 // code wins); the bounded long-tail cache of authority answers (Cache); and
 // the bloom hint of live codes (Hint) and the sealed ID segments (Segments)
 // that decide when a miss may be answered without the authority.
+//
+// The overlay and the snapshot are read in place and cost about the same
+// per link: the snapshot is a mapped file of 16-byte table rows and the
+// targets' bytes; the overlay an arena of records of the same fields and an
+// open-addressing table of 8-byte slots (overlay.go), outside the Go heap,
+// so that an edge fed its links by the stream (a bulk create) holds them in
+// about the memory an edge booted from a snapshot of them does. A hit in
+// either allocates nothing and returns a view (Record, snapshot.Entry)
+// whose bytes stay valid while the view is reachable.
 package store
 
 import (
-	"hash/maphash"
 	"sync"
 	"unsafe"
 
@@ -16,9 +24,10 @@ import (
 	"github.com/edgelink/edgelink/shared/snapshot"
 )
 
-// Entry is what the edge knows of one code. Entries are immutable once
-// stored: an update replaces the pointer, so a reader never sees a
-// half-written entry.
+// Entry is one code's state as the stream or the authority tells it: what
+// Overlay.Apply takes (and copies into its arena), and what the long-tail
+// cache holds. Entries are immutable once handed over: the cache replaces
+// the pointer on an update, so a reader never sees a half-written entry.
 type Entry struct {
 	Code         string
 	URL          string
@@ -34,116 +43,6 @@ type Entry struct {
 // Live reports whether the entry redirects at nowMillis.
 func (e *Entry) Live(nowMillis int64) bool {
 	return !e.Missing && e.Status == link.Active && (e.ExpiresAt == 0 || nowMillis < e.ExpiresAt)
-}
-
-const shardCount = 64
-
-// Overlay maps codes to entries, last writer wins per code by version. It is
-// safe for concurrent use; lookups do not allocate.
-type Overlay struct {
-	seed   maphash.Seed
-	shards [shardCount]shard
-}
-
-type shard struct {
-	mu sync.RWMutex
-	m  map[string]*Entry
-	// peak is the most entries m held since it was made: a Go map never
-	// gives back its table, so one that shrank far below it is rebuilt.
-	peak int
-}
-
-// NewOverlay returns an empty store.
-func NewOverlay() *Overlay {
-	s := &Overlay{seed: maphash.MakeSeed()}
-	for i := range s.shards {
-		s.shards[i].m = make(map[string]*Entry)
-	}
-	return s
-}
-
-func (s *Overlay) shard(code []byte) *shard {
-	return &s.shards[maphash.Bytes(s.seed, code)%shardCount]
-}
-
-// Lookup returns the entry for code, if the store has one.
-func (s *Overlay) Lookup(code []byte) (*Entry, bool) {
-	sh := s.shard(code)
-	sh.mu.RLock()
-	e, ok := sh.m[string(code)]
-	sh.mu.RUnlock()
-	return e, ok
-}
-
-// Apply stores e unless the store already holds a newer or equal version of
-// its code, reporting whether it did. Replays and duplicates are harmless.
-func (s *Overlay) Apply(e *Entry) bool {
-	sh := s.shard([]byte(e.Code))
-	sh.mu.Lock()
-	defer sh.mu.Unlock()
-	if old, ok := sh.m[e.Code]; ok && old.Version >= e.Version {
-		return false
-	}
-	sh.m[e.Code] = e
-	sh.peak = max(sh.peak, len(sh.m))
-	return true
-}
-
-// Prune deletes every entry drop reports true for, shard by shard, under
-// the shard's lock, so an Apply of the same code is either seen by drop or
-// happens after the delete. It returns how many entries it deleted.
-func (s *Overlay) Prune(drop func(*Entry) bool) int {
-	n := 0
-	for i := range s.shards {
-		sh := &s.shards[i]
-		sh.mu.Lock()
-		for code, e := range sh.m {
-			if drop(e) {
-				delete(sh.m, code)
-				n++
-			}
-		}
-		// After a snapshot swap prunes most of a bulk load, the table
-		// sized for the load would stay: memory held for nothing, and
-		// every probe of a code the overlay lacks landing in a table far
-		// larger than the caches.
-		if len(sh.m) < sh.peak/4 {
-			m := make(map[string]*Entry, len(sh.m))
-			for code, e := range sh.m {
-				m[code] = e
-			}
-			sh.m, sh.peak = m, len(m)
-		}
-		sh.mu.Unlock()
-	}
-	return n
-}
-
-// Range calls fn for every entry held until fn returns false. Entries
-// applied meanwhile may or may not be seen.
-func (s *Overlay) Range(fn func(*Entry) bool) {
-	for i := range s.shards {
-		sh := &s.shards[i]
-		sh.mu.RLock()
-		for _, e := range sh.m {
-			if !fn(e) {
-				sh.mu.RUnlock()
-				return
-			}
-		}
-		sh.mu.RUnlock()
-	}
-}
-
-// Len is the number of codes held.
-func (s *Overlay) Len() int {
-	n := 0
-	for i := range s.shards {
-		s.shards[i].mu.RLock()
-		n += len(s.shards[i].m)
-		s.shards[i].mu.RUnlock()
-	}
-	return n
 }
 
 // EntryFromEvent converts a link event into an entry.
@@ -178,7 +77,7 @@ func (a *Layers) Apply(e *Entry) bool {
 	ok := a.Overlay.Apply(e)
 	if ok && a.Snapshots != nil {
 		if l := a.Snapshots.Current(); l != nil {
-			if i, found := l.Snap.Find(codeBytes(e)); found {
+			if i, found := l.Snap.Find(codeBytes(e.Code)); found {
 				l.override(i)
 			}
 		}
@@ -190,15 +89,17 @@ func (a *Layers) Apply(e *Entry) bool {
 	return ok
 }
 
-// codeBytes is e's code as bytes for a lookup, without a copy; the lookup
+// codeBytes is a code as bytes for a lookup, without a copy; the lookup
 // must not keep or modify it.
-func codeBytes(e *Entry) []byte { return unsafe.Slice(unsafe.StringData(e.Code), len(e.Code)) }
+func codeBytes(code string) []byte { return unsafe.Slice(unsafe.StringData(code), len(code)) }
 
-// Hit is what the overlay or the snapshot knows of a code: Entry when the
-// overlay answered, else Snap.
+// Hit is what the overlay or the snapshot knows of a code: Rec when the
+// overlay answered (Overlay), else Snap. Its bytes stay valid while the Hit
+// is reachable.
 type Hit struct {
-	Entry *Entry
-	Snap  snapshot.Entry
+	Overlay bool
+	Rec     Record
+	Snap    snapshot.Entry
 }
 
 // Find looks code up in the snapshot and the overlay: the newer version
@@ -232,11 +133,11 @@ func (a *Layers) findIn(l *Loaded, code []byte) (h Hit, ok, stale bool) {
 			if !l.isOverridden(i) {
 				return Hit{Snap: s}, true, false
 			}
-			if e, ok := a.Overlay.Lookup(code); ok {
-				if s.Version > e.Version {
+			if r, ok := a.Overlay.Lookup(code); ok {
+				if s.Version > r.Version {
 					return Hit{Snap: s}, true, false
 				}
-				return Hit{Entry: e}, true, false
+				return Hit{Overlay: true, Rec: r}, true, false
 			}
 			if a.Snapshots.Current() != l {
 				return Hit{}, false, true
@@ -244,16 +145,16 @@ func (a *Layers) findIn(l *Loaded, code []byte) (h Hit, ok, stale bool) {
 			return Hit{Snap: s}, true, false
 		}
 	}
-	if e, ok := a.Overlay.Lookup(code); ok {
-		return Hit{Entry: e}, true, false
+	if r, ok := a.Overlay.Lookup(code); ok {
+		return Hit{Overlay: true, Rec: r}, true, false
 	}
 	return Hit{}, false, a.Snapshots != nil && a.Snapshots.Current() != l
 }
 
 // Find is the overlay alone as a lookup layer (no snapshot).
-func (s *Overlay) Find(code []byte) (Hit, bool) {
-	e, ok := s.Lookup(code)
-	return Hit{Entry: e}, ok
+func (o *Overlay) Find(code []byte) (Hit, bool) {
+	r, ok := o.Lookup(code)
+	return Hit{Overlay: ok, Rec: r}, ok
 }
 
 // Seal records a sealed segment.

@@ -139,28 +139,28 @@ func TestHint(t *testing.T) {
 	}
 }
 
-// A bulk load pruned by a snapshot swap leaves the overlay's maps sized for
-// what is left, not for the load.
-func TestPruneShrinksMaps(t *testing.T) {
+// A bulk load pruned by a snapshot swap gives back its memory: the
+// survivors are copied into an arena and a table sized for them.
+func TestPruneShrinksTheOverlay(t *testing.T) {
 	s := NewOverlay()
 	for i := range 64 * 1000 {
-		s.Apply(&Entry{Code: fmt.Sprintf("c%06d", i), URL: "https://x", Status: link.Active, Version: uint64(i + 1)})
+		s.Apply(&Entry{Code: fmt.Sprintf("c%06d", i), URL: "https://x.example/landing?n=" + fmt.Sprint(i), Status: link.Active, Version: uint64(i + 1)})
 	}
-	if n := s.Prune(func(e *Entry) bool { return e.Version > 640 }); n != 64*1000-640 {
+	full := s.Stats()
+	if n := s.Prune(func(_ []byte, r Record) bool { return r.Version > 640 }); n != 64*1000-640 {
 		t.Fatalf("pruned %d", n)
 	}
-	for i := range s.shards {
-		sh := &s.shards[i]
-		if sh.peak != len(sh.m) {
-			t.Fatalf("shard %d: peak %d after a prune to %d entries; want the map rebuilt", i, sh.peak, len(sh.m))
-		}
+	st := s.Stats()
+	if st.Entries != 640 || s.Len() != 640 {
+		t.Fatalf("after the prune: %+v, Len %d; want 640 entries", st, s.Len())
 	}
-	if s.Len() != 640 {
-		t.Fatalf("Len %d after the prune; want 640", s.Len())
+	if st.RecordBytes*50 > full.RecordBytes || st.IndexBytes*20 > full.IndexBytes || st.Garbage != 0 {
+		t.Fatalf("after pruning 99%%: %+v; before %+v: want records and index shrunk with it", st, full)
 	}
 	for i := range 640 {
-		if _, ok := s.Lookup(fmt.Appendf(nil, "c%06d", i)); !ok {
-			t.Fatalf("c%06d lost in the rebuild", i)
+		r, ok := s.Lookup(fmt.Appendf(nil, "c%06d", i))
+		if want := "https://x.example/landing?n=" + fmt.Sprint(i); !ok || r.URL() != want || r.Version != uint64(i+1) {
+			t.Fatalf("c%06d after the prune: %+v, %v; want %s at %d", i, r, ok, want, i+1)
 		}
 	}
 }

@@ -1,0 +1,245 @@
+package store
+
+import (
+	"encoding/binary"
+	"runtime"
+	"unsafe"
+
+	"github.com/edgelink/edgelink/shared/base62"
+	"github.com/edgelink/edgelink/shared/link"
+)
+
+// A record is one overlay entry in an arena chunk, written once and never
+// changed (an update appends a new record and repoints the index):
+//
+//	byte     meta: status (bits 0–1: 1 active, 2 disabled, 3 deleted),
+//	         redirect (bits 2–4: 0 none, 1 301, 2 302, 3 307, 4 308,
+//	         7 another value, as a varint after the version), has an
+//	         expiry (bit 5), custom code (bit 6)
+//	uvarint  version
+//	varint   redirect type, when bits 2–4 are 7
+//	varint   expiry, Unix milliseconds, when bit 5 is set
+//	generated code: uvarint ID | custom code: byte length, the code
+//	uvarint  origin: 1 + its index in the shard's dictionary, 0 for none
+//	uvarint  length, then the rest of the target (all of it without origin)
+//
+// A generated code (6 base62 characters) is its ID, so its record holds 3
+// to 6 bytes of key; a custom code's record holds the code, which a lookup
+// compares, since the index keeps only a hash.
+const (
+	metaStatus      = 0x03
+	metaRedirect    = 0x1c
+	metaRedirectRaw = 7
+	metaExpiry      = 0x20
+	metaCustom      = 0x40
+)
+
+var redirectCodes = [...]link.RedirectType{0, 301, 302, 307, 308}
+
+func redirectCode(t link.RedirectType) byte {
+	for i, c := range redirectCodes {
+		if c == t {
+			return byte(i)
+		}
+	}
+	return metaRedirectRaw
+}
+
+var statuses = [...]link.Status{1: link.Active, 2: link.Disabled, 3: link.Deleted}
+
+func statusCode(s link.Status) (byte, bool) {
+	switch s {
+	case link.Active:
+		return 1, true
+	case link.Disabled:
+		return 2, true
+	case link.Deleted:
+		return 3, true
+	}
+	return 0, false
+}
+
+// key is a code as the overlay indexes it: a generated code by its ID, any
+// other by its bytes.
+type key struct {
+	id     uint64 // generated codes: the ID, from 1; 0 for a custom code
+	custom []byte
+}
+
+func keyOf(code []byte) key {
+	if id, err := base62.Digits(code); err == nil {
+		return key{id: id + 1} // "000000" is a valid string, if no link's
+	}
+	return key{custom: code}
+}
+
+// recordLen is the bytes e's record takes, with origin index o and rest r.
+func recordLen(e *Entry, k key, meta byte, o uint32, rest string) int {
+	n := 1 + uvarintLen(e.Version)
+	if meta&metaRedirect == metaRedirectRaw<<2 {
+		n += varintLen(int64(e.RedirectType))
+	}
+	if e.ExpiresAt != 0 {
+		n += varintLen(e.ExpiresAt)
+	}
+	if k.custom != nil {
+		n += 1 + len(k.custom)
+	} else {
+		n += uvarintLen(k.id)
+	}
+	return n + uvarintLen(uint64(o)) + uvarintLen(uint64(len(rest))) + len(rest)
+}
+
+// putRecord writes e's record into b, which is recordLen bytes.
+func putRecord(b []byte, e *Entry, k key, meta byte, o uint32, rest string) {
+	b[0] = meta
+	i := 1 + binary.PutUvarint(b[1:], e.Version)
+	if meta&metaRedirect == metaRedirectRaw<<2 {
+		i += binary.PutVarint(b[i:], int64(e.RedirectType))
+	}
+	if e.ExpiresAt != 0 {
+		i += binary.PutVarint(b[i:], e.ExpiresAt)
+	}
+	if k.custom != nil {
+		b[i] = byte(len(k.custom))
+		i += 1 + copy(b[i+1:], k.custom)
+	} else {
+		i += binary.PutUvarint(b[i:], k.id)
+	}
+	i += binary.PutUvarint(b[i:], uint64(o))
+	i += binary.PutUvarint(b[i:], uint64(len(rest)))
+	copy(b[i:], rest)
+}
+
+// recordKey reads the key of the record at b (b runs to its chunk's end)
+// and the offset of what follows it.
+func recordKey(b []byte) (k key, next int) {
+	meta := b[0]
+	_, i := binary.Uvarint(b[1:])
+	i++
+	if meta&metaRedirect == metaRedirectRaw<<2 {
+		_, n := binary.Varint(b[i:])
+		i += n
+	}
+	if meta&metaExpiry != 0 {
+		_, n := binary.Varint(b[i:])
+		i += n
+	}
+	if meta&metaCustom != 0 {
+		n := int(b[i])
+		return key{custom: b[i+1 : i+1+n : i+1+n]}, i + 1 + n
+	}
+	id, n := binary.Uvarint(b[i:])
+	return key{id: id}, i + n
+}
+
+// recordVersion is the version of the record at b.
+func recordVersion(b []byte) uint64 {
+	v, _ := binary.Uvarint(b[1:])
+	return v
+}
+
+// recordSize is the bytes the record at b takes.
+func recordSize(b []byte) int {
+	_, i := recordKey(b)
+	_, n := binary.Uvarint(b[i:])
+	i += n
+	l, n := binary.Uvarint(b[i:])
+	return i + n + int(l)
+}
+
+// Record is an overlay entry read in place. Origin and Rest must not be
+// modified; they stay valid while the Record is reachable (it keeps the
+// arena chunk they point into alive, and chunks are never reused), so copy
+// them before dropping it, as AppendURL does.
+type Record struct {
+	Origin, Rest []byte // the target is Origin followed by Rest
+	RedirectType link.RedirectType
+	Status       link.Status
+	ExpiresAt    int64 // Unix milliseconds; 0 means never
+	Version      uint64
+
+	chunk *chunk // keeps Rest's bytes valid
+}
+
+// AppendURL appends the record's target to dst.
+func (r *Record) AppendURL(dst []byte) []byte {
+	dst = append(append(dst, r.Origin...), r.Rest...)
+	runtime.KeepAlive(r.chunk)
+	return dst
+}
+
+// URL is the record's target, copied.
+func (r *Record) URL() string { return string(r.AppendURL(nil)) }
+
+// Live reports whether the record redirects at nowMillis.
+func (r *Record) Live(nowMillis int64) bool {
+	return r.Status == link.Active && (r.ExpiresAt == 0 || nowMillis < r.ExpiresAt)
+}
+
+// readRecord decodes the record at b, whose key ends at next, with origins
+// as the shard's dictionary.
+func readRecord(b []byte, next int, origins []string, c *chunk) Record {
+	meta := b[0]
+	r := Record{Status: statuses[meta&metaStatus], chunk: c}
+	var i int
+	r.Version, i = binary.Uvarint(b[1:])
+	i++
+	if rc := meta & metaRedirect >> 2; rc == metaRedirectRaw {
+		t, n := binary.Varint(b[i:])
+		r.RedirectType, i = link.RedirectType(t), i+n
+	} else {
+		r.RedirectType = redirectCodes[rc]
+	}
+	if meta&metaExpiry != 0 {
+		r.ExpiresAt, _ = binary.Varint(b[i:])
+	}
+	o, n := binary.Uvarint(b[next:])
+	i = next + n
+	if o != 0 {
+		s := origins[o-1]
+		r.Origin = unsafe.Slice(unsafe.StringData(s), len(s))
+	}
+	l, n := binary.Uvarint(b[i:])
+	i += n
+	r.Rest = b[i : i+int(l) : i+int(l)]
+	return r
+}
+
+func uvarintLen(x uint64) int {
+	n := 1
+	for x >= 0x80 {
+		x >>= 7
+		n++
+	}
+	return n
+}
+
+func varintLen(x int64) int {
+	u := uint64(x) << 1
+	if x < 0 {
+		u = ^u
+	}
+	return uvarintLen(u)
+}
+
+// splitOrigin splits an absolute URL into "scheme://host[:port]" and the
+// rest, as the snapshot's writer does. A URL without "://" is all rest.
+func splitOrigin(u string) (origin, rest string) {
+	i := 0
+	for ; i+2 < len(u); i++ {
+		if u[i] == ':' && u[i+1] == '/' && u[i+2] == '/' {
+			break
+		}
+	}
+	if i+2 >= len(u) {
+		return "", u
+	}
+	j := i + 3
+	for ; j < len(u); j++ {
+		if c := u[j]; c == '/' || c == '?' || c == '#' {
+			break
+		}
+	}
+	return u[:j], u[j:]
+}
