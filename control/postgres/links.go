@@ -45,6 +45,7 @@ func (s *Store) CreateLink(ctx context.Context, l *link.Link, custom bool) error
 	if err != nil {
 		return translate(err)
 	}
+	s.waker.wake()
 	l.Status = link.Active
 	return nil
 }

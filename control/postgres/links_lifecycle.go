@@ -68,6 +68,7 @@ func (s *Store) UpdateLink(ctx context.Context, tenantID int64, code string, c l
 	if !id.Valid {
 		return nil, link.ErrDeleted
 	}
+	s.waker.wake()
 	l.ID, l.Code, l.TenantID, l.Namespace = uint64(id.Int64), strs[0].String, tenant.Int64, strs[1].String
 	l.URL, l.URLOriginal, l.RedirectType, l.Status = strs[2].String, strs[3].String, link.RedirectType(rt.Int16), link.Status(strs[4].String)
 	l.Version, l.CreatedAt, l.UpdatedAt = uint64(version.Int64), created.Time, updated.Time

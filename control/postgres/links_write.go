@@ -20,6 +20,10 @@ import (
 type Tx struct {
 	tx     querier
 	keyTTL time.Duration // idempotency keys older than this are expired
+	// wake is called once links were inserted, at once on Autocommit (each
+	// statement has committed), else by WriteTx after the commit.
+	wake  func()
+	wrote bool
 	// autocommit: every statement is a transaction of its own, so one that
 	// fails leaves nothing behind and another can be tried in its place.
 	autocommit bool
@@ -33,13 +37,19 @@ type querier interface {
 // WriteTx implements links.Store: fn runs in a transaction on the primary,
 // committed if fn returns nil.
 func (s *Store) WriteTx(ctx context.Context, fn func(links.Tx) error) error {
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error { return fn(&Tx{tx: tx, keyTTL: s.keyTTL}) })
+	t := &Tx{keyTTL: s.keyTTL}
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error { t.tx = tx; return fn(t) })
+	if err == nil && t.wrote {
+		s.waker.wake()
+	}
 	return translate(err)
 }
 
 // Autocommit implements links.Store: every call of the Tx it returns runs
 // on the pool, a transaction of its own.
-func (s *Store) Autocommit() links.Tx { return &Tx{tx: s.pool, keyTTL: s.keyTTL, autocommit: true} }
+func (s *Store) Autocommit() links.Tx {
+	return &Tx{tx: s.pool, keyTTL: s.keyTTL, autocommit: true, wake: s.waker.wake}
+}
 
 // insertLinks writes many links and their outbox rows in one statement. The
 // xid is taken before any version (see insertLink). A row whose code (or
@@ -168,6 +178,7 @@ func (t *Tx) InsertLinks(ctx context.Context, ls []links.NewLink) ([]bool, error
 			for i := range inserted {
 				inserted[i] = true
 			}
+			t.inserted()
 			return inserted, nil
 		}
 		if !isUniqueViolation(err) {
@@ -195,7 +206,19 @@ func (t *Tx) InsertLinks(ctx context.Context, ls []links.NewLink) ([]bool, error
 	if err != nil {
 		return nil, translate(err)
 	}
+	if slices.Contains(inserted, true) {
+		t.inserted()
+	}
 	return inserted, nil
+}
+
+// inserted records that links (and their outbox rows) were written: on
+// Autocommit they have committed, so the relay is woken now.
+func (t *Tx) inserted() {
+	t.wrote = true
+	if t.autocommit && t.wake != nil {
+		t.wake()
+	}
 }
 
 // insertFresh runs insertFreshLinks and fills in every link.

@@ -52,6 +52,7 @@ var (
 type Store struct {
 	pool   *pgxpool.Pool
 	keyTTL time.Duration
+	waker  *waker // wakes the relay after link changes commit
 }
 
 // Option configures a Store.
@@ -65,7 +66,7 @@ func WithIdempotencyTTL(ttl time.Duration) Option {
 
 // New returns a Store on pool.
 func New(pool *pgxpool.Pool, opts ...Option) *Store {
-	s := &Store{pool: pool, keyTTL: links.DefaultKeyTTL}
+	s := &Store{pool: pool, keyTTL: links.DefaultKeyTTL, waker: &waker{pool: pool}}
 	for _, o := range opts {
 		o(s)
 	}
