@@ -5,11 +5,17 @@
 // lives outside control/ and edge/ because it wires both sides, which
 // neither may import.
 //
-//	go test ./bench/relayfeed -run '^$' -bench . -benchtime 3x
+//	go test ./bench/relayfeed -run '^$' -bench RelayToEdge -benchtime 3x
+//
+// BenchmarkStreamFedMemory (memory_test.go) compares an edge's resident
+// memory fed its links by the stream with the same edge booted from a
+// snapshot of them; see README.md.
 package relayfeedbench
 
 import (
 	"context"
+	"fmt"
+	"os"
 	"testing"
 	"time"
 
@@ -22,7 +28,17 @@ import (
 	"github.com/edgelink/edgelink/internal/poll"
 )
 
-func TestMain(m *testing.M) { pgtest.Main(m) }
+func TestMain(m *testing.M) {
+	if mode := os.Getenv(childEnv); mode != "" {
+		// The benchmark's edge process: see memory_test.go.
+		if err := runChild(mode); err != nil {
+			fmt.Fprintln(os.Stderr, "relayfeed child:", err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
+	pgtest.Main(m)
+}
 
 // backlog is the outbox rows each iteration publishes and applies: a
 // marketing batch's worth, large enough that start-up costs vanish.
