@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"runtime/debug"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"syscall"
@@ -22,8 +23,10 @@ import (
 	"github.com/edgelink/edgelink/edge/store"
 )
 
-// runChild loads one side and reports key=value lines.
-func runChild(kind, file string, n int) error {
+// runChild loads one side and reports key=value lines. With a profile
+// prefix the snapshot side writes a CPU profile of each handler loop to
+// prefix-zipf.pprof and prefix-uniform.pprof.
+func runChild(kind, file string, n int, profile string) error {
 	if kind == "hog" {
 		runtime.GOMAXPROCS(1)
 		for x := 0; ; x++ {
@@ -94,7 +97,14 @@ func runChild(kind, file string, n int) error {
 	if h != nil {
 		zipf := dataset.NewZipf(rand.New(rand.NewPCG(3, 3)), 1.1, n)
 		for name, s := range map[string]*sample{"zipf": newSample(n, 1<<20, zipf), "uniform": codes} {
+			stop, err := startProfile(profile, name)
+			if err != nil {
+				return err
+			}
 			ns, allocs := serve(h.Serve, s, true)
+			if err := stop(); err != nil {
+				return err
+			}
 			fmt.Printf("%s_ns=%.1f serve_allocs=%.0f\n", name, ns, allocs)
 		}
 		ns, _ := serve(bare, codes, false)
@@ -105,6 +115,23 @@ func runChild(kind, file string, n int) error {
 	fmt.Printf("major_faults=%d\n", majorFaults()-faults0)
 	runtime.KeepAlive(keep)
 	return nil
+}
+
+// startProfile starts a CPU profile to prefix-name.pprof; without a
+// prefix it does nothing.
+func startProfile(prefix, name string) (stop func() error, err error) {
+	if prefix == "" {
+		return func() error { return nil }, nil
+	}
+	f, err := os.Create(prefix + "-" + name + ".pprof")
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return func() error { pprof.StopCPUProfile(); return f.Close() }, nil
 }
 
 func majorFaults() int64 {

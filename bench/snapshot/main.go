@@ -57,13 +57,14 @@ func main() {
 	budgetShare := flag.Float64("budget-share", 0.1, "with -scale: the memory budget as a share of the links, for the ideal budgeted hit ratio")
 	budgetFile := flag.String("budget", "", "with -scale: bench/budget's figures, a JSON array of {links, budget, hit_ratio, projected}")
 	commit := flag.String("commit", "", "with -scale: the commit the results name (default: git rev-parse HEAD, -dirty when bench/snapshot, shared/snapshot or edge have changes)")
+	profile := flag.String("profile", "", "write CPU profiles of the snapshot side's handler loops to PREFIX-zipf.pprof and PREFIX-uniform.pprof")
 	child := flag.String("child", "", "internal: run one side (snapshot|map|hog) on -file and report")
 	file := flag.String("file", "", "internal: the file a child loads")
 	flag.Parse()
 	var err error
 	switch {
 	case *child != "":
-		err = runChild(*child, *file, *n)
+		err = runChild(*child, *file, *n, *profile)
 	case *scale != "":
 		var sizes []int
 		if sizes, err = parseSizes(*scale); err == nil {
@@ -73,7 +74,7 @@ func main() {
 				err = errors.New("-reuse needs -dir: a temporary folder holds nothing to reuse")
 			} else {
 				err = runScale(scaleConfig{sizes: sizes, dir: *dir, out: *out, busy: *busy, warm: *warm, reuse: *reuse,
-					budgetShare: *budgetShare, budgetFile: *budgetFile, jsonOut: *jsonOut, commit: *commit})
+					budgetShare: *budgetShare, budgetFile: *budgetFile, jsonOut: *jsonOut, commit: *commit, profile: *profile})
 			}
 		}
 	default:
@@ -82,7 +83,7 @@ func main() {
 			m, err = strconv.ParseBool(*withMap)
 		}
 		if err == nil {
-			err = run(*n, *dir, *busy, m, *warm, *reuse, *jsonOut)
+			err = run(*n, *dir, *busy, m, *warm, *reuse, *jsonOut, *profile)
 		}
 	}
 	if err != nil {
@@ -119,7 +120,7 @@ type results struct {
 	Sides     map[string]map[string]float64 `json:"sides"`
 }
 
-func run(n int, dir string, busy, withMap, warm, reuse bool, jsonOut string) error {
+func run(n int, dir string, busy, withMap, warm, reuse bool, jsonOut, profile string) error {
 	if reuse && dir == "" {
 		return errors.New("-reuse needs -dir: a temporary folder holds nothing to reuse")
 	}
@@ -152,14 +153,14 @@ func run(n int, dir string, busy, withMap, warm, reuse bool, jsonOut string) err
 		defer func() { _ = hog.Process.Kill(); _ = hog.Wait() }()
 	}
 	res.Load = loadAverage()
-	if res.Sides["snapshot"], err = measureChild("snapshot", snapFile, n); err != nil {
+	if res.Sides["snapshot"], err = measureChild("snapshot", snapFile, n, profile); err != nil {
 		return err
 	}
 	if withMap {
-		if res.Sides["map"], err = measureChild("map", mapFile, n); err != nil {
+		if res.Sides["map"], err = measureChild("map", mapFile, n, ""); err != nil {
 			return err
 		}
-		if res.Sides["compare"], err = measureChild("compare", snapFile+","+mapFile, n); err != nil {
+		if res.Sides["compare"], err = measureChild("compare", snapFile+","+mapFile, n, ""); err != nil {
 			return err
 		}
 	}
@@ -299,12 +300,12 @@ func startHog() (*exec.Cmd, error) {
 
 // measureChild runs one side in a fresh process and parses its key=value
 // report; "ready_ms" is measured here, from exec to the child's ready line.
-func measureChild(kind, file string, n int) (map[string]float64, error) {
+func measureChild(kind, file string, n int, profile string) (map[string]float64, error) {
 	exe, err := os.Executable()
 	if err != nil {
 		return nil, err
 	}
-	cmd := exec.Command(exe, "-child", kind, "-file", file, "-links", strconv.Itoa(n))
+	cmd := exec.Command(exe, "-child", kind, "-file", file, "-links", strconv.Itoa(n), "-profile", profile)
 	cmd.Stderr = os.Stderr
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {

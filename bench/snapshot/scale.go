@@ -27,6 +27,7 @@ type scaleConfig struct {
 	budgetFile  string  // bench/budget's figures, when given
 	jsonOut     string
 	commit      string // names the results; default: git's HEAD
+	profile     string // CPU profiles' prefix, "" for none
 }
 
 // parseSizes reads "1000000,10000000,100000000" (underscores allowed).
@@ -102,7 +103,7 @@ func runScale(cfg scaleConfig) error {
 			return err
 		}
 		row := scaleRow{Links: n, BuildSecs: res.BuildSecs, Reused: res.Reused, FileBytes: res.FileBytes, Load: loadAverage()}
-		if row.Snapshot, err = measureBusy(cfg.busy, snapFile, n); err != nil {
+		if row.Snapshot, err = measureBusy(cfg.busy, snapFile, n, cfg.profilePrefix(n)); err != nil {
 			return err
 		}
 		row.IdealRatio = idealHitRatio(n, int(math.Round(cfg.budgetShare*float64(n))), 1.1)
@@ -122,7 +123,7 @@ func runScale(cfg scaleConfig) error {
 	again := rows[0]
 	again.Load = loadAverage()
 	var err error
-	if again.Snapshot, err = measureBusy(cfg.busy, filepath.Join(dir, snapshot.ObjectName(uint64(cfg.sizes[0]))), cfg.sizes[0]); err != nil {
+	if again.Snapshot, err = measureBusy(cfg.busy, filepath.Join(dir, snapshot.ObjectName(uint64(cfg.sizes[0]))), cfg.sizes[0], cfg.profilePrefix(0)); err != nil {
 		return err
 	}
 	took := time.Since(started)
@@ -153,9 +154,20 @@ func runScale(cfg scaleConfig) error {
 	return nil
 }
 
+// profilePrefix names size n's profiles (0: the smallest, measured again).
+func (c scaleConfig) profilePrefix(n int) string {
+	if c.profile == "" {
+		return ""
+	}
+	if n == 0 {
+		return c.profile + "-" + millions(c.sizes[0]) + "-again"
+	}
+	return c.profile + "-" + millions(n)
+}
+
 // measureBusy measures the snapshot side on file, with a core spinning
 // meanwhile when busy (and not while the next file is built).
-func measureBusy(busy bool, file string, n int) (map[string]float64, error) {
+func measureBusy(busy bool, file string, n int, profile string) (map[string]float64, error) {
 	if busy {
 		hog, err := startHog()
 		if err != nil {
@@ -163,7 +175,7 @@ func measureBusy(busy bool, file string, n int) (map[string]float64, error) {
 		}
 		defer func() { _ = hog.Process.Kill(); _ = hog.Wait() }()
 	}
-	return measureChild("snapshot", file, n)
+	return measureChild("snapshot", file, n, profile)
 }
 
 // idealHitRatio is the share of Zipf(s) requests over n links that fall on
