@@ -43,10 +43,11 @@ type Authenticator interface {
 type Links interface {
 	Create(ctx context.Context, tenantID int64, req links.CreateRequest) (links.Created, error)
 	CreateBatch(ctx context.Context, tenantID int64, key string, reqs []links.CreateRequest) (links.BatchResult, error)
-	Get(ctx context.Context, tenantID int64, code string) (*link.Link, error)
-	List(ctx context.Context, tenantID int64, q links.ListRequest) ([]*link.Link, uint64, error)
-	Update(ctx context.Context, tenantID int64, code string, u links.Update) (*link.Link, error)
-	Delete(ctx context.Context, tenantID int64, code string) (*link.Link, error)
+	Get(ctx context.Context, tenantID int64, code string) (*links.Link, error)
+	List(ctx context.Context, tenantID int64, q links.ListRequest) ([]*links.Link, uint64, error)
+	Update(ctx context.Context, tenantID int64, code string, u links.Update) (*links.Link, error)
+	Delete(ctx context.Context, tenantID int64, code string) (*links.Link, error)
+	TagLinks(ctx context.Context, tenantID int64, c links.TagChange) ([]*links.Link, error)
 }
 
 // Config tunes the server; zero values take the defaults.
@@ -116,6 +117,7 @@ var routeTable = []route{
 	{"POST", "/api/v1/links", func(s *Server) http.HandlerFunc { return s.authed(s.createLink) }},
 	{"GET", "/api/v1/links", func(s *Server) http.HandlerFunc { return s.authed(s.listLinks) }},
 	{"POST", "/api/v1/links/batch", func(s *Server) http.HandlerFunc { return s.authed(s.createBatch) }},
+	{"POST", "/api/v1/links/tags", func(s *Server) http.HandlerFunc { return s.authed(s.tagLinks) }},
 	{"GET", "/api/v1/links/{code}", func(s *Server) http.HandlerFunc { return s.authed(s.getLink) }},
 	{"PATCH", "/api/v1/links/{code}", func(s *Server) http.HandlerFunc { return s.authed(s.patchLink) }},
 	{"DELETE", "/api/v1/links/{code}", func(s *Server) http.HandlerFunc { return s.authed(s.deleteLink) }},

@@ -21,17 +21,17 @@ import (
 // measured is what the API itself spends around the write path.
 type echoLinks struct{ Links }
 
-var echoed = func() []link.Link {
+var echoed = func() []links.Link {
 	at := time.Date(2026, 12, 1, 10, 0, 0, 123456000, time.UTC)
-	ls := make([]link.Link, links.MaxBatch)
+	ls := make([]links.Link, links.MaxBatch)
 	for i := range ls {
-		ls[i] = link.Link{ID: uint64(1000 + i), Code: fmt.Sprintf("00%04d", i), TenantID: 1, Namespace: "default",
+		ls[i].Link = link.Link{ID: uint64(1000 + i), Code: fmt.Sprintf("00%04d", i), TenantID: 1, Namespace: "default",
 			RedirectType: link.DefaultRedirect, Status: link.Active, Version: uint64(5000 + i), CreatedAt: at, UpdatedAt: at}
 	}
 	return ls
 }()
 
-func (echoLinks) answer(i int, req links.CreateRequest) *link.Link {
+func (echoLinks) answer(i int, req links.CreateRequest) *links.Link {
 	l := &echoed[i]
 	if l.URL != req.URL {
 		l.URL, l.URLOriginal = req.URL, req.URL // the same URLs come again, run after run

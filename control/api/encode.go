@@ -9,7 +9,6 @@ import (
 
 	"github.com/edgelink/edgelink/control/apiwire"
 	"github.com/edgelink/edgelink/control/links"
-	"github.com/edgelink/edgelink/shared/link"
 )
 
 // Links are written by hand rather than through encoding/json: a batch
@@ -55,7 +54,7 @@ func (s *Server) writeBody(w http.ResponseWriter, status int, fill func([]byte) 
 // appendLink appends l as an apiwire.Link with its effective state at now
 // (links.State): an active link past its expiry reads expired, as every
 // edge answers it.
-func (s *Server) appendLink(b []byte, l *link.Link, now time.Time) []byte {
+func (s *Server) appendLink(b []byte, l *links.Link, now time.Time) []byte {
 	b = append(b, `{"code":`...)
 	b = appendString(b, l.Code)
 	b = append(b, `,"short_url":"`...)
@@ -72,7 +71,7 @@ func (s *Server) appendLink(b []byte, l *link.Link, now time.Time) []byte {
 	b = append(b, `,"redirect_type":`...)
 	b = strconv.AppendInt(b, int64(l.RedirectType), 10)
 	b = append(b, `,"status":`...)
-	b = appendString(b, string(links.State(l, now)))
+	b = appendString(b, string(links.State(&l.Link, now)))
 	b = append(b, `,"namespace":`...)
 	b = appendString(b, l.Namespace)
 	b = append(b, `,"expires_at":`...)
@@ -87,13 +86,28 @@ func (s *Server) appendLink(b []byte, l *link.Link, now time.Time) []byte {
 	b = appendTime(b, l.CreatedAt)
 	b = append(b, `,"updated_at":`...)
 	b = appendTime(b, l.UpdatedAt)
-	return append(b, '}')
+	b = append(b, `,"title":`...)
+	if l.Title == "" {
+		b = append(b, "null"...)
+	} else {
+		b = appendString(b, l.Title)
+	}
+	b = append(b, `,"tags":[`...)
+	for i, t := range l.Tags {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = appendString(b, t)
+	}
+	return append(b, "]}"...)
 }
 
 // appendCreated appends a create's answer: the link as it was created, its
 // state judged at its creation. A replay renders the same link, so it
 // answers byte for byte what the original did, however long after.
-func (s *Server) appendCreated(b []byte, l *link.Link) []byte { return s.appendLink(b, l, l.CreatedAt) }
+func (s *Server) appendCreated(b []byte, l *links.Link) []byte {
+	return s.appendLink(b, l, l.CreatedAt)
+}
 
 // appendBatch appends a batch create's answer, {"created", "failed",
 // "results": [apiwire.BatchResult...]}: item i is problems[i] if that is
@@ -126,7 +140,7 @@ func (s *Server) appendBatch(b []byte, res links.BatchResult, problems []*apiwir
 
 // appendList appends a page of links, {"links": [apiwire.Link...],
 // "next_cursor": the cursor of next, or null when it is 0}.
-func (s *Server) appendList(b []byte, ls []*link.Link, next uint64, now time.Time) []byte {
+func (s *Server) appendList(b []byte, ls []*links.Link, next uint64, now time.Time) []byte {
 	b = append(b, `{"links":[`...)
 	for i, l := range ls {
 		if i > 0 {

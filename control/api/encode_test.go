@@ -30,11 +30,15 @@ type listAnswer struct {
 
 // wireLink is l as an apiwire.Link with its state at now: the oracle
 // appendLink is held to.
-func wireLink(public string, l *link.Link, now time.Time) apiwire.Link {
+func wireLink(public string, l *links.Link, now time.Time) apiwire.Link {
 	b := apiwire.Link{
 		Code: l.Code, ShortURL: public + "/" + l.Code, URL: l.URL, URLOriginal: l.URLOriginal,
-		RedirectType: int(l.RedirectType), Status: string(links.State(l, now)), Namespace: l.Namespace,
+		RedirectType: int(l.RedirectType), Status: string(links.State(&l.Link, now)), Namespace: l.Namespace,
 		Version: l.Version, CreatedAt: l.CreatedAt.UTC().Format(time.RFC3339Nano), UpdatedAt: l.UpdatedAt.UTC().Format(time.RFC3339Nano),
+		Tags: append([]string{}, l.Tags...),
+	}
+	if l.Title != "" {
+		b.Title = &l.Title
 	}
 	if !l.ExpiresAt.IsZero() {
 		e := l.ExpiresAt.UTC().Format(time.RFC3339Nano)
@@ -68,11 +72,12 @@ var hardStrings = []string{
 func TestEncodeIsEncodingJSON(t *testing.T) {
 	s := New(oneTenant{}, echoLinks{}, Config{PublicURL: "https://sho.rt/"})
 	created := time.Date(2026, 12, 1, 10, 0, 0, 0, time.FixedZone("x", 3600))
-	var ls []*link.Link
+	var ls []*links.Link
 	for i, str := range hardStrings {
-		l := &link.Link{ID: uint64(i + 1), Code: str, URL: str, URLOriginal: "o" + str, Namespace: str,
+		l := &links.Link{Link: link.Link{ID: uint64(i + 1), Code: str, URL: str, URLOriginal: "o" + str, Namespace: str,
 			RedirectType: link.RedirectType(301 + i), Status: link.Active, Version: uint64(1) << (i * 5),
-			CreatedAt: created.Add(time.Duration(i) * 1234567 * time.Nanosecond), UpdatedAt: created.Add(time.Hour)}
+			CreatedAt: created.Add(time.Duration(i) * 1234567 * time.Nanosecond), UpdatedAt: created.Add(time.Hour)},
+			Title: str, Tags: hardStrings[:i%4]}
 		switch i % 3 {
 		case 1:
 			l.ExpiresAt = created.Add(time.Minute) // expired at now below

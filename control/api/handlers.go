@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -19,11 +20,13 @@ import (
 // createBody is the JSON a creator posts; createShape is what decodeJSON
 // lets into it, and how.
 type createBody struct {
-	URL          *string `json:"url"`
-	Code         string  `json:"code"`
-	ExpiresAt    *string `json:"expires_at"`
-	RedirectType int     `json:"redirect_type"`
-	Namespace    string  `json:"namespace"`
+	URL          *string  `json:"url"`
+	Code         string   `json:"code"`
+	ExpiresAt    *string  `json:"expires_at"`
+	RedirectType int      `json:"redirect_type"`
+	Namespace    string   `json:"namespace"`
+	Title        string   `json:"title"`
+	Tags         []string `json:"tags"`
 }
 
 var createShape = jsonObject(
@@ -37,6 +40,8 @@ var createShape = jsonObject(
 	}),
 	into(jsonField("redirect_type", jsonInteger), func(b *createBody, v jsonValue) { b.RedirectType = int(v.num) }),
 	into(jsonField("namespace", jsonString), func(b *createBody, v jsonValue) { b.Namespace = v.str }),
+	into(jsonField("title", jsonString), func(b *createBody, v jsonValue) { b.Title = v.str }),
+	into(jsonField("tags", jsonArray(jsonString)), func(b *createBody, v jsonValue) { b.Tags = append(b.Tags, v.str) }),
 )
 
 // idempotencyKey reads the Idempotency-Key header: 1 to 255 printable ASCII
@@ -64,7 +69,8 @@ func (in *createBody) request() (links.CreateRequest, error) {
 	if in.URL == nil {
 		return links.CreateRequest{}, fmt.Errorf("%w: url is required", link.ErrInvalidInput)
 	}
-	req := links.CreateRequest{URL: *in.URL, Code: in.Code, RedirectType: link.RedirectType(in.RedirectType), Namespace: in.Namespace}
+	req := links.CreateRequest{URL: *in.URL, Code: in.Code, RedirectType: link.RedirectType(in.RedirectType), Namespace: in.Namespace,
+		Title: in.Title, Tags: in.Tags}
 	if in.ExpiresAt != nil {
 		t, err := parseTime("expires_at", *in.ExpiresAt)
 		if err != nil {
@@ -189,20 +195,39 @@ func decodeCursor(c string) (uint64, error) {
 }
 
 func (s *Server) listLinks(w http.ResponseWriter, r *http.Request, tenant int64) {
-	q := r.URL.Query()
+	// Not r.URL.Query(), which drops a malformed pair without a word: a
+	// filter lost that way would list more than was asked for.
+	q, err := url.ParseQuery(r.URL.RawQuery)
+	if err != nil {
+		s.writeError(w, r, fmt.Errorf("%w: the query string is malformed: %v", link.ErrInvalidInput, err))
+		return
+	}
 	// One instant judges both which links are listed and the state each
 	// reads, so a link expiring meanwhile cannot be listed as active and
 	// read expired.
 	lr := links.ListRequest{Limit: 50, Now: s.cfg.Now()}
 	for name := range q {
 		switch name {
-		case "limit", "cursor", "status", "namespace", "created_after", "created_before":
+		case "limit", "cursor", "status", "namespace", "created_after", "created_before", "tag", "tag_mode", "q":
 		default:
 			s.writeError(w, r, fmt.Errorf("%w: unknown query parameter %q", link.ErrInvalidInput, name))
 			return
 		}
+		if name != "tag" && len(q[name]) > 1 {
+			s.writeError(w, r, fmt.Errorf("%w: send %s once", link.ErrInvalidInput, name))
+			return
+		}
 	}
-	var err error
+	// tag may repeat, and each may list tags with commas (tag=a,b&tag=c):
+	// a tag holds no comma.
+	for _, v := range q["tag"] {
+		lr.Tags = append(lr.Tags, strings.Split(v, ",")...)
+	}
+	lr.TagMode, lr.Search = links.TagMode(q.Get("tag_mode")), q.Get("q")
+	if _, sent := q["q"]; sent && lr.Search == "" {
+		s.writeError(w, r, fmt.Errorf("%w: q is empty; leave it out to list without searching", link.ErrInvalidInput))
+		return
+	}
 	if v := q.Get("limit"); v != "" {
 		if lr.Limit, err = strconv.Atoi(v); err != nil {
 			s.writeError(w, r, fmt.Errorf("%w: limit must be a number from 1 to %d", link.ErrInvalidInput, links.MaxPage))
@@ -242,6 +267,7 @@ type patchBody struct {
 	RedirectType *int            `json:"redirect_type"`
 	ExpiresAt    json.RawMessage `json:"expires_at"`
 	Status       *string         `json:"status"`
+	Title        json.RawMessage `json:"title"`
 }
 
 var patchShape = jsonObject(
@@ -249,6 +275,7 @@ var patchShape = jsonObject(
 	into(jsonField("redirect_type", jsonInteger), func(b *patchBody, v jsonValue) { b.RedirectType = ptr(int(v.num)) }),
 	into(jsonField("expires_at", jsonStringOrNull), func(b *patchBody, v jsonValue) { b.ExpiresAt = v.raw }),
 	into(jsonField("status", jsonString), func(b *patchBody, v jsonValue) { b.Status = ptr(v.str) }),
+	into(jsonField("title", jsonStringOrNull), func(b *patchBody, v jsonValue) { b.Title = v.raw }),
 )
 
 func (s *Server) patchLink(w http.ResponseWriter, r *http.Request, tenant int64) {
@@ -281,6 +308,16 @@ func (s *Server) patchLink(w http.ResponseWriter, r *http.Request, tenant int64)
 			}
 		}
 		u.ExpiresAt = &t
+	}
+	if in.Title != nil {
+		var title string // null: none
+		if !bytes.Equal(in.Title, []byte("null")) {
+			if err := json.Unmarshal(in.Title, &title); err != nil { // a string: patchShape says so
+				s.writeError(w, r, fmt.Errorf("%w: title must be a string or null", link.ErrInvalidInput))
+				return
+			}
+		}
+		u.Title = &title
 	}
 	l, err := s.links.Update(r.Context(), tenant, r.PathValue("code"), u)
 	if err != nil {

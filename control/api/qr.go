@@ -234,7 +234,7 @@ func (s *Server) linkQR(w http.ResponseWriter, r *http.Request, tenant int64) {
 		s.writeError(w, r, err)
 		return
 	}
-	text := s.shortURL(l)
+	text := s.shortURL(&l.Link)
 	code, size, err := encodeQR(text, req)
 	if err != nil {
 		s.writeError(w, r, err)

@@ -43,6 +43,10 @@ type Link struct {
 	Version      uint64  `json:"version"`
 	CreatedAt    string  `json:"created_at"`
 	UpdatedAt    string  `json:"updated_at"`
+	// Title is null for a link without one; Tags is [] for one without
+	// any, else normalized and sorted. Edges never see either.
+	Title *string  `json:"title"`
+	Tags  []string `json:"tags"`
 }
 
 // BatchResult is one item's outcome in a batch create's answer: Link on

@@ -102,6 +102,12 @@ type CreateRequest struct {
 	ExpiresAt    time.Time
 	RedirectType link.RedirectType // 0 for the default
 	Namespace    string
+	// Title is the creator's name for the link (MaxTitleLen characters,
+	// one line); empty for none.
+	Title string
+	// Tags are the link's tags, normalized on the way in (NormalizeTags);
+	// at most MaxTags.
+	Tags []string
 	// IdempotencyKey, if set, makes the create idempotent for the tenant.
 	IdempotencyKey string
 	// Rejected, in a batch, is why the transport could not read this item;
@@ -111,7 +117,7 @@ type CreateRequest struct {
 
 // Created is a create's answer.
 type Created struct {
-	Link *link.Link
+	Link *Link
 	// Replayed reports that an earlier request with the same idempotency
 	// key created the link and this is its original answer.
 	Replayed bool
@@ -140,7 +146,7 @@ func (s *Service) Create(ctx context.Context, tenantID int64, req CreateRequest)
 }
 
 // Get returns one of the tenant's links, deleted ones included.
-func (s *Service) Get(ctx context.Context, tenantID int64, code string) (*link.Link, error) {
+func (s *Service) Get(ctx context.Context, tenantID int64, code string) (*Link, error) {
 	if !link.ValidCodeSyntax(code) {
 		return nil, link.ErrNotFound
 	}
@@ -169,7 +175,7 @@ const MaxPage = 200
 // List returns a page of the tenant's links, newest first, and the cursor of
 // the next page (0 when this is the last). q.Status filters on the
 // effective state (see State) at q.Now, the service's clock when zero.
-func (s *Service) List(ctx context.Context, tenantID int64, q ListRequest) ([]*link.Link, uint64, error) {
+func (s *Service) List(ctx context.Context, tenantID int64, q ListRequest) ([]*Link, uint64, error) {
 	if q.Limit <= 0 || q.Limit > MaxPage {
 		return nil, 0, fmt.Errorf("%w: limit must be 1 to %d", link.ErrInvalidInput, MaxPage)
 	}
@@ -178,6 +184,23 @@ func (s *Service) List(ctx context.Context, tenantID int64, q ListRequest) ([]*l
 	}
 	if q.Now.IsZero() {
 		q.Now = s.cfg.Now()
+	}
+	if q.TagMode != "" && q.TagMode != TagsAny && q.TagMode != TagsAll {
+		return nil, 0, fmt.Errorf("%w: tag_mode must be any or all", link.ErrInvalidInput)
+	}
+	if q.TagMode == "" {
+		q.TagMode = TagsAny
+	}
+	// A filter may name more tags than a link holds: any of 20 of them is
+	// a fair question, all of 21 never matches, but neither is worth a
+	// query of more than MaxTags tags.
+	tags, err := NormalizeTags(q.Tags, MaxTags)
+	if err != nil {
+		return nil, 0, fmt.Errorf("tag filter: %w", err)
+	}
+	q.Tags = tags
+	if err := checkSearch(q.Search); err != nil {
+		return nil, 0, err
 	}
 	want := q.Limit
 	q.Limit++ // one more tells whether another page exists
@@ -199,18 +222,26 @@ type Update struct {
 	// ExpiresAt set to a zero time clears the expiry.
 	ExpiresAt *time.Time
 	Status    *link.Status // active or disabled
+	// Title set to "" removes the title.
+	Title *string
 }
 
 // Update changes one of the tenant's links and returns its new state, with
 // a new version and change event. Unknown and other tenants' codes answer
 // link.ErrNotFound, deleted links link.ErrDeleted.
-func (s *Service) Update(ctx context.Context, tenantID int64, code string, u Update) (*link.Link, error) {
+func (s *Service) Update(ctx context.Context, tenantID int64, code string, u Update) (*Link, error) {
 	if !link.ValidCodeSyntax(code) {
 		return nil, link.ErrNotFound
 	}
 	var c Change
-	if u.URL == nil && u.RedirectType == nil && u.ExpiresAt == nil && u.Status == nil {
-		return nil, fmt.Errorf("%w: nothing to change; send url, redirect_type, expires_at or status", link.ErrInvalidInput)
+	if u.URL == nil && u.RedirectType == nil && u.ExpiresAt == nil && u.Status == nil && u.Title == nil {
+		return nil, fmt.Errorf("%w: nothing to change; send url, redirect_type, expires_at, status or title", link.ErrInvalidInput)
+	}
+	if u.Title != nil {
+		if err := checkTitle(*u.Title); err != nil {
+			return nil, err
+		}
+		c.SetTitle, c.Title = true, *u.Title
 	}
 	if u.URL != nil {
 		norm, err := s.normalizeURL(*u.URL)
@@ -243,14 +274,14 @@ func (s *Service) Update(ctx context.Context, tenantID int64, code string, u Upd
 // Delete tombstones one of the tenant's links: it stops redirecting and its
 // code is never handed out again. Deleting a deleted link changes nothing
 // and answers link.ErrDeleted.
-func (s *Service) Delete(ctx context.Context, tenantID int64, code string) (*link.Link, error) {
+func (s *Service) Delete(ctx context.Context, tenantID int64, code string) (*Link, error) {
 	if !link.ValidCodeSyntax(code) {
 		return nil, link.ErrNotFound
 	}
 	return s.store.UpdateLink(ctx, tenantID, code, Change{SetStatus: true, Status: link.Deleted})
 }
 
-func (s *Service) validate(req CreateRequest) (*link.Link, error) {
+func (s *Service) validate(req CreateRequest) (*Link, error) {
 	if req.Rejected != nil {
 		return nil, req.Rejected
 	}
@@ -261,7 +292,14 @@ func (s *Service) validate(req CreateRequest) (*link.Link, error) {
 	// The authority keeps microseconds: truncate here so the answer, the
 	// stored link and a replay's hash all agree; and in UTC, as a replay
 	// decodes it.
-	l := &link.Link{URL: norm, URLOriginal: req.URL, RedirectType: req.RedirectType, ExpiresAt: req.ExpiresAt.Truncate(time.Microsecond).UTC(), Namespace: req.Namespace}
+	l := &Link{Link: link.Link{URL: norm, URLOriginal: req.URL, RedirectType: req.RedirectType, ExpiresAt: req.ExpiresAt.Truncate(time.Microsecond).UTC(), Namespace: req.Namespace}}
+	if err := checkTitle(req.Title); err != nil {
+		return nil, err
+	}
+	if l.Tags, err = NormalizeTags(req.Tags, MaxTags); err != nil {
+		return nil, err
+	}
+	l.Title = req.Title
 	if l.RedirectType == 0 {
 		l.RedirectType = link.DefaultRedirect
 	}

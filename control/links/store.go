@@ -19,15 +19,19 @@ type Store interface {
 	Autocommit() Tx
 	// GetLink reads one of a tenant's links. Another tenant's code
 	// answers link.ErrNotFound, exactly as an unknown code does.
-	GetLink(ctx context.Context, tenantID int64, code string) (*link.Link, error)
+	GetLink(ctx context.Context, tenantID int64, code string) (*Link, error)
 	// ListLinks returns up to q.Limit of the tenant's links matching q, in
 	// descending ID order.
-	ListLinks(ctx context.Context, tenantID int64, q ListRequest) ([]*link.Link, error)
+	ListLinks(ctx context.Context, tenantID int64, q ListRequest) ([]*Link, error)
 	// UpdateLink applies c to one of the tenant's links, with a new
 	// version and change event, and returns the new state. An unknown
 	// code, or another tenant's, answers link.ErrNotFound; a deleted link
 	// link.ErrDeleted, and nothing is written in either case.
-	UpdateLink(ctx context.Context, tenantID int64, code string, c Change) (*link.Link, error)
+	UpdateLink(ctx context.Context, tenantID int64, code string, c Change) (*Link, error)
+	// TagLinks applies c, whose tags are normalized, to the tenant's links
+	// in c.Codes, all or nothing (see Service.TagLinks), and returns them
+	// in c.Codes' order.
+	TagLinks(ctx context.Context, tenantID int64, c TagChange) ([]*Link, error)
 }
 
 // Tx is one write transaction of the create path: the coalescer runs many
@@ -81,10 +85,14 @@ type StoredResponse struct {
 }
 
 // NewLink is a link to insert. Link's ID, Code, TenantID, Namespace, URL,
-// URLOriginal, RedirectType and ExpiresAt are inputs.
+// URLOriginal, RedirectType and ExpiresAt are inputs, and so are Title
+// (empty: none) and Tags (normalized), which go in with the link or not at
+// all.
 type NewLink struct {
 	Link   *link.Link
 	Custom bool
+	Title  string
+	Tags   []string
 }
 
 // ListRequest selects a page of a tenant's links, newest ID first.
@@ -99,8 +107,25 @@ type ListRequest struct {
 	Namespace     string    // empty: any
 	CreatedAfter  time.Time // zero: unbounded
 	CreatedBefore time.Time // zero: unbounded
-	Limit         int
+	// Tags, when set, keeps links carrying any of them (TagMode TagsAny,
+	// the default) or all of them (TagsAll).
+	Tags    []string
+	TagMode TagMode
+	// Search, when set, keeps links whose code starts with it, whose
+	// target's host is it or a subdomain of it, or whose title holds it in
+	// any case.
+	Search string
+	Limit  int
 }
+
+// TagMode is how a list's tag filter combines its tags.
+type TagMode string
+
+// Tag modes.
+const (
+	TagsAny TagMode = "any"
+	TagsAll TagMode = "all"
+)
 
 // Change is what an update sets; fields whose Set flag is false are kept.
 type Change struct {
@@ -113,4 +138,6 @@ type Change struct {
 	ExpiresAt    time.Time // zero clears the expiry
 	SetStatus    bool
 	Status       link.Status
+	SetTitle     bool
+	Title        string // "" removes the title
 }

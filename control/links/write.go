@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"hash"
 	"strconv"
+	"strings"
 
 	"github.com/edgelink/edgelink/shared/base62"
 	"github.com/edgelink/edgelink/shared/link"
@@ -15,7 +16,7 @@ import (
 
 // item is one link on its way into a write transaction, and its answer.
 type item struct {
-	link   *link.Link
+	link   *Link
 	custom bool
 	key    string // idempotency key, "" for none
 	hash   []byte
@@ -36,19 +37,31 @@ type item struct {
 // requestHash is what a replay must match: everything that decides the link
 // a create makes, after normalization, so two spellings of one request are
 // one request.
-func requestHash(kind string, l *link.Link, code string) []byte {
+func requestHash(kind string, l *Link, code string) []byte {
 	h := sha256.New()
 	writeHashed(h, kind, l, code)
 	return h.Sum(nil)
 }
 
-func writeHashed(h interface{ Write([]byte) (int, error) }, kind string, l *link.Link, code string) {
+func writeHashed(h interface{ Write([]byte) (int, error) }, kind string, l *Link, code string) {
 	expires := "never"
 	if !l.ExpiresAt.IsZero() {
 		expires = strconv.FormatInt(l.ExpiresAt.UnixMicro(), 10)
 	}
 	// NUL separates fields: no validated field can contain it.
 	fmt.Fprintf(h, "%s\x00%s\x00%s\x00%d\x00%s\x00%s\x00", kind, l.URL, expires, l.RedirectType, code, l.Namespace)
+	// Only when there are any, so a key stored before links had titles and
+	// tags still matches its retry.
+	writeMeta(h, l.Title, l.Tags)
+}
+
+// writeMeta hashes a title and tags, when there are any: the title is a
+// line (no NUL) and tags are normalized, so NUL separates them too.
+func writeMeta(h interface{ Write([]byte) (int, error) }, title string, tags []string) {
+	if title == "" && len(tags) == 0 {
+		return
+	}
+	fmt.Fprintf(h, "meta\x00%q\x00%d\x00%s\x00", title, len(tags), strings.Join(tags, "\x00"))
 }
 
 // write writes its and answers each: in one transaction when an
@@ -180,7 +193,7 @@ func (s *Service) writeItems(ctx context.Context, tx Tx, its []*item) error {
 // link as it was created, so a replay answers the same body even after the
 // link changed.
 type storedCreate struct {
-	Link *link.Link `json:"link"`
+	Link *Link `json:"link"`
 }
 
 func replay(sr StoredResponse, hash []byte) (Created, error) {
@@ -249,7 +262,7 @@ func (s *Service) insertAll(ctx context.Context, tx Tx, its []*item) error {
 					continue
 				}
 			}
-			batch = append(batch, NewLink{Link: it.link, Custom: it.custom})
+			batch = append(batch, NewLink{Link: &it.link.Link, Custom: it.custom, Title: it.link.Title, Tags: it.link.Tags})
 			owners = append(owners, it)
 		}
 		inserted, err := tx.InsertLinks(ctx, batch)
@@ -304,7 +317,7 @@ const MaxBatch = 1000
 
 // ItemResult is one link's outcome in a batch: Link, or Err.
 type ItemResult struct {
-	Link *link.Link
+	Link *Link
 	Err  error
 }
 
@@ -345,6 +358,9 @@ func (s *Service) CreateBatch(ctx context.Context, tenantID int64, key string, r
 			if h != nil {
 				// Invalid items are part of the request too: hash what was sent.
 				fmt.Fprintf(h, "invalid\x00%q\x00%q\x00%d\x00%d\x00%q\x00%q\x00", req.URL, req.Code, req.ExpiresAt.UnixMicro(), req.RedirectType, req.Namespace, err.Error())
+				if req.Title != "" || len(req.Tags) > 0 {
+					fmt.Fprintf(h, "meta\x00%q\x00%q\x00", req.Title, req.Tags)
+				}
 			}
 			continue
 		}
@@ -449,9 +465,9 @@ func (s *Service) CreateBatch(ctx context.Context, tenantID int64, key string, r
 
 // storedItem is a batch item's answer as an idempotency key keeps it.
 type storedItem struct {
-	Link *link.Link `json:"link,omitempty"`
-	Err  string     `json:"err,omitempty"` // the error's kind, see errorKinds
-	Msg  string     `json:"msg,omitempty"` // the error's message
+	Link *Link  `json:"link,omitempty"`
+	Err  string `json:"err,omitempty"` // the error's kind, see errorKinds
+	Msg  string `json:"msg,omitempty"` // the error's message
 }
 
 // errorKinds are the per-item errors a stored batch answer can hold.

@@ -7,6 +7,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
 
+	"github.com/edgelink/edgelink/control/links"
 	"github.com/edgelink/edgelink/shared/link"
 )
 
@@ -50,32 +51,40 @@ func (s *Store) CreateLink(ctx context.Context, l *link.Link, custom bool) error
 	return nil
 }
 
+// linkColumns are what scanLink reads, from links aliased l: a link, its
+// title and its tags, sorted (the primary key's order within one link).
+const linkColumns = `l.id, l.code, l.tenant_id, l.namespace, l.url, l.url_original, l.redirect_type, l.status,
+	l.expires_at, l.version, l.created_at, l.updated_at, l.title,
+	ARRAY(SELECT t.tag FROM link_tags t WHERE t.link_id = l.id ORDER BY t.tag)`
+
 // GetLink implements links.Store.
-func (s *Store) GetLink(ctx context.Context, tenantID int64, code string) (*link.Link, error) {
-	row := s.pool.QueryRow(ctx, `
-		SELECT id, code, tenant_id, namespace, url, url_original, redirect_type, status,
-		       expires_at, version, created_at, updated_at
-		FROM links WHERE code = $1 AND tenant_id = $2`, code, tenantID)
+func (s *Store) GetLink(ctx context.Context, tenantID int64, code string) (*links.Link, error) {
+	row := s.pool.QueryRow(ctx, `SELECT `+linkColumns+` FROM links l WHERE l.code = $1 AND l.tenant_id = $2`, code, tenantID)
 	return scanLink(row)
 }
 
-func scanLink(row pgx.Row) (*link.Link, error) {
+func scanLink(row pgx.Row) (*links.Link, error) {
 	var (
-		l       link.Link
+		l       links.Link
 		id      int64
 		rt      int16
 		status  string
 		expires pgtype.Timestamptz
 		version int64
+		title   pgtype.Text
 	)
 	err := row.Scan(&id, &l.Code, &l.TenantID, &l.Namespace, &l.URL, &l.URLOriginal, &rt, &status,
-		&expires, &version, &l.CreatedAt, &l.UpdatedAt)
+		&expires, &version, &l.CreatedAt, &l.UpdatedAt, &title, &l.Tags)
 	if err != nil {
 		return nil, translate(err)
 	}
 	l.ID, l.RedirectType, l.Status, l.Version = uint64(id), link.RedirectType(rt), link.Status(status), uint64(version)
 	if expires.Valid {
 		l.ExpiresAt = expires.Time
+	}
+	l.Title = title.String
+	if len(l.Tags) == 0 {
+		l.Tags = nil
 	}
 	return &l, nil
 }

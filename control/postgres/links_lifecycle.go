@@ -3,6 +3,7 @@ package postgres
 import (
 	"context"
 	"errors"
+	"fmt"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
@@ -30,30 +31,34 @@ u AS (
 		redirect_type = CASE WHEN $6::bool THEN $7::int2 ELSE l.redirect_type END,
 		expires_at    = CASE WHEN $8::bool THEN $9::timestamptz ELSE l.expires_at END,
 		status        = CASE WHEN $10::bool THEN $11::text ELSE l.status END,
+		title         = CASE WHEN $12::bool THEN nullif($13::text, '') ELSE l.title END,
 		version = v.version, updated_at = now()
 	FROM v WHERE l.id = v.id
 	RETURNING l.id, l.code, l.tenant_id, l.namespace, l.url, l.url_original, l.redirect_type, l.status,
-	          l.expires_at, l.version, l.created_at, l.updated_at
+	          l.expires_at, l.version, l.created_at, l.updated_at, l.title
 ),
 o AS (
 	INSERT INTO outbox (version, xid, kind, code, url, redirect_type, status, expires_at)
 	SELECT u.version, v.xid, 'link', u.code, u.url, u.redirect_type, u.status, u.expires_at FROM u, v
 )
 SELECT u.id, u.code, u.tenant_id, u.namespace, u.url, u.url_original, u.redirect_type, u.status,
-       u.expires_at, u.version, u.created_at, u.updated_at
+       u.expires_at, u.version, u.created_at, u.updated_at, u.title,
+       ARRAY(SELECT t.tag FROM link_tags t WHERE t.link_id = u.id ORDER BY t.tag)
 FROM cur LEFT JOIN u ON true`
 
 // UpdateLink implements links.Store in one statement (updateLink).
-func (s *Store) UpdateLink(ctx context.Context, tenantID int64, code string, c links.Change) (*link.Link, error) {
+func (s *Store) UpdateLink(ctx context.Context, tenantID int64, code string, c links.Change) (*links.Link, error) {
 	row := s.pool.QueryRow(ctx, updateLink, code, tenantID,
 		c.SetURL, c.URL, c.URLOriginal,
 		c.SetRedirect, int16(c.RedirectType),
 		c.SetExpiry, nullTime(c.ExpiresAt),
-		c.SetStatus, string(c.Status))
+		c.SetStatus, string(c.Status),
+		c.SetTitle, c.Title)
 	var (
 		id      pgtype.Int8
 		tenant  pgtype.Int8
-		l       link.Link
+		l       links.Link
+		title   pgtype.Text
 		strs    [5]pgtype.Text // code, namespace, url, url_original, status
 		rt      pgtype.Int2
 		expires pgtype.Timestamptz
@@ -61,7 +66,7 @@ func (s *Store) UpdateLink(ctx context.Context, tenantID int64, code string, c l
 		created pgtype.Timestamptz
 		updated pgtype.Timestamptz
 	)
-	err := row.Scan(&id, &strs[0], &tenant, &strs[1], &strs[2], &strs[3], &rt, &strs[4], &expires, &version, &created, &updated)
+	err := row.Scan(&id, &strs[0], &tenant, &strs[1], &strs[2], &strs[3], &rt, &strs[4], &expires, &version, &created, &updated, &title, &l.Tags)
 	if err != nil {
 		return nil, translate(err)
 	}
@@ -75,11 +80,15 @@ func (s *Store) UpdateLink(ctx context.Context, tenantID int64, code string, c l
 	if expires.Valid {
 		l.ExpiresAt = expires.Time
 	}
+	l.Title = title.String
+	if len(l.Tags) == 0 {
+		l.Tags = nil
+	}
 	return &l, nil
 }
 
 // ListLinks implements links.Store.
-func (s *Store) ListLinks(ctx context.Context, tenantID int64, q links.ListRequest) ([]*link.Link, error) {
+func (s *Store) ListLinks(ctx context.Context, tenantID int64, q links.ListRequest) ([]*links.Link, error) {
 	if q.Limit <= 0 {
 		return nil, errors.New("list links: limit must be positive")
 	}
@@ -101,25 +110,30 @@ func (s *Store) ListLinks(ctx context.Context, tenantID int64, q links.ListReque
 	case links.Expired:
 		statuses, expiry = []string{string(link.Active)}, "expired"
 	}
+	args := []any{tenantID, before, statuses, q.Namespace, nullTime(q.CreatedAfter), nullTime(q.CreatedBefore), q.Limit,
+		expiry, q.Now}
+	// Tags and search (tags.go) are predicates of the row too, written
+	// only when asked for so the planner sees what it is planning.
+	extra := listFilters(q, func(v any) string {
+		args = append(args, v)
+		return fmt.Sprintf("$%d", len(args))
+	})
 	rows, err := s.pool.Query(ctx, `
-		SELECT id, code, tenant_id, namespace, url, url_original, redirect_type, status,
-		       expires_at, version, created_at, updated_at
-		FROM links
-		WHERE tenant_id = $1 AND id < $2 AND status = ANY ($3::text[])
-		  AND ($4 = '' OR namespace = $4)
-		  AND ($5::timestamptz IS NULL OR created_at > $5)
-		  AND ($6::timestamptz IS NULL OR created_at < $6)
+		SELECT `+linkColumns+`
+		FROM links l
+		WHERE l.tenant_id = $1 AND l.id < $2 AND l.status = ANY ($3::text[])
+		  AND ($4 = '' OR l.namespace = $4)
+		  AND ($5::timestamptz IS NULL OR l.created_at > $5)
+		  AND ($6::timestamptz IS NULL OR l.created_at < $6)
 		  AND CASE $8::text
-		      WHEN 'live' THEN expires_at IS NULL OR expires_at > $9::timestamptz
-		      WHEN 'expired' THEN expires_at <= $9::timestamptz
-		      ELSE true END
-		ORDER BY id DESC LIMIT $7`,
-		tenantID, before, statuses, q.Namespace, nullTime(q.CreatedAfter), nullTime(q.CreatedBefore), q.Limit,
-		expiry, q.Now)
+		      WHEN 'live' THEN l.expires_at IS NULL OR l.expires_at > $9::timestamptz
+		      WHEN 'expired' THEN l.expires_at <= $9::timestamptz
+		      ELSE true END`+extra+`
+		ORDER BY l.id DESC LIMIT $7`, args...)
 	if err != nil {
 		return nil, translate(err)
 	}
-	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (*link.Link, error) { return scanLink(row) })
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (*links.Link, error) { return scanLink(row) })
 	if err != nil {
 		return nil, translate(err)
 	}

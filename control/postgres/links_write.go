@@ -62,22 +62,27 @@ WITH x AS MATERIALIZED (SELECT pg_current_xact_id() AS xid),
 i AS MATERIALIZED (
 	SELECT t.*, nextval('change_version_seq') AS version
 	FROM x, unnest($1::bigint[], $2::text[], $3::bigint[], $4::text[], $5::text[], $6::text[], $7::text[],
-	               $8::int2[], $9::timestamptz[])
-	     AS t(id, code, tenant_id, code_source, namespace, url_original, url, redirect_type, expires_at)
+	               $8::int2[], $9::timestamptz[], $10::text[])
+	     AS t(id, code, tenant_id, code_source, namespace, url_original, url, redirect_type, expires_at, title)
 ),
 l AS (
 	INSERT INTO links (id, code, tenant_id, code_source, namespace, url_original, url,
-	                   redirect_type, status, expires_at, version)
+	                   redirect_type, status, expires_at, version, title)
 	SELECT id, code, tenant_id, code_source, namespace, coalesce(url_original, url), url, redirect_type, 'active',
-	       expires_at, version
+	       expires_at, version, title
 	FROM i ORDER BY code
 	ON CONFLICT DO NOTHING
-	RETURNING version, created_at, updated_at
+	RETURNING id, version, created_at, updated_at
 ),
 o AS (
 	INSERT INTO outbox (version, xid, kind, code, url, redirect_type, status, expires_at)
 	SELECT i.version, x.xid, 'link', i.code, i.url, i.redirect_type, 'active', i.expires_at
 	FROM l JOIN i ON i.version = l.version, x
+),
+tg AS (
+	INSERT INTO link_tags (tenant_id, tag, link_id)
+	SELECT i.tenant_id, g.tag, g.link_id
+	FROM unnest($11::bigint[], $12::text[]) AS g(link_id, tag) JOIN l ON l.id = g.link_id JOIN i ON i.id = g.link_id
 )
 SELECT i.code, l.version, l.created_at, l.updated_at FROM l JOIN i ON i.version = l.version`
 
@@ -100,21 +105,25 @@ i AS MATERIALIZED (
 	SELECT t.id, t.code, t.url, coalesce(t.url_original, t.url) AS url_original,
 	       coalesce(t.tenant_id, $9::bigint) AS tenant_id, coalesce(t.namespace, $10::text) AS namespace,
 	       coalesce(t.redirect_type, $11::int2) AS redirect_type, coalesce(t.expires_at, $12::timestamptz) AS expires_at,
-	       t.ord, nextval('change_version_seq') AS version
+	       t.title, t.ord, nextval('change_version_seq') AS version
 	FROM x, unnest($1::bigint[], $2::text[], $3::text[], $4::text[], $5::bigint[], $6::text[],
-	               $7::int2[], $8::timestamptz[]) WITH ORDINALITY
-	     AS t(id, code, url, url_original, tenant_id, namespace, redirect_type, expires_at, ord)
+	               $7::int2[], $8::timestamptz[], $13::text[]) WITH ORDINALITY
+	     AS t(id, code, url, url_original, tenant_id, namespace, redirect_type, expires_at, title, ord)
 ),
 l AS (
 	INSERT INTO links (id, code, tenant_id, code_source, namespace, url_original, url,
-	                   redirect_type, status, expires_at, version)
+	                   redirect_type, status, expires_at, version, title)
 	SELECT id, code, tenant_id, 'generated', namespace, url_original, url, redirect_type, 'active',
-	       expires_at, version
+	       expires_at, version, title
 	FROM i ORDER BY code
 ),
 o AS (
 	INSERT INTO outbox (version, xid, kind, code, url, redirect_type, status, expires_at)
 	SELECT i.version, x.xid, 'link', i.code, i.url, i.redirect_type, 'active', i.expires_at FROM i, x
+),
+tg AS (
+	INSERT INTO link_tags (tenant_id, tag, link_id)
+	SELECT i.tenant_id, g.tag, g.link_id FROM unnest($14::bigint[], $15::text[]) AS g(link_id, tag) JOIN i ON i.id = g.link_id
 )
 SELECT array_agg(version ORDER BY ord), now() FROM i`
 
@@ -129,6 +138,11 @@ type linkArgs struct {
 	urls     []string
 	rts      []int16
 	expires  pgtype.FlatArray[pgtype.Timestamptz]
+	titles   pgtype.FlatArray[pgtype.Text] // NULL where there is none
+	anyTitle bool
+	// The links' tags as pairs: tagIDs[k] carries tags[k].
+	tagIDs   []int64
+	tags     []string
 	byCode   map[string]int
 	anyTaken bool // a custom code, which another link may hold
 }
@@ -138,7 +152,7 @@ func newLinkArgs(ls []links.NewLink) (*linkArgs, error) {
 	a := &linkArgs{
 		ids: make([]int64, n), codes: make([]string, n), tenants: make([]int64, n), custom: make([]string, n),
 		nss: make([]string, n), origs: make([]pgtype.Text, n), urls: make([]string, n), rts: make([]int16, n),
-		expires: make([]pgtype.Timestamptz, n), byCode: make(map[string]int, n),
+		expires: make([]pgtype.Timestamptz, n), titles: make([]pgtype.Text, n), byCode: make(map[string]int, n),
 	}
 	for i, nl := range ls {
 		l := nl.Link
@@ -150,6 +164,12 @@ func newLinkArgs(ls []links.NewLink) (*linkArgs, error) {
 		a.nss[i], a.urls[i], a.rts[i], a.expires[i] = l.Namespace, l.URL, int16(l.RedirectType), nullTime(l.ExpiresAt)
 		if l.URLOriginal != l.URL {
 			a.origs[i] = pgtype.Text{String: l.URLOriginal, Valid: true}
+		}
+		if nl.Title != "" {
+			a.titles[i], a.anyTitle = pgtype.Text{String: nl.Title, Valid: true}, true
+		}
+		for _, tag := range nl.Tags {
+			a.tagIDs, a.tags = append(a.tagIDs, int64(l.ID)), append(a.tags, tag)
 		}
 		if _, dup := a.byCode[l.Code]; dup {
 			return nil, fmt.Errorf("insert links: %w: duplicate codes in one call", link.ErrInvalidInput)
@@ -186,7 +206,8 @@ func (t *Tx) InsertLinks(ctx context.Context, ls []links.NewLink) ([]bool, error
 		}
 		// Nothing of it stands: insertLinks finds which code is taken.
 	}
-	rows, err := t.tx.Query(ctx, insertLinks, a.ids, a.codes, a.tenants, a.custom, a.nss, a.origs, a.urls, a.rts, a.expires)
+	rows, err := t.tx.Query(ctx, insertLinks, a.ids, a.codes, a.tenants, a.custom, a.nss, a.origs, a.urls, a.rts, a.expires,
+		a.titles, a.tagIDs, a.tags)
 	if err != nil {
 		return nil, translate(err)
 	}
@@ -223,9 +244,17 @@ func (t *Tx) inserted() {
 
 // insertFresh runs insertFreshLinks and fills in every link.
 func (t *Tx) insertFresh(ctx context.Context, ls []links.NewLink, a *linkArgs) error {
-	args := []any{a.ids, a.codes, a.urls, []string(nil), nil, nil, nil, nil, nil, nil, nil, nil}
+	// Titles and tags are rare on this path: a NULL array each, unnest
+	// pads it.
+	args := []any{a.ids, a.codes, a.urls, []string(nil), nil, nil, nil, nil, nil, nil, nil, nil, []string(nil), []int64(nil), []string(nil)}
 	if slices.ContainsFunc(a.origs, func(o pgtype.Text) bool { return o.Valid }) {
 		args[3] = a.origs
+	}
+	if a.anyTitle {
+		args[12] = a.titles
+	}
+	if len(a.tags) > 0 {
+		args[13], args[14] = a.tagIDs, a.tags
 	}
 	// Each uniform column goes as its one value beside a NULL array.
 	uniform := func(arr, one int, vals any, same bool, first any) {

@@ -3,6 +3,7 @@ package postgres
 import (
 	"context"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -58,6 +59,13 @@ func TestInsertLinksAnswersWhatIsStored(t *testing.T) {
 				l.ExpiresAt = expires
 			}
 			ls[i] = links.NewLink{Link: l, Custom: custom}
+			// Titles and tags go in with their link, or not at all.
+			if i%2 == 0 {
+				ls[i].Title = fmt.Sprintf("Title <%d> ünïcode", nextID)
+			}
+			if i%3 == 0 {
+				ls[i].Tags = []string{"campaign", fmt.Sprintf("t%d", nextID)}
+			}
 		}
 		return ls
 	}
@@ -101,8 +109,8 @@ func TestInsertLinksAnswersWhatIsStored(t *testing.T) {
 				}
 				if !got[i] {
 					stored, err := st.GetLink(ctx, tenant, l.Code)
-					if err != nil || stored.ID != imported.ID {
-						t.Fatalf("taken code %s now holds %+v, %v; want the imported link", l.Code, stored, err)
+					if err != nil || stored.ID != imported.ID || stored.Title != "" || stored.Tags != nil {
+						t.Fatalf("taken code %s now holds %+v, %v; want the imported link, without the title and tags of the link refused", l.Code, stored, err)
 					}
 					continue
 				}
@@ -114,7 +122,10 @@ func TestInsertLinksAnswersWhatIsStored(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				if diff := cmp.Diff(l, stored); diff != "" {
+				if stored.Title != nl.Title || !slices.Equal(stored.Tags, nl.Tags) {
+					t.Errorf("link %d: stored with title %q and tags %q; want %q and %q", i, stored.Title, stored.Tags, nl.Title, nl.Tags)
+				}
+				if diff := cmp.Diff(l, &stored.Link); diff != "" {
 					t.Errorf("link %d: the answer differs from what is stored (-answer +stored):\n%s", i, diff)
 				}
 				var (
