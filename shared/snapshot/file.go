@@ -58,10 +58,46 @@ func OpenFile(path string) (*Snapshot, error) {
 // faults the same bytes back in from the file. It does nothing for a
 // snapshot that is not mapped.
 func (s *Snapshot) ReleasePages() {
-	if s.mapped {
-		dropPages(s.file)
+	if !s.mapped {
+		return
 	}
+	s.lockMu.Lock()
+	defer s.lockMu.Unlock()
+	if s.locked.Load() {
+		unlockPages(s.file) // locked pages cannot be dropped
+		s.locked.Store(false)
+	}
+	dropPages(s.file)
 }
+
+// Lock keeps s's mapped file resident: the kernel may no longer reclaim
+// its pages under memory pressure, as it otherwise does with clean file
+// pages before anything else, and every page it reclaimed would be read
+// back from the disk by a hit (a major fault: milliseconds). Pages not
+// resident yet are read first, so call it off the start-up path, after
+// Verify has read them all. It needs the privilege to lock that much
+// memory (CAP_IPC_LOCK, or an RLIMIT_MEMLOCK of at least the file's size)
+// and returns the system's error otherwise, having locked nothing.
+// ReleasePages and unmapping end the lock. A snapshot that is not mapped
+// is in the Go heap, which is not reclaimed (without swap): nil.
+func (s *Snapshot) Lock() error {
+	if !s.mapped {
+		return nil
+	}
+	s.lockMu.Lock()
+	defer s.lockMu.Unlock()
+	if s.locked.Load() {
+		return nil
+	}
+	if err := lockPages(s.file); err != nil {
+		return fmt.Errorf("lock %d bytes of snapshot in memory: %w", len(s.file), err)
+	}
+	s.locked.Store(true)
+	return nil
+}
+
+// Locked reports whether Lock holds s's pages resident.
+func (s *Snapshot) Locked() bool { return s.locked.Load() }
 
 // DropPageCache asks the system to drop f's clean pages from the page
 // cache, for a snapshot file just written and synced: the next OpenFile and

@@ -26,6 +26,10 @@ func unmap(data []byte) { _ = syscall.Munmap(data) }
 
 func dropPages(data []byte) { _ = syscall.Madvise(data, syscall.MADV_DONTNEED) }
 
+func lockPages(data []byte) error { return syscall.Mlock(data) }
+
+func unlockPages(data []byte) { _ = syscall.Munlock(data) }
+
 // dropCache drops f's clean pages from the page cache.
 func dropCache(f *os.File) error {
 	const fadvDontNeed = 4

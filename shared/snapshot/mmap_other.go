@@ -20,4 +20,8 @@ func unmap([]byte) {}
 
 func dropPages([]byte) {}
 
+func lockPages([]byte) error { return nil }
+
+func unlockPages([]byte) {}
+
 func dropCache(*os.File) error { return nil }

@@ -38,6 +38,9 @@ type Snapshot struct {
 	verified  atomic.Bool
 	verifyMu  sync.Mutex
 	verifyErr error
+
+	lockMu sync.Mutex // serializes Lock and ReleasePages
+	locked atomic.Bool
 }
 
 type section struct {
