@@ -108,6 +108,21 @@ func writeResults(c config, runs []*edgeRun, bl bloomFigures, logf func(string, 
 	p("%s\n", t.Markdown())
 	p("Shares are of the requests for links (%d of %d). p99 of the budgeted edge: %.2f× the edge holding every link.\n\n",
 		full.linkRequests, len(full.res.latencies), float64(budget.res.percentile(0.99))/float64(max(1, full.res.percentile(0.99))))
+	p("## What it would be at 10⁸ links with a budget of 10⁷\n\n")
+	p("Computed, not measured: a Zipf(s) request for a link falls on the N hottest of M with probability H(N)/H(M) (H the generalized harmonic number of order s), which the measured share from memory above is to check against; a long-tail cache of C entries holding the next C hottest (what its frequency-based admission aims at) adds (H(N+C) − H(N))/H(M). Authority round trips then follow from the measured codes per round trip of this run (%.2f).\n\n", budget.codesPerTrip())
+	pt := report.Table{Header: []string{"links", "budget", "cache", "from memory (computed)", "from memory (measured)", "cache at best", "authority at least", "authority round trips / 1,000 requests"}, Align: "rrrrrrrr"}
+	for _, sc := range [][3]int{{c.links, c.budget, c.cache}, {100_000_000, 10_000_000, 1_000_000}} {
+		mem, cache := zipfShare(sc[0], sc[1], sc[2], c.s)
+		measured := "—"
+		if sc[0] == c.links {
+			measured = pct(budget.snapshotHits+budget.overlayHits, uint64(budget.linkRequests))
+		}
+		auth := 1 - mem - cache
+		pt.Add(fmt.Sprint(sc[0]), fmt.Sprint(sc[1]), fmt.Sprint(sc[2]), fmt.Sprintf("%.1f%%", 100*mem), measured,
+			fmt.Sprintf("%.1f%%", 100*cache), fmt.Sprintf("%.1f%%", 100*auth),
+			fmt.Sprintf("%.1f", 1000*(1-c.unknown)*auth/budget.codesPerTrip()))
+	}
+	p("%s\n", pt.Markdown())
 	p("## The bloom of every code\n\n")
 	p("Read from the budgeted snapshot: %d codes, %d bits (%s in the file), %d probes; %d of %d random codes that are no link passed it: %.3f%% false positives (target %.0f%%).\n\n",
 		bl.n, bl.bits, fmt.Sprintf("%.1f MiB", float64(bl.bytes)/(1<<20)), bl.k, bl.fps, bl.tested, 100*float64(bl.fps)/float64(bl.tested), 100*snapshots.BloomFalsePositive)
@@ -144,4 +159,28 @@ func writeResults(c config, runs []*edgeRun, bl bloomFigures, logf func(string, 
 	}
 	logf("results in %s", file)
 	return nil
+}
+
+// zipfShare is the share of Zipf(s) requests over links that fall on the
+// budget hottest, and on the next cache hottest.
+func zipfShare(links, budget, cache int, s float64) (mem, next float64) {
+	var h, hb, hc float64
+	for r := 1; r <= links; r++ {
+		h += math.Pow(float64(r), -s)
+		if r == budget {
+			hb = h
+		}
+		if r == min(links, budget+cache) {
+			hc = h
+		}
+	}
+	return hb / h, (hc - hb) / h
+}
+
+// codesPerTrip is how many codes an authority round trip carried.
+func (r *edgeRun) codesPerTrip() float64 {
+	if r.roundTrips == 0 {
+		return 1
+	}
+	return max(1, float64(r.asked)/float64(r.roundTrips))
 }
