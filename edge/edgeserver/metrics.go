@@ -130,6 +130,12 @@ func newRegistry(e *Edge, nc *nats.Conn) *prometheus.Registry {
 			return 0
 		}, "state", st.String())
 	}
+	gauge("edge_snapshot_locked", "1 while the snapshot in service is locked in memory (snapsync.Config.LockSnapshot): the kernel cannot reclaim its pages.", func() float64 {
+		if l := e.Snapshots.Current(); l != nil && l.Snap.Locked() {
+			return 1
+		}
+		return 0
+	})
 	counter("edge_snapshot_withdrawals_total", "Snapshots taken out of service because their background verification failed (a local copy damaged on disk).", u(&e.Syncer.Withdrawals))
 	counter("edge_snapshot_refetches_total", "Good snapshots fetched and put in service in place of a withdrawn one.", u(&e.Syncer.Refetches))
 	return reg

@@ -52,6 +52,14 @@ type Config struct {
 	BootWait time.Duration
 	// FetchTimeout bounds one download (default 2 minutes).
 	FetchTimeout time.Duration
+	// LockSnapshot keeps each mapped snapshot in service resident once it
+	// is verified (snapshot.Snapshot.Lock), so that memory pressure from
+	// elsewhere on the machine does not turn hits into reads from the
+	// disk. It needs CAP_IPC_LOCK or an RLIMIT_MEMLOCK of the file's size;
+	// without, the edge logs that it could not and serves unlocked. Size
+	// the machine for two snapshots: the next one is verified, so read in,
+	// while the one in service stays locked.
+	LockSnapshot bool
 	Log          *slog.Logger
 }
 
@@ -424,6 +432,11 @@ func (s *Syncer) install(l *store.Loaded) {
 	}
 	pruned := s.layers.Install(l)
 	s.Swaps.Add(1)
+	if s.booted.Load() && l.Snap.Verified() {
+		// A swap while running: off the start-up path. Boot's snapshot is
+		// locked by VerifyInService once Run starts.
+		s.lock(l)
+	}
 	h := l.Snap.Header
 	s.log.Info("snapshot in service", "name", l.Name, "entries", h.Entries, "bytes", l.Size, "mapped", l.Snap.Mapped(),
 		"verified", l.Snap.Verified(), "change_version", h.ChangeVersion, "stream_seq", h.StreamSeq, "overlay_pruned", pruned)
@@ -443,6 +456,7 @@ func (s *Syncer) VerifyInService(ctx context.Context) error {
 	s.mu.Lock()
 	l := s.layers.Snapshots.Current()
 	if l == nil || l.Snap.Verified() {
+		s.lock(l) // a download Boot put in service, verified before it served
 		s.mu.Unlock()
 		return nil
 	}
@@ -461,6 +475,11 @@ func (s *Syncer) VerifyInService(ctx context.Context) error {
 	}
 	if err == nil {
 		s.log.Info("snapshot verified", "name", l.Name, "bytes", l.Size, "took", time.Since(start).Round(time.Millisecond))
+		s.mu.Lock()
+		if s.layers.Snapshots.Current() == l { // not replaced meanwhile
+			s.lock(l)
+		}
+		s.mu.Unlock()
 		return nil
 	}
 	s.mu.Lock()
@@ -478,6 +497,20 @@ func (s *Syncer) VerifyInService(ctx context.Context) error {
 		}
 	}
 	return err
+}
+
+// lock keeps l resident when the config asks for it (under mu, so that a
+// swap cannot retire l meanwhile and leave a retired file locked).
+func (s *Syncer) lock(l *store.Loaded) {
+	if !s.cfg.LockSnapshot || l == nil || !l.Snap.Mapped() || l.Snap.Locked() {
+		return
+	}
+	start := time.Now()
+	if err := l.Snap.Lock(); err != nil {
+		s.log.Warn("snapshot: cannot keep it resident; memory pressure may make hits read from the disk", "name", l.Name, "err", err)
+		return
+	}
+	s.log.Info("snapshot locked in memory", "name", l.Name, "bytes", l.Size, "took", time.Since(start).Round(time.Millisecond))
 }
 
 // ErrForeign means a snapshot was not built from this change stream: the

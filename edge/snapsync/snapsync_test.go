@@ -565,3 +565,67 @@ func TestLocalCopyAtBatchPosition(t *testing.T) {
 		})
 	}
 }
+
+// TestLockSnapshot: with LockSnapshot, the snapshot in service is locked in
+// memory once verified and off the start-up path (a local copy after its
+// background verification, a download when Run starts), a snapshot swapped
+// in is locked and the one it replaced unlocked; without it nothing is.
+func TestLockSnapshot(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("snapshots are mapped, so lockable, on Linux only")
+	}
+	for _, lock := range []bool{false, true} {
+		t.Run(fmt.Sprintf("LockSnapshot=%v", lock), func(t *testing.T) {
+			_, js := natstest.Start(t).Connect(t)
+			publish(t, js, snapshot.ObjectName(10), file(t, 10, 50))
+			dir := t.TempDir()
+			if err := os.WriteFile(filepath.Join(dir, snapshot.ObjectName(5)), file(t, 5, 50), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			layers, feed := newLayers(), newFeed()
+			s := New(js, layers, feed, Config{Dir: dir, LockSnapshot: lock})
+			ctx := context.Background()
+			if err := s.Boot(ctx); err != nil {
+				t.Fatal(err)
+			}
+			boot := layers.Snapshots.Current()
+			if boot.Snap.Header.ChangeVersion != 10 || !boot.Snap.Mapped() || boot.Snap.Locked() {
+				t.Fatalf("after Boot: version %d mapped %v locked %v; want the download, mapped, not locked yet",
+					boot.Snap.Header.ChangeVersion, boot.Snap.Mapped(), boot.Snap.Locked())
+			}
+			if err := s.VerifyInService(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if boot.Snap.Locked() != lock {
+				t.Fatalf("after VerifyInService: locked %v, want %v", boot.Snap.Locked(), lock)
+			}
+			publish(t, js, snapshot.ObjectName(20), file(t, 20, 50))
+			if err := s.Sync(ctx); err != nil {
+				t.Fatal(err)
+			}
+			next := layers.Snapshots.Current()
+			if next.Snap.Header.ChangeVersion != 20 || next.Snap.Locked() != lock || boot.Snap.Locked() {
+				t.Fatalf("after the swap: version %d locked %v, replaced one locked %v; want 20, %v, false",
+					next.Snap.Header.ChangeVersion, next.Snap.Locked(), boot.Snap.Locked(), lock)
+			}
+		})
+	}
+	// A local copy opened in place is locked after its verification.
+	_, js := natstest.Start(t).Connect(t)
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, snapshot.ObjectName(10)), file(t, 10, 50), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	layers := newLayers()
+	s := New(js, layers, newFeed(), Config{Dir: dir, LockSnapshot: true})
+	if err := s.Boot(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	cur := layers.Snapshots.Current()
+	if cur.Snap.Verified() || cur.Snap.Locked() {
+		t.Fatalf("local copy at boot: verified %v locked %v, want neither", cur.Snap.Verified(), cur.Snap.Locked())
+	}
+	if err := s.VerifyInService(context.Background()); err != nil || !cur.Snap.Locked() {
+		t.Fatalf("local copy after VerifyInService: %v, locked %v; want it locked", err, cur.Snap.Locked())
+	}
+}
