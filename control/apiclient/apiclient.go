@@ -68,11 +68,13 @@ type Link = apiwire.Link
 
 // CreateRequest is a create's body; empty fields take the API's defaults.
 type CreateRequest struct {
-	URL          string `json:"url"`
-	Code         string `json:"code,omitempty"`
-	ExpiresAt    string `json:"expires_at,omitempty"` // RFC 3339
-	RedirectType int    `json:"redirect_type,omitempty"`
-	Namespace    string `json:"namespace,omitempty"`
+	URL          string   `json:"url"`
+	Code         string   `json:"code,omitempty"`
+	ExpiresAt    string   `json:"expires_at,omitempty"` // RFC 3339
+	RedirectType int      `json:"redirect_type,omitempty"`
+	Namespace    string   `json:"namespace,omitempty"`
+	Title        string   `json:"title,omitempty"`
+	Tags         []string `json:"tags,omitempty"`
 }
 
 // Create creates one link. With a non-empty idempotency key the create is

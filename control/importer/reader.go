@@ -69,6 +69,11 @@ type Record struct {
 	// Code is the row's short code in the source system ("" if it has
 	// none); URL its target.
 	Code, URL string
+	// Title and Tags are the row's, as the export has them ("" and nil
+	// for none): a CSV's tags field is split at '|', ',' and ';' (Shlink's
+	// web client joins them with '|'); JSON's tags are an array of strings.
+	Title string
+	Tags  []string
 	// Err, if set, says why the row is malformed; skip it.
 	Err error
 }
@@ -85,6 +90,7 @@ type Reader struct {
 	header int // fields in the header (0 headerless)
 	cols   map[string]int
 	pick   func(fields []string) (code, url string)
+	meta   func(fields []string) (title string, tags []string)
 
 	// JSON
 	js *jsonElements
@@ -237,6 +243,8 @@ func (r *Reader) readHeader(br *bufio.Reader) error {
 		return -1
 	}
 	urlCol := col(urlNames)
+	titleCol, tagsCol := col([]string{"title"}), col([]string{"tags"})
+	r.meta = func(f []string) (string, []string) { return field(f, titleCol), splitTags(field(f, tagsCol)) }
 	switch r.format {
 	case YOURLS:
 		code := col([]string{"keyword"})
@@ -247,6 +255,7 @@ func (r *Reader) readHeader(br *bufio.Reader) error {
 				r.lines.pending = append([]physLine{{n: line, text: first.text}}, r.lines.pending...)
 				r.header = 0
 				code, urlCol = 0, 1
+				r.meta = func(f []string) (string, []string) { return field(f, 2), nil }
 			} else {
 				return fmt.Errorf("a YOURLS export needs the columns keyword and url (or no header and %s); the header has %q",
 					strings.Join(yourlsHeadless, ","), fields)
@@ -320,6 +329,7 @@ func (r *Reader) nextCSV() (Record, error) {
 		return rec, nil
 	}
 	rec.Code, rec.URL = r.pick(fields)
+	rec.Title, rec.Tags = r.meta(fields)
 	if len(r.lines.taken) > 0 && strings.ContainsAny(rec.Code+rec.URL, "\n") {
 		// A code or URL over several lines is a quote left open that
 		// swallowed the rows after it.
@@ -513,6 +523,23 @@ func (r *Reader) nextJSON() (Record, error) {
 		return ""
 	}
 	rec.URL = get(urlNames...)
+	rec.Title = get("title")
+	for k, v := range obj {
+		if normName(k) != "tags" {
+			continue
+		}
+		switch v := v.(type) {
+		case []any:
+			for _, t := range v {
+				if t, ok := t.(string); ok {
+					rec.Tags = append(rec.Tags, t)
+				}
+			}
+		case string:
+			rec.Tags = splitTags(v)
+		}
+		break
+	}
 	switch r.format {
 	case YOURLS:
 		rec.Code = get("keyword")
@@ -545,4 +572,16 @@ func (j *jsonElements) stop(err error) (Record, error) {
 		msg = "the JSON ends early (truncated file?): the rest cannot be read"
 	}
 	return Record{Line: j.n, Err: errors.New(msg)}, nil
+}
+
+// splitTags splits a CSV's tags field at '|', ',' and ';', none of which a
+// tag may hold here.
+func splitTags(s string) []string {
+	var out []string
+	for _, t := range strings.FieldsFunc(s, func(r rune) bool { return r == '|' || r == ',' || r == ';' }) {
+		if t = strings.TrimSpace(t); t != "" {
+			out = append(out, t)
+		}
+	}
+	return out
 }

@@ -6,12 +6,15 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/edgelink/edgelink/control/apiclient"
+	"github.com/edgelink/edgelink/control/links"
 	"github.com/edgelink/edgelink/shared/link"
 )
 
@@ -41,7 +44,7 @@ type Outcome struct {
 	NewCode string // the code it has now (Kept, Existing, Recoded)
 	URL     string
 	Kind    Kind
-	Reason  string // why it was recoded, skipped or rejected
+	Reason  string // why it was recoded, skipped or rejected; for a link made, also what of its title and tags was left out
 }
 
 // Summary counts an import's outcomes; Outcomes are in file order.
@@ -103,6 +106,9 @@ type item struct {
 	line    int
 	oldCode string
 	url     string
+	title   string
+	tags    []string
+	notes   string // what of its title and tags was left out
 	send    string // the code asked for; "" for a new one
 	reason  string // why the old code is not asked for
 }
@@ -284,6 +290,9 @@ func (u *uploader) produce(ctx context.Context, rd *Reader, out chan<- chunk) er
 			continue
 		}
 		it := item{line: rec.Line, oldCode: rec.Code, url: rec.URL}
+		var notes []string
+		it.title, it.tags, notes = cleanMeta(rec.Title, rec.Tags)
+		it.notes = strings.Join(notes, "; ")
 		if rec.Code != "" {
 			if prev, ok := codes[rec.Code]; ok {
 				if prev.url == rec.URL {
@@ -303,7 +312,10 @@ func (u *uploader) produce(ctx context.Context, rd *Reader, out chan<- chunk) er
 		} else {
 			it.reason = "no code in the export"
 		}
-		size := 2*len(it.url) + len(it.send) + 64 // JSON may escape some bytes
+		size := 2*len(it.url) + len(it.send) + 6*len(it.title) + 64 // JSON may escape some bytes
+		for _, t := range it.tags {
+			size += 6*len(t) + 3
+		}
 		if len(cur.items) == u.o.BatchSize || body+size > maxBatchBody {
 			if !flush() {
 				return ctx.Err()
@@ -352,8 +364,52 @@ func (u *uploader) key(index int, pass string) string {
 	return fmt.Sprintf("import:%s:%d:%s", u.o.Digest, index, pass)
 }
 
-func (u *uploader) request(code, url string) apiclient.CreateRequest {
-	return apiclient.CreateRequest{URL: url, Code: code, Namespace: u.o.Namespace, RedirectType: u.o.RedirectType}
+func (u *uploader) request(code string, it item) apiclient.CreateRequest {
+	return apiclient.CreateRequest{URL: it.url, Code: code, Namespace: u.o.Namespace, RedirectType: u.o.RedirectType,
+		Title: it.title, Tags: it.tags}
+}
+
+func joinReasons(a, b string) string {
+	if a == "" || b == "" {
+		return a + b
+	}
+	return a + "; " + b
+}
+
+// cleanMeta keeps what of a row's title and tags this system can hold,
+// rather than refuse the link for them, and says what it left out: tags
+// that are not tags here (links.NormalizeTag) and those past
+// links.MaxTags are dropped, a title is cut at links.MaxTitleLen
+// characters and its control characters (line breaks) made spaces.
+func cleanMeta(title string, tags []string) (string, []string, []string) {
+	var notes, kept, dropped []string
+	for _, t := range tags {
+		n, err := links.NormalizeTag(t)
+		switch {
+		case err != nil:
+			dropped = append(dropped, truncate(t, 40))
+		case !slices.Contains(kept, n):
+			kept = append(kept, n)
+		}
+	}
+	if len(kept) > links.MaxTags {
+		dropped = append(dropped, kept[links.MaxTags:]...)
+		kept = kept[:links.MaxTags]
+	}
+	if len(dropped) > 0 {
+		notes = append(notes, fmt.Sprintf("tags dropped: %q", dropped))
+	}
+	title = strings.Map(func(r rune) rune {
+		if unicode.IsControl(r) || r == '\u2028' || r == '\u2029' {
+			return ' '
+		}
+		return r
+	}, strings.ToValidUTF8(title, "\uFFFD"))
+	if n := utf8.RuneCountInString(title); n > links.MaxTitleLen {
+		title = string([]rune(title)[:links.MaxTitleLen])
+		notes = append(notes, fmt.Sprintf("title cut from %d to %d characters", n, links.MaxTitleLen))
+	}
+	return strings.TrimSpace(title), kept, notes
 }
 
 // upload imports one chunk: the batch with the codes to keep, then, if
@@ -363,7 +419,7 @@ func (u *uploader) upload(ctx context.Context, c chunk) {
 	defer u.report()
 	reqs := make([]apiclient.CreateRequest, len(c.items))
 	for i, it := range c.items {
-		reqs[i] = u.request(it.send, it.url)
+		reqs[i] = u.request(it.send, it)
 	}
 	ans, err := u.client.CreateBatch(ctx, reqs, u.key(c.index, "a"))
 	if err != nil {
@@ -379,9 +435,9 @@ func (u *uploader) upload(ctx context.Context, c chunk) {
 		switch {
 		case r.Status == http.StatusCreated && r.Link != nil:
 			oc.NewCode = r.Link.Code
-			oc.Kind, oc.Reason = Recoded, it.reason
+			oc.Kind, oc.Reason = Recoded, joinReasons(it.reason, it.notes)
 			if it.send != "" && r.Link.Code == it.send {
-				oc.Kind, oc.Reason = Kept, ""
+				oc.Kind, oc.Reason = Kept, it.notes
 			}
 			out = append(out, oc)
 		case it.send != "" && r.Status == http.StatusConflict:
@@ -419,7 +475,7 @@ func (u *uploader) upload(ctx context.Context, c chunk) {
 	if len(again) > 0 {
 		reqs = reqs[:0]
 		for _, it := range again {
-			reqs = append(reqs, u.request("", it.url))
+			reqs = append(reqs, u.request("", it))
 		}
 		ans2, err := u.client.CreateBatch(ctx, reqs, u.key(c.index, "b"))
 		if err != nil {
@@ -430,7 +486,7 @@ func (u *uploader) upload(ctx context.Context, c chunk) {
 		replayed = replayed && ans2.Replayed
 		for i, r := range ans2.Results {
 			it := again[i]
-			oc := Outcome{Line: it.line, OldCode: it.oldCode, URL: it.url, Kind: Recoded, Reason: it.reason}
+			oc := Outcome{Line: it.line, OldCode: it.oldCode, URL: it.url, Kind: Recoded, Reason: joinReasons(it.reason, it.notes)}
 			if r.Status == http.StatusCreated && r.Link != nil {
 				oc.NewCode = r.Link.Code
 			} else {
