@@ -20,7 +20,7 @@ import (
 
 // mapMin is the smallest block worth a mapping of its own; smaller ones
 // come from the heap, where they cost less than a page.
-const mapMin = 64 << 10
+const mapMin = 16 << 10
 
 // blockBytes returns n zero bytes that stay valid while owner is reachable.
 func blockBytes[T any](owner *T, n int) []byte {

@@ -2,7 +2,6 @@ package store
 
 import (
 	"hash/maphash"
-	"math/bits"
 	"sync"
 	"sync/atomic"
 	"unsafe"
@@ -38,9 +37,9 @@ const (
 	shardBits  = 6
 	shardCount = 1 << shardBits
 
-	// A slot is the record's tag (the hash's bits 26–57, low bit forced
-	// to 1 so a used slot is never 0) above its reference: chunk number
-	// (10 bits) and offset (22 bits).
+	// A slot is the record's tag (the hash's high word, low bit forced to
+	// 1 so a used slot is never 0) above its reference: chunk number (10
+	// bits) and offset (22 bits). The hash's low word picks the home slot.
 	offsetBits = 22
 	maxChunks  = 1 << (32 - offsetBits)
 	minChunk   = 16 << 10
@@ -69,11 +68,22 @@ type shard struct {
 }
 
 // index is one table over one arena. Growing the table makes a new index
-// over the same arena; compacting makes both anew.
+// over the same arena; compacting makes both anew. A table grows by half,
+// not twice (which leaves it as little as 3/8 full, 21 bytes a link, where
+// this leaves it 1/2 full, 16), so its size is any number, and a hash's
+// home is its low word scaled to it.
 type index struct {
 	slots []uint64 // read and written atomically
-	mask  uint64
 	arena *arena
+}
+
+func (ix *index) home(h uint64) int { return int((h & 0xffffffff) * uint64(len(ix.slots)) >> 32) }
+
+func (ix *index) next(i int) int {
+	if i++; i == len(ix.slots) {
+		return 0
+	}
+	return i
 }
 
 type arena struct {
@@ -85,7 +95,7 @@ type arena struct {
 type chunk struct{ b []byte }
 
 func newIndex(slots int, a *arena) *index {
-	ix := &index{mask: uint64(slots - 1), arena: a}
+	ix := &index{arena: a}
 	ix.slots = blockWords(ix, slots)
 	return ix
 }
@@ -109,8 +119,8 @@ func NewOverlay() *Overlay {
 	return o
 }
 
-// hash of k: the shard is its top bits, the tag the next 32, the home
-// slot its low bits.
+// hash of k: the shard is its top bits, the tag its high word, the home
+// slot its low word.
 func (o *Overlay) hash(k key) uint64 {
 	if k.custom != nil {
 		return maphash.Bytes(o.seed, k.custom)
@@ -128,7 +138,7 @@ func mixID(x uint64) uint64 {
 	return x ^ x>>31
 }
 
-func tagOf(h uint64) uint64 { return (h>>26)&0xffffffff | 1 }
+func tagOf(h uint64) uint64 { return h>>32 | 1 }
 
 func (k key) equal(r key) bool {
 	if k.custom == nil {
@@ -149,17 +159,17 @@ func (ix *index) recordAt(slot uint64) ([]byte, *chunk) {
 // else the empty position where it would go.
 func (ix *index) find(k key, h uint64) (pos int, slot uint64, b []byte, c *chunk, ok bool) {
 	tag := tagOf(h)
-	for i := h & ix.mask; ; i = (i + 1) & ix.mask {
+	for i := ix.home(h); ; i = ix.next(i) {
 		s := atomic.LoadUint64(&ix.slots[i])
 		if s == 0 {
-			return int(i), 0, nil, nil, false
+			return i, 0, nil, nil, false
 		}
 		if s>>32 != tag {
 			continue
 		}
 		b, c := ix.recordAt(s)
 		if rk, _ := recordKey(b); rk.equal(k) {
-			return int(i), s, b, c, true
+			return i, s, b, c, true
 		}
 	}
 }
@@ -229,7 +239,7 @@ func (o *Overlay) Apply(e *Entry) bool {
 		return true
 	}
 	if (sh.n.Load()+1)*4 > int64(len(ix.slots))*3 {
-		ix = sh.rebuild(o, len(ix.slots)*2, ix.arena, nil)
+		ix = sh.rebuild(o, len(ix.slots)*3/2, ix.arena, nil)
 		pos, _, _, _, _ = ix.find(k, h)
 	}
 	atomic.StoreUint64(&ix.slots[pos], slot)
@@ -302,10 +312,8 @@ func (sh *shard) compact(o *Overlay, survivors int, keep func(pos int) bool) {
 	sh.compactions.Add(1)
 }
 
-func slotsFor(n int) int {
-	want := max(minSlots, (n*4+2)/3+1)
-	return 1 << bits.Len(uint(want-1))
-}
+// slotsFor is a table for n entries, 2/3 full.
+func slotsFor(n int) int { return max(minSlots, n*3/2+1) }
 
 // rebuild makes a table of slots slots over arena a holding the records of
 // sh whose positions in the table in service keep reports true for (nil:
@@ -334,7 +342,7 @@ func (sh *shard) rebuild(o *Overlay, slots int, a *arena, keep func(pos int) boo
 			s = s&^0xffffffff | uint64(ref)
 			bytes += int64(size)
 		}
-		for j := h & ix.mask; ; j = (j + 1) & ix.mask {
+		for j := ix.home(h); ; j = ix.next(j) {
 			if ix.slots[j] == 0 {
 				ix.slots[j] = s
 				break
