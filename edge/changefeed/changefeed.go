@@ -217,7 +217,12 @@ func (f *Feed) consume(ctx context.Context) error {
 			f.caught.Store(true)
 		}
 	}
-	iter, err := cons.Messages(jetstream.PullMaxMessages(1000))
+	// A bulk load's messages carry up to 1,000 changes and 256 KiB each
+	// (outbox.Config): a thousand of them buffered in the client would cost
+	// more than the links they carry once applied. 32 keep 32,000 changes
+	// in flight in at most 8 MiB. (PullMaxBytes would bound the bytes, but
+	// allocates a channel of a million messages, 8 MB, to do it.)
+	iter, err := cons.Messages(jetstream.PullMaxMessages(feedBufferMessages))
 	if err != nil {
 		return fmt.Errorf("change feed messages: %w", err)
 	}
@@ -277,6 +282,10 @@ func (f *Feed) apply(msg jetstream.Msg) {
 		f.caught.Store(true)
 	}
 }
+
+// feedBufferMessages bounds the stream messages the client buffers ahead
+// of the feed.
+const feedBufferMessages = 32
 
 // maxKeptEvents bounds the decoded events kept for the next message.
 const maxKeptEvents = 4096
