@@ -5,6 +5,8 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"runtime"
+	"runtime/pprof"
 	"strconv"
 	"time"
 
@@ -91,7 +93,20 @@ func runChild(mode string) error {
 		}
 	}
 	st := layers.Overlay.Stats()
-	fmt.Printf("served overlay_entries=%d overlay_record_bytes=%d overlay_index_bytes=%d\n", st.Entries, st.RecordBytes, st.IndexBytes)
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	fmt.Printf("served overlay_entries=%d overlay_record_bytes=%d overlay_index_bytes=%d heap_inuse=%d heap_retained=%d gc_cycles=%d\n",
+		st.Entries, st.RecordBytes, st.IndexBytes, ms.HeapInuse, ms.HeapSys-ms.HeapReleased, ms.NumGC)
+	if path := os.Getenv("RELAYFEED_HEAPPROFILE"); path != "" && mode == "stream" {
+		f, err := os.Create(path)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.Lookup("heap").WriteTo(f, 0); err != nil {
+			return err
+		}
+	}
 	for in.Scan() {
 	}
 	return nil
