@@ -118,6 +118,9 @@ type ListRequest struct {
 	CreatedBefore string // RFC 3339
 	Limit         int    // links per page
 	Cursor        string // a previous page's NextCursor
+	Tags          []string
+	TagMode       string // any (default) or all
+	Search        string // code prefix, target host, title
 }
 
 // Page is one page of a list, newest first; NextCursor is nil on the last.
@@ -138,6 +141,15 @@ func (c *Client) List(ctx context.Context, q ListRequest) (*Page, error) {
 	if q.Limit != 0 {
 		v.Set("limit", strconv.Itoa(q.Limit))
 	}
+	for _, t := range q.Tags {
+		v.Add("tag", t)
+	}
+	if q.TagMode != "" {
+		v.Set("tag_mode", q.TagMode)
+	}
+	if q.Search != "" {
+		v.Set("q", q.Search)
+	}
 	path := "/api/v1/links"
 	if len(v) > 0 {
 		path += "?" + v.Encode()
@@ -147,6 +159,61 @@ func (c *Client) List(ctx context.Context, q ListRequest) (*Page, error) {
 		return nil, err
 	}
 	return p, nil
+}
+
+// TagLinks adds and removes tags on the tenant's links with codes, all or
+// nothing, and returns the links as they are then. Adding a tag twice or
+// removing an absent one changes nothing, so it is retried.
+func (c *Client) TagLinks(ctx context.Context, codes, add, remove []string) ([]Link, error) {
+	body := map[string]any{"codes": codes}
+	if len(add) > 0 {
+		body["add"] = add
+	}
+	if len(remove) > 0 {
+		body["remove"] = remove
+	}
+	var p Page
+	if _, err := c.do(ctx, http.MethodPost, "/api/v1/links/tags", body, "", true, &p); err != nil {
+		return nil, err
+	}
+	return p.Links, nil
+}
+
+// QROptions are a QR code's rendering; zero values take the API's
+// defaults (png, 300 pixels, a margin of 4 modules, ecc M).
+type QROptions struct {
+	Format string // png or svg
+	Size   int    // pixels on a side
+	Margin *int   // modules of quiet zone; nil: the default
+	ECC    string // L, M, Q or H
+}
+
+// QR returns the link's short URL drawn as a QR code, and its content
+// type.
+func (c *Client) QR(ctx context.Context, code string, o QROptions) ([]byte, string, error) {
+	v := url.Values{}
+	if o.Format != "" {
+		v.Set("format", o.Format)
+	}
+	if o.Size != 0 {
+		v.Set("size", strconv.Itoa(o.Size))
+	}
+	if o.Margin != nil {
+		v.Set("margin", strconv.Itoa(*o.Margin))
+	}
+	if o.ECC != "" {
+		v.Set("ecc", o.ECC)
+	}
+	path := "/api/v1/links/" + url.PathEscape(code) + "/qr"
+	if len(v) > 0 {
+		path += "?" + v.Encode()
+	}
+	var img []byte
+	h, err := c.do(ctx, http.MethodGet, path, nil, "", true, &img)
+	if err != nil {
+		return nil, "", err
+	}
+	return img, h.Get("Content-Type"), nil
 }
 
 // Delete deletes a link: edges answer 410 for it, and its code is never
@@ -263,6 +330,10 @@ func (c *Client) once(ctx context.Context, method, path string, payload []byte, 
 		return nil, 0, fmt.Errorf("%s %s: read answer: %w", method, path, err)
 	}
 	if resp.StatusCode >= 200 && resp.StatusCode < 300 {
+		if raw, ok := out.(*[]byte); ok {
+			*raw = b // not JSON: an image
+			return resp.Header, 0, nil
+		}
 		if out != nil && len(b) > 0 {
 			if err := json.Unmarshal(b, out); err != nil {
 				return nil, 0, fmt.Errorf("%s %s: decode answer: %w", method, path, err)

@@ -37,6 +37,8 @@ type linksCmd struct {
 	Disable linksDisableCmd `cmd:"" help:"Disable a link: it answers 410 on every edge until enabled again (PATCH status)."`
 	Enable  linksEnableCmd  `cmd:"" help:"Enable a disabled link: it redirects again on every edge (PATCH status)."`
 	Delete  linksDeleteCmd  `cmd:"" help:"Delete a link for good: it answers 410 on every edge and its code is never handed out again."`
+	Tag     linksTagCmd     `cmd:"" help:"Add and remove tags on one or more links at once, all or nothing."`
+	QR      linksQRCmd      `cmd:"" name:"qr" help:"Write a link's short URL as a QR code (PNG or SVG) to a file or stdout."`
 }
 
 type linksCreateCmd struct {
@@ -46,6 +48,8 @@ type linksCreateCmd struct {
 	ExpiresAt      string        `name:"expires-at" help:"Expiry, RFC 3339 (e.g. 2030-01-02T15:04:05Z)."`
 	ExpiresIn      time.Duration `name:"expires-in" help:"Expiry relative to now (e.g. 72h); instead of --expires-at."`
 	Namespace      string        `help:"ID namespace (default: the API's default)."`
+	Title          string        `help:"The link's title (at most 256 characters, one line)."`
+	Tags           []string      `name:"tag" help:"A tag (repeat, or separate with commas; at most 20): lower-cased, spaces made '-'."`
 	IdempotencyKey string        `name:"idempotency-key" help:"Make the create safe to retry: the same key and request answer the original link; the CLI retries 429/503 and network errors only with a key."`
 }
 
@@ -109,7 +113,8 @@ func runLinksCreate(ctx context.Context, f apiFlags, c linksCreateCmd, stdout io
 	if err != nil {
 		return err
 	}
-	req := apiclient.CreateRequest{URL: c.URL, Code: c.Code, RedirectType: c.RedirectType, Namespace: c.Namespace, ExpiresAt: c.ExpiresAt}
+	req := apiclient.CreateRequest{URL: c.URL, Code: c.Code, RedirectType: c.RedirectType, Namespace: c.Namespace, ExpiresAt: c.ExpiresAt,
+		Title: c.Title, Tags: c.Tags}
 	if c.ExpiresIn != 0 {
 		if c.ExpiresAt != "" {
 			return usageError{errors.New("links create: give --expires-at or --expires-in, not both")}
@@ -179,6 +184,12 @@ func printLink(w io.Writer, l *apiclient.Link) {
 	}
 	if l.URLOriginal != l.URL {
 		rows = append(rows[:3], append([][2]string{{"url_original", l.URLOriginal}}, rows[3:]...)...)
+	}
+	if l.Title != nil {
+		rows = append(rows, [2]string{"title", *l.Title})
+	}
+	if len(l.Tags) > 0 {
+		rows = append(rows, [2]string{"tags", strings.Join(l.Tags, ", ")})
 	}
 	for _, r := range rows {
 		fmt.Fprintf(w, "  %-14s %s\n", r[0], r[1])

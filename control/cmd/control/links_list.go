@@ -12,13 +12,16 @@ import (
 )
 
 type linksListCmd struct {
-	Status        string `help:"Only links in this state (e.g. active, disabled, deleted; the API's status filter, docs/api.md); default: active and disabled."`
-	Namespace     string `help:"Only links of this ID namespace."`
-	CreatedAfter  string `name:"created-after" placeholder:"TIME" help:"Only links created after TIME (RFC 3339, e.g. 2030-01-02T15:04:05Z)."`
-	CreatedBefore string `name:"created-before" placeholder:"TIME" help:"Only links created before TIME (RFC 3339)."`
-	Limit         int    `default:"50" help:"Links per page (1-200)."`
-	Cursor        string `help:"Start at this page: the cursor a previous list printed."`
-	All           bool   `help:"Follow the pages to the last one."`
+	Status        string   `help:"Only links in this state (e.g. active, disabled, deleted; the API's status filter, docs/api.md); default: active and disabled."`
+	Namespace     string   `help:"Only links of this ID namespace."`
+	CreatedAfter  string   `name:"created-after" placeholder:"TIME" help:"Only links created after TIME (RFC 3339, e.g. 2030-01-02T15:04:05Z)."`
+	CreatedBefore string   `name:"created-before" placeholder:"TIME" help:"Only links created before TIME (RFC 3339)."`
+	Limit         int      `default:"50" help:"Links per page (1-200)."`
+	Cursor        string   `help:"Start at this page: the cursor a previous list printed."`
+	All           bool     `help:"Follow the pages to the last one."`
+	Tags          []string `name:"tag" help:"Only links with this tag (repeat, or separate with commas)."`
+	TagMode       string   `name:"tag-mode" enum:"any,all" default:"any" help:"With several --tag: links with any of them, or all."`
+	Search        string   `name:"search" short:"q" help:"Only links whose code starts with it, whose target's host is it or a subdomain of it, or whose title holds it."`
 }
 
 func (c *linksListCmd) Run(ctx context.Context, l *linksCmd, stdout io.Writer) error {
@@ -27,7 +30,10 @@ func (c *linksListCmd) Run(ctx context.Context, l *linksCmd, stdout io.Writer) e
 		return err
 	}
 	q := apiclient.ListRequest{Status: c.Status, Namespace: c.Namespace, CreatedAfter: c.CreatedAfter,
-		CreatedBefore: c.CreatedBefore, Limit: c.Limit, Cursor: c.Cursor}
+		CreatedBefore: c.CreatedBefore, Limit: c.Limit, Cursor: c.Cursor, Tags: c.Tags, Search: c.Search}
+	if len(c.Tags) > 0 {
+		q.TagMode = c.TagMode
+	}
 	out := listPrinter{w: stdout, json: l.JSON}
 	for {
 		p, err := cl.List(ctx, q)

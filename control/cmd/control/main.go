@@ -50,7 +50,7 @@ type cli struct {
 	Keys     keysCmd     `cmd:"" help:"Manage API keys."`
 	Alloc    allocCmd    `cmd:"" help:"Inspect ID allocation."`
 	Snapshot snapshotCmd `cmd:"" help:"Build edge snapshots."`
-	Links    linksCmd    `cmd:"" help:"Create, list, show, disable, enable and delete links through the creator API (--api-url, EDGELINK_API_KEY)."`
+	Links    linksCmd    `cmd:"" help:"Create, list, show, tag, disable, enable and delete links, and draw their QR codes, through the creator API (--api-url, EDGELINK_API_KEY)."`
 	Import   importCmd   `cmd:"" help:"Import Bitly, YOURLS or Shlink exports through the creator API; safe to run again."`
 }
 
