@@ -18,6 +18,8 @@ import (
 	"github.com/edgelink/edgelink/control/allocstore"
 	"github.com/edgelink/edgelink/control/api"
 	"github.com/edgelink/edgelink/control/clickroll"
+	"github.com/edgelink/edgelink/control/console"
+	"github.com/edgelink/edgelink/control/console/pgstore"
 	"github.com/edgelink/edgelink/control/idalloc"
 	"github.com/edgelink/edgelink/control/idalloc/kvwitness"
 	"github.com/edgelink/edgelink/control/links"
@@ -212,7 +214,7 @@ func Run(ctx context.Context, cfg Config) error {
 	svc := links.New(store, allocIDs{alloc, ns.Name}, links.Config{
 		BlockedDomains:      cfg.BlockedDomains,
 		AllowPrivateTargets: cfg.AllowPrivateTargets,
-		Reserved:            append(append([]string{}, api.Routes...), cfg.Reserved...),
+		Reserved:            append(append(append([]string{}, api.Routes...), console.Routes...), cfg.Reserved...),
 		Log:                 log,
 	})
 	probes := newOps(alloc, ns, store.Ping, cfg, log)
@@ -222,6 +224,19 @@ func Run(ctx context.Context, cfg Config) error {
 		RatePerSecond: cfg.TenantRate, Burst: cfg.TenantBurst,
 		AuthFailuresPerSecond: cfg.AuthFailureRate, AuthFailureBurst: cfg.AuthFailureBurst})
 
+	// The console draws QR codes with the API's renderer, through an
+	// instance of the API that listens nowhere and trusts only the
+	// tenant the console's session resolved (console.QRAuth).
+	qr := api.New(console.QRAuth{}, svc, api.Config{PublicURL: cfg.PublicURL, Log: log, RatePerSecond: -1, AuthFailuresPerSecond: -1})
+	sessions := pgstore.New(pool)
+	web, err := console.New(sessions, sessions, svc, console.Config{PublicURL: cfg.PublicURL, Log: log, QR: qr})
+	if err != nil {
+		return err
+	}
+	root := http.NewServeMux()
+	root.Handle(console.Prefix, web)
+	root.Handle("/", handler)
+
 	ln := cfg.Listener
 	if ln == nil {
 		if ln, err = net.Listen("tcp", cfg.HTTPAddr); err != nil {
@@ -229,7 +244,7 @@ func Run(ctx context.Context, cfg Config) error {
 		}
 	}
 	srv := &http.Server{
-		Handler:           handler,
+		Handler:           root,
 		ReadHeaderTimeout: 5 * time.Second,
 		ReadTimeout:       15 * time.Second,
 		WriteTimeout:      30 * time.Second,
@@ -295,6 +310,7 @@ func Run(ctx context.Context, cfg Config) error {
 	// frees their rows. Every instance runs one: they skip each other's.
 	keyPurge := links.NewKeyPurge(store, links.KeyPurgeConfig{Log: log})
 	g.Go(func() error { keyPurge.Run(ctx); return nil })
+	g.Go(func() error { web.Run(ctx, 0); return nil })
 	met.Attach(metrics.Sources{Alloc: alloc, Namespaces: []string{ns.Name}, Links: svc, Relay: relay,
 		Responder: answers, Roller: roller, Replica: replicaLookups, KeyPurge: keyPurge})
 	// Scheduled snapshot builds stop with the API; a build cut short is

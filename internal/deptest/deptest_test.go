@@ -160,9 +160,28 @@ func rules() []rule {
 			})
 			return bad
 		}},
+		{"NoConsoleInTheEdge", func(m module) (bad []string) {
+			// Page rendering never shares a process with the redirect
+			// path: neither the console nor a template engine is in
+			// any edge package, its tests included.
+			m.each(func(p *pkg) {
+				if !under(p.ImportPath, "edge") {
+					return
+				}
+				for _, d := range m.withTests(p) {
+					if under(d, "control/console") || d == "html/template" || d == "text/template" {
+						bad = append(bad, fmt.Sprintf("%s (or its tests) depends on %s: the console and page rendering stay out of the edge", p.ImportPath, d))
+					}
+				}
+			})
+			return bad
+		}},
 		{"OnlyControlPostgresAndAllocstoreImportPgx", func(m module) (bad []string) {
 			m.each(func(p *pkg) {
-				if !under(p.ImportPath, "control") || under(p.ImportPath, "control/postgres") || under(p.ImportPath, "control/allocstore") {
+				// The console's own store (its sessions and key listing)
+				// is the third, as allocstore is the allocator's.
+				if !under(p.ImportPath, "control") || under(p.ImportPath, "control/postgres") || under(p.ImportPath, "control/allocstore") ||
+					under(p.ImportPath, "control/console/pgstore") {
 					return
 				}
 				for _, imp := range p.Imports {
@@ -220,9 +239,13 @@ func TestRulesCatchViolations(t *testing.T) {
 			[]*pkg{p("edge/redirect", "redirect", mod+"internal/scrape")},
 			[]*pkg{p("bench/suite", "main", mod+"internal/scrape"), {ImportPath: mod + "edge/redirect", TestImports: []string{mod + "internal/natstest"}},
 				p("internal/natstest", "natstest", mod+"internal/poll")}},
+		{"NoConsoleInTheEdge",
+			[]*pkg{p("edge/cmd/edge", "main", mod+"control/console"), {ImportPath: mod + "edge/redirect", TestImports: []string{"html/template"}}},
+			[]*pkg{p("edge/cmd/edge", "main", mod+"edge/edgeserver"), p("control/cmd/control", "main", mod+"control/console")}},
 		{"OnlyControlPostgresAndAllocstoreImportPgx",
-			[]*pkg{p("control/links", "links", "github.com/jackc/pgx/v5/pgxpool")},
-			[]*pkg{p("control/postgres", "postgres", "github.com/jackc/pgx/v5"), p("control/allocstore", "allocstore", "github.com/jackc/pgx/v5/pgxpool")}},
+			[]*pkg{p("control/links", "links", "github.com/jackc/pgx/v5/pgxpool"), p("control/console", "console", "github.com/jackc/pgx/v5")},
+			[]*pkg{p("control/postgres", "postgres", "github.com/jackc/pgx/v5"), p("control/allocstore", "allocstore", "github.com/jackc/pgx/v5/pgxpool"),
+				p("control/console/pgstore", "pgstore", "github.com/jackc/pgx/v5/pgxpool")}},
 	} {
 		i := slices.IndexFunc(rules(), func(r rule) bool { return r.name == c.rule })
 		if i < 0 {
