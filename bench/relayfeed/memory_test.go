@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -302,8 +303,17 @@ func (r memResult) write(dir string) error {
 		"`go test ./bench/relayfeed -run '^$' -bench StreamFedMemory -benchtime 1x -links %d -results bench/results`"+
 		" at %s. Two edge processes in one run, one after the other: one fed the links by the stream while control's relay"+
 		" publishes them from the outbox, one booted from a snapshot of the same links; each then reads every link once."+
-		" RSS sampled every 10 ms.\n\n%s\n![RSS over time](%s)\n", r.links, commit(), r.markdown(), png)
+		" RSS sampled every 10 ms. Load average when written: %s (of %d CPUs): on a busy machine the figures are indicative.\n\n%s\n![RSS over time](%s)\n",
+		r.links, commit(), loadAverage(), runtime.NumCPU(), r.markdown(), png)
 	return os.WriteFile(filepath.Join(dir, name+".md"), []byte(md), 0o644)
+}
+
+func loadAverage() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "unknown"
+	}
+	return strings.Join(strings.Fields(string(b))[:3], " ")
 }
 
 func commit() string {

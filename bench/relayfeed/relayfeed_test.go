@@ -9,7 +9,7 @@
 //
 // BenchmarkStreamFedMemory (memory_test.go) compares an edge's resident
 // memory fed its links by the stream with the same edge booted from a
-// snapshot of them; see README.md.
+// snapshot of them; README.md says how to run both.
 package relayfeedbench
 
 import (
