@@ -116,7 +116,7 @@ func drawPanel(p *plot.Plot, pn Panel, xs []float64, xnames []string) error {
 		l.Color, sc.Color = plotutil.Color(i), plotutil.Color(i)
 		sc.Shape = plotutil.Shape(i)
 		p.Add(l, sc)
-		if len(pn.Series) > 1 {
+		if s.Name != "" {
 			p.Legend.Add(s.Name, l, sc)
 		}
 	}

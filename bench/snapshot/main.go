@@ -56,6 +56,7 @@ func main() {
 	out := flag.String("out", "bench/results", "with -scale: folder of the results file and chart")
 	budgetShare := flag.Float64("budget-share", 0.1, "with -scale: the memory budget as a share of the links, for the ideal budgeted hit ratio")
 	budgetFile := flag.String("budget", "", "with -scale: bench/budget's figures, a JSON array of {links, budget, hit_ratio, projected}")
+	from := flag.String("from", "", "render the results of an earlier run (its .json beside the .md) again, with -budget merged, instead of measuring")
 	commit := flag.String("commit", "", "with -scale: the commit the results name (default: git rev-parse HEAD, -dirty when bench/snapshot, shared/snapshot or edge have changes)")
 	profile := flag.String("profile", "", "write CPU profiles of the snapshot side's handler loops to PREFIX-zipf.pprof and PREFIX-uniform.pprof")
 	child := flag.String("child", "", "internal: run one side (snapshot|map|hog) on -file and report")
@@ -65,16 +66,19 @@ func main() {
 	switch {
 	case *child != "":
 		err = runChild(*child, *file, *n, *profile)
-	case *scale != "":
+	case *scale != "" || *from != "":
 		var sizes []int
-		if sizes, err = parseSizes(*scale); err == nil {
+		if *from == "" {
+			sizes, err = parseSizes(*scale)
+		}
+		if err == nil {
 			if *budgetShare <= 0 || *budgetShare > 1 {
 				err = fmt.Errorf("-budget-share %v: want a share in (0, 1]", *budgetShare)
 			} else if *reuse && *dir == "" {
 				err = errors.New("-reuse needs -dir: a temporary folder holds nothing to reuse")
 			} else {
 				err = runScale(scaleConfig{sizes: sizes, dir: *dir, out: *out, busy: *busy, warm: *warm, reuse: *reuse,
-					budgetShare: *budgetShare, budgetFile: *budgetFile, jsonOut: *jsonOut, commit: *commit, profile: *profile})
+					budgetShare: *budgetShare, budgetFile: *budgetFile, from: *from, commit: *commit, profile: *profile})
 			}
 		}
 	default:

@@ -25,9 +25,9 @@ type scaleConfig struct {
 	reuse       bool
 	budgetShare float64 // the budget as a share of the links, for the model column
 	budgetFile  string  // bench/budget's figures, when given
-	jsonOut     string
-	commit      string // names the results; default: git's HEAD
-	profile     string // CPU profiles' prefix, "" for none
+	from        string  // an earlier run's JSON to render again instead of measuring
+	commit      string  // names the results; default: git's HEAD
+	profile     string  // CPU profiles' prefix, "" for none
 }
 
 // parseSizes reads "1000000,10000000,100000000" (underscores allowed).
@@ -75,15 +75,12 @@ type budgetFigure struct {
 // the machine's load drifts over a run of many minutes), and writes
 // out/<date>-<commit>-scale.md with a PNG chart beside it.
 func runScale(cfg scaleConfig) error {
-	var budget []budgetFigure
-	if cfg.budgetFile != "" {
-		b, err := os.ReadFile(cfg.budgetFile)
-		if err != nil {
-			return fmt.Errorf("-budget: %w", err)
-		}
-		if err := json.Unmarshal(b, &budget); err != nil {
-			return fmt.Errorf("-budget %s: want a JSON array of {links, budget, hit_ratio}: %w", cfg.budgetFile, err)
-		}
+	budget, err := readBudget(cfg.budgetFile)
+	if err != nil {
+		return err
+	}
+	if cfg.from != "" {
+		return rerender(cfg, budget)
 	}
 	dir := cfg.dir
 	if dir == "" {
@@ -107,11 +104,6 @@ func runScale(cfg scaleConfig) error {
 			return err
 		}
 		row.IdealRatio = idealHitRatio(n, int(math.Round(cfg.budgetShare*float64(n))), 1.1)
-		for i := range budget {
-			if budget[i].Links == n {
-				row.Budget = &budget[i]
-			}
-		}
 		fmt.Printf("%d links: ready %.0f ms, %.1f B/link, %.0f hits per CPU-second (Zipf 1.1), load %s\n",
 			n, row.Snapshot["ready_ms"], row.Snapshot["rss_per_link"], 1e9/row.Snapshot["zipf_ns"], row.Load)
 		rows = append(rows, row)
@@ -122,36 +114,100 @@ func runScale(cfg scaleConfig) error {
 	// The smallest once more, last, against the drift of a long run.
 	again := rows[0]
 	again.Load = loadAverage()
-	var err error
 	if again.Snapshot, err = measureBusy(cfg.busy, filepath.Join(dir, snapshot.ObjectName(uint64(cfg.sizes[0]))), cfg.sizes[0], cfg.profilePrefix(0)); err != nil {
 		return err
 	}
-	took := time.Since(started)
-	commit := cfg.commit
-	if commit == "" {
-		commit = gitCommit()
+	run := scaleRun{Sizes: cfg.sizes, Busy: cfg.busy, Warm: cfg.warm, BudgetShare: cfg.budgetShare, Rows: rows, Again: again,
+		TookSecs: time.Since(started).Seconds(), At: time.Now().UTC().Format("2006-01-02 15:04 UTC"), Commit: cfg.commit}
+	if run.Commit == "" {
+		run.Commit = gitCommit()
 	}
-	date := time.Now().UTC().Format("2006-01-02")
-	base := filepath.Join(cfg.out, date+"-"+commit+"-scale")
-	md := scaleMarkdown(cfg, rows, again, commit, took)
-	if err := os.MkdirAll(cfg.out, 0o755); err != nil {
+	stem := filepath.Join(cfg.out, run.At[:len("2006-01-02")]+"-"+run.Commit+"-scale")
+	return writeScale(stem, run, budget)
+}
+
+// scaleRun is one -scale run: what writeScale renders, kept beside the
+// results as JSON so that they can be rendered again with bench/budget's
+// figures merged (-from).
+type scaleRun struct {
+	Sizes       []int      `json:"sizes"`
+	Commit      string     `json:"commit"`
+	At          string     `json:"at"`
+	TookSecs    float64    `json:"took_seconds"`
+	Busy        bool       `json:"busy"`
+	Warm        bool       `json:"warm"`
+	BudgetShare float64    `json:"budget_share"`
+	Rows        []scaleRow `json:"rows"`
+	Again       scaleRow   `json:"smallest_again"`
+}
+
+// writeScale merges budget's figures into run and writes stem.md, stem.png
+// and stem.json.
+func writeScale(stem string, run scaleRun, budget []budgetFigure) error {
+	for i := range run.Rows {
+		for j := range budget {
+			if budget[j].Links == run.Rows[i].Links {
+				run.Rows[i].Budget = &budget[j]
+			}
+		}
+	}
+	if err := os.MkdirAll(filepath.Dir(stem), 0o755); err != nil {
 		return err
 	}
-	if err := os.WriteFile(base+".md", []byte(md), 0o644); err != nil {
+	md := scaleMarkdown(run)
+	if err := os.WriteFile(stem+".md", []byte(md), 0o644); err != nil {
 		return err
 	}
-	if err := scaleChart(base+".png", rows, again, cfg.budgetShare); err != nil {
+	if err := scaleChart(stem+".png", run); err != nil {
 		return err
 	}
-	fmt.Printf("\n%s\nwrote %s.md and %s.png (%s)\n", md, base, base, took.Round(time.Second))
-	if cfg.jsonOut != "" {
-		b, _ := json.MarshalIndent(struct {
-			Rows  []scaleRow `json:"rows"`
-			Again scaleRow   `json:"smallest_again"`
-		}{rows, again}, "", "  ")
-		return os.WriteFile(cfg.jsonOut, append(b, '\n'), 0o644)
+	b, err := json.MarshalIndent(run, "", "  ")
+	if err != nil {
+		return err
 	}
+	if err := os.WriteFile(stem+".json", append(b, '\n'), 0o644); err != nil {
+		return err
+	}
+	fmt.Printf("\n%s\nwrote %s.md, .png and .json\n", md, stem)
 	return nil
+}
+
+// rerender renders the run in cfg.from again, with budget merged, beside it.
+func rerender(cfg scaleConfig, budget []budgetFigure) error {
+	b, err := os.ReadFile(cfg.from)
+	if err != nil {
+		return fmt.Errorf("-from: %w", err)
+	}
+	var run scaleRun
+	if err := json.Unmarshal(b, &run); err != nil {
+		return fmt.Errorf("-from %s: %w", cfg.from, err)
+	}
+	if len(run.Rows) == 0 {
+		return fmt.Errorf("-from %s: no sizes in it", cfg.from)
+	}
+	return writeScale(strings.TrimSuffix(cfg.from, ".json"), run, budget)
+}
+
+// readBudget reads bench/budget's figures: a JSON array of
+// {links, budget, hit_ratio, projected}; none without a file.
+func readBudget(file string) ([]budgetFigure, error) {
+	if file == "" {
+		return nil, nil
+	}
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return nil, fmt.Errorf("-budget: %w", err)
+	}
+	var budget []budgetFigure
+	if err := json.Unmarshal(b, &budget); err != nil {
+		return nil, fmt.Errorf("-budget %s: want a JSON array of {links, budget, hit_ratio, projected}: %w", file, err)
+	}
+	for _, f := range budget {
+		if f.Links <= 0 || f.Budget <= 0 || f.Budget > f.Links || f.HitRatio < 0 || f.HitRatio > 1 {
+			return nil, fmt.Errorf("-budget %s: %+v: want 0 < budget ≤ links and a hit ratio in [0, 1]", file, f)
+		}
+	}
+	return budget, nil
 }
 
 // profilePrefix names size n's profiles (0: the smallest, measured again).
@@ -218,15 +274,16 @@ func millions(n int) string {
 	return strconv.Itoa(n)
 }
 
-func scaleMarkdown(cfg scaleConfig, rows []scaleRow, again scaleRow, commit string, took time.Duration) string {
+func scaleMarkdown(run scaleRun) string {
+	rows, again := run.Rows, run.Again
 	var b strings.Builder
-	fmt.Fprintf(&b, "# Snapshot layer by size: %s\n\n", strings.Join(mapSlice(cfg.sizes, millions), " → "))
+	fmt.Fprintf(&b, "# Snapshot layer by size: %s\n\n", strings.Join(mapSlice(run.Sizes, millions), " → "))
 	fmt.Fprintf(&b, "`go run ./bench/snapshot -scale %s` at %s, %s; the run took %s on a 2-core machine",
-		strings.Join(mapSlice(cfg.sizes, strconv.Itoa), ","), commit, time.Now().UTC().Format("2006-01-02 15:04 UTC"), took.Round(time.Second))
-	if cfg.busy {
+		strings.Join(mapSlice(run.Sizes, strconv.Itoa), ","), run.Commit, run.At, (time.Duration(run.TookSecs) * time.Second).Round(time.Second))
+	if run.Busy {
 		b.WriteString(", one core spinning (-busy)")
 	}
-	if cfg.warm {
+	if run.Warm {
 		b.WriteString(", files left in the page cache (-warm)")
 	} else {
 		b.WriteString(", each file read from the disk as an edge reads a download")
@@ -251,7 +308,9 @@ func scaleMarkdown(cfg scaleConfig, rows []scaleRow, again scaleRow, commit stri
 		return fmt.Sprintf("%.2f GiB, %.1f B/link", float64(r.FileBytes)/(1<<30), float64(r.FileBytes)/float64(r.Links))
 	})
 	line("build (writer, one core)", "", func(r scaleRow) string {
-		if r.Reused {
+		if r.Reused && r.BuildSecs > 0 {
+			return fmt.Sprintf("reused (built in %.0f s)", r.BuildSecs)
+		} else if r.Reused {
 			return "reused"
 		}
 		return fmt.Sprintf("%.1f s", r.BuildSecs)
@@ -267,7 +326,7 @@ func scaleMarkdown(cfg scaleConfig, rows []scaleRow, again scaleRow, commit stri
 	line("**× the smallest**", "≥ 0.8× at 100M (server)", func(r scaleRow) string { return fmt.Sprintf("%.2f×", base("zipf_ns")/r.Snapshot["zipf_ns"]) })
 	line("hits per handler CPU-second, uniform", "", func(r scaleRow) string { return fmt.Sprintf("%.2f M", 1e3/r.Snapshot["uniform_ns"]) })
 	line("× the smallest", "", func(r scaleRow) string { return fmt.Sprintf("%.2f×", base("uniform_ns")/r.Snapshot["uniform_ns"]) })
-	line(fmt.Sprintf("**budgeted hit ratio**, ideal (budget %.0f%%)", 100*cfg.budgetShare), "", func(r scaleRow) string { return fmt.Sprintf("%.3f", r.IdealRatio) })
+	line(fmt.Sprintf("**budgeted hit ratio**, ideal (budget %.0f%%)", 100*run.BudgetShare), "", func(r scaleRow) string { return fmt.Sprintf("%.3f", r.IdealRatio) })
 	line("budgeted hit ratio, bench/budget", "", func(r scaleRow) string {
 		if r.Budget == nil {
 			return "(lead merges)"
@@ -322,7 +381,8 @@ func mapSlice[T any](xs []T, f func(T) string) []string {
 	return out
 }
 
-func scaleChart(file string, rows []scaleRow, again scaleRow, share float64) error {
+func scaleChart(file string, run scaleRun) error {
+	rows, again, share := run.Rows, run.Again, run.BudgetShare
 	xs := make([]float64, len(rows))
 	names := make([]string, len(rows))
 	col := func(f func(r scaleRow) float64) []float64 {
