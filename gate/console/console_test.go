@@ -1,0 +1,114 @@
+package console
+
+import (
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+
+	"github.com/edgelink/edgelink/internal/stack"
+)
+
+// hostile is a target that opens a script if a page writes it unescaped.
+const hostile = `https://x.example/"><script>alert(1)</script>`
+
+// TestConsoleInChromium drives the console as a creator does, in a real
+// browser with JavaScript on: sign in, create a link, find it in the list,
+// follow it on the edge, disable it in place (410 on the edge), store a
+// hostile target and see it inert, revoke the session's key and be signed
+// out.
+func TestConsoleInChromium(t *testing.T) {
+	b := newBrowser(t)
+	s := startStack(t)
+	b.signIn(t, s.controlURL, s.key)
+
+	const target = "https://example.com/landing?from=console"
+	b.do(t, "create a link",
+		chromedp.Navigate(s.controlURL+"/console/links/new"),
+		chromedp.WaitVisible(chromedp.ID("url")),
+		chromedp.SendKeys(chromedp.ID("url"), target),
+		chromedp.SendKeys(chromedp.ID("code"), "e2e-link"),
+		chromedp.Submit(chromedp.ID("create")),
+		chromedp.WaitVisible(chromedp.ID("state")),
+	)
+	if got := b.text(t, "#state"); got != "active" {
+		t.Fatalf("new link's state %q; want active", got)
+	}
+	if got := b.text(t, "#target"); got != target {
+		t.Errorf("detail shows target %q; want %q", got, target)
+	}
+
+	b.do(t, "find it in the list",
+		chromedp.Navigate(s.controlURL+"/console/links"),
+		chromedp.WaitVisible(chromedp.ID("row-e2e-link")),
+	)
+	if row := b.text(t, "#row-e2e-link"); !strings.Contains(row, target) {
+		t.Errorf("list row %q; want the target", row)
+	}
+	if short := run(t, b, "short URL", chromedp.Value(chromedp.CSS("#row-e2e-link input.short"))); short != s.edgeURL+"/e2e-link" {
+		t.Errorf("list row's short URL %q; want %s/e2e-link", short, s.edgeURL)
+	}
+
+	status, loc, err := stack.FollowUntil(s.edgeURL, "e2e-link", time.Minute, func(st int, _ string) bool { return st == http.StatusFound })
+	if err != nil || status != http.StatusFound || loc != target {
+		t.Fatalf("edge: %d %q %v; want 302 to %s", status, loc, err, target)
+	}
+
+	// Disable in place: htmx posts the row's form and swaps the row.
+	b.do(t, "disable it in the list",
+		chromedp.Click(chromedp.CSS("#row-e2e-link button[type=submit]")),
+		chromedp.WaitVisible(chromedp.CSS("#row-e2e-link .state-disabled")),
+	)
+	if loc := run(t, b, "location", chromedp.Location()); loc != s.controlURL+"/console/links" {
+		t.Errorf("disabling in place left the list for %s", loc)
+	}
+	status, _, err = stack.FollowUntil(s.edgeURL, "e2e-link", time.Minute, func(st int, _ string) bool { return st == http.StatusGone })
+	if err != nil || status != http.StatusGone {
+		t.Fatalf("edge after disable: %d %v; want 410", status, err)
+	}
+
+	b.do(t, "store a hostile target",
+		chromedp.Navigate(s.controlURL+"/console/links/new"),
+		chromedp.WaitVisible(chromedp.ID("url")),
+		chromedp.SendKeys(chromedp.ID("url"), hostile),
+		chromedp.SendKeys(chromedp.ID("code"), "hostile-e2e"),
+		chromedp.Submit(chromedp.ID("create")),
+		chromedp.WaitVisible(chromedp.ID("target")),
+	)
+	if got := b.text(t, "#target"); got != hostile {
+		t.Errorf("hostile target shown as %q; want it literally", got)
+	}
+	for _, page := range []string{"/console/links/hostile-e2e", "/console/links"} {
+		b.do(t, "open "+page, chromedp.Navigate(s.controlURL+page), chromedp.WaitVisible(chromedp.CSS("main h1")))
+		inline := run(t, b, "count inline scripts", chromedp.Evaluate[int](`document.querySelectorAll("script:not([src])").length`))
+		if inline != 0 {
+			t.Errorf("%s has %d inline scripts: the target was written as markup", page, inline)
+		}
+	}
+	if n := b.dialogs.Load(); n != 0 {
+		t.Errorf("%d JavaScript dialogs opened: the hostile target ran", n)
+	}
+
+	// Revoke the session's own key: the console signs out, and so does
+	// the API.
+	var keyID int64
+	if err := s.pg.Pool().QueryRow(t.Context(), `SELECT id FROM api_keys WHERE tenant_id = $1`, s.tenant).Scan(&keyID); err != nil {
+		t.Fatal(err)
+	}
+	b.do(t, "revoke the key",
+		chromedp.Navigate(s.controlURL+"/console/keys"),
+		chromedp.WaitVisible(chromedp.CSS("table.keys")),
+		chromedp.Click(chromedp.CSS("#key-"+itoa(keyID)+" button")),
+		chromedp.WaitVisible(chromedp.ID("signin")),
+	)
+	b.do(t, "come back", chromedp.Navigate(s.controlURL+"/console/links"), chromedp.WaitVisible(chromedp.ID("signin")))
+	if loc := run(t, b, "location", chromedp.Location()); !strings.HasPrefix(loc, s.controlURL+"/console/sign-in") {
+		t.Errorf("after revoking, the links page took the browser to %s; want sign-in", loc)
+	}
+	c := stack.Client{ControlURL: s.controlURL, Key: s.key}
+	if a := c.Do(t.Context(), "GET", "/api/v1/links", ""); a.Status != http.StatusUnauthorized {
+		t.Errorf("API with the revoked key: %s; want 401", a)
+	}
+}
