@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -153,6 +154,9 @@ func writeResults(c config, runs []*edgeRun, bl bloomFigures, logf func(string, 
 		return err
 	}
 	p("![where answers came from](%s)\n![latency](%s)\n", png, latPNG)
+	if err := writeFigures(filepath.Join(c.out, stem+".json"), c, budget); err != nil {
+		return err
+	}
 	file := filepath.Join(c.out, stem+".md")
 	if err := os.WriteFile(file, []byte(b.String()), 0o644); err != nil {
 		return err
@@ -183,4 +187,29 @@ func (r *edgeRun) codesPerTrip() float64 {
 		return 1
 	}
 	return max(1, float64(r.asked)/float64(r.roundTrips))
+}
+
+// figure is one hit ratio in the form bench/snapshot's scale table reads
+// (its -budget flag): the share of link requests the budgeted edge
+// answered from memory, measured at this run's size, and the one computed
+// for 10⁸ links with a budget of 10⁷ (projected).
+type figure struct {
+	Links     int     `json:"links"`
+	Budget    int     `json:"budget"`
+	HitRatio  float64 `json:"hit_ratio"`
+	Projected bool    `json:"projected,omitempty"`
+}
+
+func writeFigures(file string, c config, budget *edgeRun) error {
+	measured := float64(budget.snapshotHits+budget.overlayHits) / float64(max(1, budget.linkRequests))
+	projected, _ := zipfShare(100_000_000, 10_000_000, 0, c.s)
+	figs := []figure{{Links: c.links, Budget: c.budget, HitRatio: measured}}
+	if c.links != 100_000_000 {
+		figs = append(figs, figure{Links: 100_000_000, Budget: 10_000_000, HitRatio: projected, Projected: true})
+	}
+	b, err := json.MarshalIndent(figs, "", "  ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(file, append(b, '\n'), 0o644)
 }
