@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/emulation"
 	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
 
@@ -53,9 +54,8 @@ type browser struct {
 
 func newBrowser(t *testing.T) *browser {
 	t.Helper()
-	if _, err := os.Stat(chromiumPath); err != nil {
-		msg := fmt.Sprintf("%s is missing: install Debian's chromium (apt-get install -y chromium), as `go tool task test` does", chromiumPath)
-		if os.Getenv("EDGELINK_CHROMIUM") == "required" {
+	if msg, fatal := chromiumMissing(chromiumPath, os.Getenv("EDGELINK_CHROMIUM")); msg != "" {
+		if fatal {
 			t.Fatal(msg)
 		}
 		t.Skip(msg)
@@ -88,6 +88,26 @@ func newBrowser(t *testing.T) *browser {
 		}
 	}()
 	return b
+}
+
+// chromiumMissing says why the tests cannot run when there is no browser
+// at path, and whether that fails them (required: under the Taskfile) or
+// skips them; "" when it is there.
+func chromiumMissing(path, requirement string) (msg string, fatal bool) {
+	if _, err := os.Stat(path); err == nil {
+		return "", false
+	}
+	msg = fmt.Sprintf("%s is missing: install Debian's chromium (apt-get install -y chromium), as `go tool task test` does", path)
+	return msg, requirement == "required"
+}
+
+// noScript turns JavaScript off in the browser's tab, as a visitor who
+// disabled it.
+func (b *browser) noScript(t *testing.T) {
+	t.Helper()
+	if _, err := chromedp.Call(b.ctx, emulation.SetScriptExecutionDisabled, emulation.SetScriptExecutionDisabledParams{Value: true}); err != nil {
+		t.Fatalf("disable JavaScript: %v", err)
+	}
 }
 
 // stepTimeout bounds one step on a busy 2-core machine.

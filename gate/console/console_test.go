@@ -112,3 +112,57 @@ func TestConsoleInChromium(t *testing.T) {
 		t.Errorf("API with the revoked key: %s; want 401", a)
 	}
 }
+
+// TestConsoleWithoutJavaScript: with scripts off, every action is a plain
+// form post and still does what it says.
+func TestConsoleWithoutJavaScript(t *testing.T) {
+	b := newBrowser(t)
+	b.noScript(t)
+	s := startStack(t)
+	b.signIn(t, s.controlURL, s.key)
+	b.do(t, "create a link",
+		chromedp.Navigate(s.controlURL+"/console/links/new"),
+		chromedp.WaitVisible(chromedp.ID("url")),
+		chromedp.SendKeys(chromedp.ID("url"), "https://example.com/nojs"),
+		chromedp.SendKeys(chromedp.ID("code"), "no-js"),
+		chromedp.Submit(chromedp.ID("create")),
+		chromedp.WaitVisible(chromedp.ID("state")),
+	)
+	if n := run(t, b, "copy buttons shown", chromedp.Evaluate[int](`document.querySelectorAll("button.copy-button:not([hidden])").length`)); n != 0 {
+		t.Errorf("%d copy buttons shown without JavaScript; want none (the short URL is a selectable field)", n)
+	}
+	b.do(t, "disable it from the list",
+		chromedp.Navigate(s.controlURL+"/console/links"),
+		chromedp.WaitVisible(chromedp.ID("row-no-js")),
+		chromedp.Click(chromedp.CSS("#row-no-js button[type=submit]")),
+		chromedp.WaitVisible(chromedp.CSS("p.notice")),
+		chromedp.WaitVisible(chromedp.CSS("#row-no-js .state-disabled")),
+	)
+	if loc := run(t, b, "location", chromedp.Location()); loc != s.controlURL+"/console/links?done=disabled" {
+		t.Errorf("after a plain post at %s; want the list with its notice", loc)
+	}
+	status, _, err := stack.FollowUntil(s.edgeURL, "no-js", time.Minute, func(st int, _ string) bool { return st == http.StatusGone })
+	if err != nil || status != http.StatusGone {
+		t.Fatalf("edge after disable: %d %v; want 410", status, err)
+	}
+	b.do(t, "sign out",
+		chromedp.Click(chromedp.CSS("form.signout button")),
+		chromedp.WaitVisible(chromedp.ID("signin")),
+	)
+	b.do(t, "come back", chromedp.Navigate(s.controlURL+"/console/keys"), chromedp.WaitVisible(chromedp.ID("signin")))
+}
+
+func TestChromiumMissing(t *testing.T) {
+	if msg, _ := chromiumMissing("/bin/sh", "required"); msg != "" {
+		t.Errorf("a browser that is there: %q", msg)
+	}
+	for _, c := range []struct {
+		requirement string
+		fatal       bool
+	}{{"required", true}, {"", false}} {
+		msg, fatal := chromiumMissing("/nonexistent/chromium", c.requirement)
+		if fatal != c.fatal || !strings.Contains(msg, "apt-get install -y chromium") {
+			t.Errorf("missing, requirement %q: %q, fatal %v; want the install line, fatal %v", c.requirement, msg, fatal, c.fatal)
+		}
+	}
+}
