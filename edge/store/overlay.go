@@ -2,6 +2,7 @@ package store
 
 import (
 	"hash/maphash"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"unsafe"
@@ -155,21 +156,26 @@ func (ix *index) recordAt(slot uint64) ([]byte, *chunk) {
 	return c.b[ref&(maxChunk-1):], c
 }
 
-// find probes ix for k: the slot's position and value when k is held,
-// else the empty position where it would go.
-func (ix *index) find(k key, h uint64) (pos int, slot uint64, b []byte, c *chunk, ok bool) {
+// find probes ix for k: the slot's position, the record's bytes, the end
+// of its key and its chunk when k is held, else the empty position where
+// it would go.
+func (ix *index) find(k key, h uint64) (pos int, b []byte, next int, c *chunk, ok bool) {
 	tag := tagOf(h)
 	for i := ix.home(h); ; i = ix.next(i) {
 		s := atomic.LoadUint64(&ix.slots[i])
 		if s == 0 {
-			return i, 0, nil, nil, false
+			// The slots may be mapped memory that ix owns: keep it
+			// reachable past the last read of them.
+			runtime.KeepAlive(ix)
+			return i, nil, 0, nil, false
 		}
 		if s>>32 != tag {
 			continue
 		}
 		b, c := ix.recordAt(s)
-		if rk, _ := recordKey(b); rk.equal(k) {
-			return i, s, b, c, true
+		if rk, next := recordKey(b); rk.equal(k) {
+			runtime.KeepAlive(ix)
+			return i, b, next, c, true
 		}
 	}
 }
@@ -177,18 +183,25 @@ func (ix *index) find(k key, h uint64) (pos int, slot uint64, b []byte, c *chunk
 // Lookup returns the record of code, if the overlay holds one. It does not
 // allocate.
 func (o *Overlay) Lookup(code []byte) (Record, bool) {
+	var r Record
+	ok := o.lookup(code, &r)
+	return r, ok
+}
+
+// lookup is Lookup into r, which a hit overwrites: the hit path fills its
+// answer in place instead of copying a Record through each layer.
+func (o *Overlay) lookup(code []byte, r *Record) bool {
 	if len(code) == 0 {
-		return Record{}, false
+		return false
 	}
 	k := keyOf(code)
 	h := o.hash(k)
 	sh := &o.shards[h>>(64-shardBits)]
-	_, _, b, c, ok := sh.idx.Load().find(k, h)
-	if !ok {
-		return Record{}, false
+	_, b, next, c, ok := sh.idx.Load().find(k, h)
+	if ok {
+		readRecord(r, b, next, *sh.origins.Load(), c)
 	}
-	_, next := recordKey(b)
-	return readRecord(b, next, *sh.origins.Load(), c), true
+	return ok
 }
 
 // Apply stores e unless the overlay already holds a newer or equal version
@@ -209,7 +222,7 @@ func (o *Overlay) Apply(e *Entry) bool {
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	ix := sh.idx.Load()
-	pos, _, old, _, found := ix.find(k, h)
+	pos, old, _, _, found := ix.find(k, h)
 	if found && recordVersion(old) >= e.Version {
 		return false
 	}
@@ -350,6 +363,7 @@ func (sh *shard) rebuild(o *Overlay, slots int, a *arena, keep func(pos int) boo
 		}
 		n++
 	}
+	runtime.KeepAlive(old)
 	// The table is complete before it is published; the store orders it
 	// before any reader's load of the pointer.
 	sh.idx.Store(ix)
@@ -392,6 +406,7 @@ func (o *Overlay) Prune(drop func(code []byte, r Record) bool) int {
 				n++
 			}
 		}
+		runtime.KeepAlive(ix)
 		if n > 0 {
 			sh.compact(o, int(sh.n.Load())-n, func(pos int) bool { return dropped[pos/64]&(1<<(pos%64)) == 0 })
 			total += n
@@ -415,7 +430,9 @@ func (sh *shard) read(ix *index, s uint64, buf *[base62.Length]byte) ([]byte, Re
 		}
 		code = buf[:]
 	}
-	return code, readRecord(b, next, *sh.origins.Load(), c)
+	var r Record
+	readRecord(&r, b, next, *sh.origins.Load(), c)
+	return code, r
 }
 
 // Range calls fn for every entry held until fn returns false. Entries
@@ -435,6 +452,7 @@ func (o *Overlay) Range(fn func(code []byte, r Record) bool) {
 				return
 			}
 		}
+		runtime.KeepAlive(ix)
 	}
 }
 

@@ -16,16 +16,17 @@ import (
 //	         redirect (bits 2–4: 0 none, 1 301, 2 302, 3 307, 4 308,
 //	         7 another value, as a varint after the version), has an
 //	         expiry (bit 5), custom code (bit 6)
+//	generated code: uvarint ID | custom code: byte length, the code
 //	uvarint  version
 //	varint   redirect type, when bits 2–4 are 7
 //	varint   expiry, Unix milliseconds, when bit 5 is set
-//	generated code: uvarint ID | custom code: byte length, the code
 //	uvarint  origin: 1 + its index in the shard's dictionary, 0 for none
 //	uvarint  length, then the rest of the target (all of it without origin)
 //
 // A generated code (6 base62 characters) is its ID, so its record holds 3
 // to 6 bytes of key; a custom code's record holds the code, which a lookup
-// compares, since the index keeps only a hash.
+// compares, since the index keeps only a hash. The key comes first: a
+// probe that meets another key's tag reads no further.
 const (
 	metaStatus      = 0x03
 	metaRedirect    = 0x1c
@@ -67,25 +68,42 @@ type key struct {
 }
 
 func keyOf(code []byte) key {
-	if id, err := base62.Digits(code); err == nil {
-		return key{id: id + 1} // "000000" is a valid string, if no link's
+	if len(code) != base62.Length {
+		return key{custom: code}
 	}
-	return key{custom: code}
+	var id uint64
+	for _, c := range code {
+		d := digits[c]
+		if d == 0 {
+			return key{custom: code}
+		}
+		id = id*62 + uint64(d-1)
+	}
+	return key{id: id + 1} // "000000" is a valid string, if no link's
 }
+
+// digits is 1 + a base62 character's value, 0 for other bytes: base62's
+// own decoder builds an error for the custom codes a lookup meets.
+var digits = func() (t [256]byte) {
+	for i := range len(base62.Alphabet) {
+		t[base62.Alphabet[i]] = byte(i + 1)
+	}
+	return t
+}()
 
 // recordLen is the bytes e's record takes, with origin index o and rest r.
 func recordLen(e *Entry, k key, meta byte, o uint32, rest string) int {
 	n := 1 + uvarintLen(e.Version)
+	if k.custom != nil {
+		n += 1 + len(k.custom)
+	} else {
+		n += uvarintLen(k.id)
+	}
 	if meta&metaRedirect == metaRedirectRaw<<2 {
 		n += varintLen(int64(e.RedirectType))
 	}
 	if e.ExpiresAt != 0 {
 		n += varintLen(e.ExpiresAt)
-	}
-	if k.custom != nil {
-		n += 1 + len(k.custom)
-	} else {
-		n += uvarintLen(k.id)
 	}
 	return n + uvarintLen(uint64(o)) + uvarintLen(uint64(len(rest))) + len(rest)
 }
@@ -93,18 +111,19 @@ func recordLen(e *Entry, k key, meta byte, o uint32, rest string) int {
 // putRecord writes e's record into b, which is recordLen bytes.
 func putRecord(b []byte, e *Entry, k key, meta byte, o uint32, rest string) {
 	b[0] = meta
-	i := 1 + binary.PutUvarint(b[1:], e.Version)
-	if meta&metaRedirect == metaRedirectRaw<<2 {
-		i += binary.PutVarint(b[i:], int64(e.RedirectType))
-	}
-	if e.ExpiresAt != 0 {
-		i += binary.PutVarint(b[i:], e.ExpiresAt)
-	}
+	i := 1
 	if k.custom != nil {
 		b[i] = byte(len(k.custom))
 		i += 1 + copy(b[i+1:], k.custom)
 	} else {
 		i += binary.PutUvarint(b[i:], k.id)
+	}
+	i += binary.PutUvarint(b[i:], e.Version)
+	if meta&metaRedirect == metaRedirectRaw<<2 {
+		i += binary.PutVarint(b[i:], int64(e.RedirectType))
+	}
+	if e.ExpiresAt != 0 {
+		i += binary.PutVarint(b[i:], e.ExpiresAt)
 	}
 	i += binary.PutUvarint(b[i:], uint64(o))
 	i += binary.PutUvarint(b[i:], uint64(len(rest)))
@@ -114,9 +133,37 @@ func putRecord(b []byte, e *Entry, k key, meta byte, o uint32, rest string) {
 // recordKey reads the key of the record at b (b runs to its chunk's end)
 // and the offset of what follows it.
 func recordKey(b []byte) (k key, next int) {
+	if b[0]&metaCustom != 0 {
+		n := int(b[1])
+		return key{custom: b[2 : 2+n : 2+n]}, 2 + n
+	}
+	id, n := binary.Uvarint(b[1:])
+	return key{id: id}, 1 + n
+}
+
+// recordVersion is the version of the record at b.
+func recordVersion(b []byte) uint64 {
+	_, i := recordKey(b)
+	v, _ := binary.Uvarint(b[i:])
+	return v
+}
+
+// recordSize is the bytes the record at b takes.
+func recordSize(b []byte) int {
+	_, i := recordKey(b)
+	i = skipFields(b, i)
+	_, n := binary.Uvarint(b[i:])
+	i += n
+	l, n := binary.Uvarint(b[i:])
+	return i + n + int(l)
+}
+
+// skipFields is the offset of the origin in the record at b whose key
+// ends at i.
+func skipFields(b []byte, i int) int {
 	meta := b[0]
-	_, i := binary.Uvarint(b[1:])
-	i++
+	_, n := binary.Uvarint(b[i:])
+	i += n
 	if meta&metaRedirect == metaRedirectRaw<<2 {
 		_, n := binary.Varint(b[i:])
 		i += n
@@ -125,27 +172,7 @@ func recordKey(b []byte) (k key, next int) {
 		_, n := binary.Varint(b[i:])
 		i += n
 	}
-	if meta&metaCustom != 0 {
-		n := int(b[i])
-		return key{custom: b[i+1 : i+1+n : i+1+n]}, i + 1 + n
-	}
-	id, n := binary.Uvarint(b[i:])
-	return key{id: id}, i + n
-}
-
-// recordVersion is the version of the record at b.
-func recordVersion(b []byte) uint64 {
-	v, _ := binary.Uvarint(b[1:])
-	return v
-}
-
-// recordSize is the bytes the record at b takes.
-func recordSize(b []byte) int {
-	_, i := recordKey(b)
-	_, n := binary.Uvarint(b[i:])
-	i += n
-	l, n := binary.Uvarint(b[i:])
-	return i + n + int(l)
+	return i
 }
 
 // Record is an overlay entry read in place. Origin and Rest must not be
@@ -177,25 +204,25 @@ func (r *Record) Live(nowMillis int64) bool {
 	return r.Status == link.Active && (r.ExpiresAt == 0 || nowMillis < r.ExpiresAt)
 }
 
-// readRecord decodes the record at b, whose key ends at next, with origins
-// as the shard's dictionary.
-func readRecord(b []byte, next int, origins []string, c *chunk) Record {
+// readRecord decodes the record at b, whose key ends at next, into r, with
+// origins as the shard's dictionary.
+func readRecord(r *Record, b []byte, next int, origins []string, c *chunk) {
 	meta := b[0]
-	r := Record{Status: statuses[meta&metaStatus], chunk: c}
-	var i int
-	r.Version, i = binary.Uvarint(b[1:])
-	i++
+	*r = Record{Status: statuses[meta&metaStatus], chunk: c}
+	v, n := binary.Uvarint(b[next:])
+	r.Version, next = v, next+n
 	if rc := meta & metaRedirect >> 2; rc == metaRedirectRaw {
-		t, n := binary.Varint(b[i:])
-		r.RedirectType, i = link.RedirectType(t), i+n
+		t, n := binary.Varint(b[next:])
+		r.RedirectType, next = link.RedirectType(t), next+n
 	} else {
 		r.RedirectType = redirectCodes[rc]
 	}
 	if meta&metaExpiry != 0 {
-		r.ExpiresAt, _ = binary.Varint(b[i:])
+		x, n := binary.Varint(b[next:])
+		r.ExpiresAt, next = x, next+n
 	}
 	o, n := binary.Uvarint(b[next:])
-	i = next + n
+	i := next + n
 	if o != 0 {
 		s := origins[o-1]
 		r.Origin = unsafe.Slice(unsafe.StringData(s), len(s))
@@ -203,7 +230,6 @@ func readRecord(b []byte, next int, origins []string, c *chunk) Record {
 	l, n := binary.Uvarint(b[i:])
 	i += n
 	r.Rest = b[i : i+int(l) : i+int(l)]
-	return r
 }
 
 func uvarintLen(x uint64) int {

@@ -133,11 +133,12 @@ func (a *Layers) findIn(l *Loaded, code []byte) (h Hit, ok, stale bool) {
 			if !l.isOverridden(i) {
 				return Hit{Snap: s}, true, false
 			}
-			if r, ok := a.Overlay.Lookup(code); ok {
-				if s.Version > r.Version {
+			if a.Overlay.lookup(code, &h.Rec) {
+				if s.Version > h.Rec.Version {
 					return Hit{Snap: s}, true, false
 				}
-				return Hit{Overlay: true, Rec: r}, true, false
+				h.Overlay = true
+				return h, true, false
 			}
 			if a.Snapshots.Current() != l {
 				return Hit{}, false, true
@@ -145,16 +146,18 @@ func (a *Layers) findIn(l *Loaded, code []byte) (h Hit, ok, stale bool) {
 			return Hit{Snap: s}, true, false
 		}
 	}
-	if r, ok := a.Overlay.Lookup(code); ok {
-		return Hit{Overlay: true, Rec: r}, true, false
+	if a.Overlay.lookup(code, &h.Rec) {
+		h.Overlay = true
+		return h, true, false
 	}
 	return Hit{}, false, a.Snapshots != nil && a.Snapshots.Current() != l
 }
 
 // Find is the overlay alone as a lookup layer (no snapshot).
-func (o *Overlay) Find(code []byte) (Hit, bool) {
-	r, ok := o.Lookup(code)
-	return Hit{Overlay: ok, Rec: r}, ok
+func (o *Overlay) Find(code []byte) (h Hit, ok bool) {
+	ok = o.lookup(code, &h.Rec)
+	h.Overlay = ok
+	return h, ok
 }
 
 // Seal records a sealed segment.
