@@ -35,6 +35,9 @@ func runChild(kind, file string, n int, profile string) error {
 			}
 		}
 	}
+	if kind == "serve" {
+		return serveChild(file)
+	}
 	if kind == "compare" {
 		snapFile, mapFile, _ := strings.Cut(file, ",")
 		return compare(snapFile, mapFile, n)

@@ -58,6 +58,10 @@ func main() {
 	budgetFile := flag.String("budget", "", "with -scale: bench/budget's figures, a JSON array of {links, budget, hit_ratio, projected}")
 	from := flag.String("from", "", "render the results of an earlier run (its .json beside the .md) again, with -budget merged, instead of measuring")
 	commit := flag.String("commit", "", "with -scale: the commit the results name (default: git rev-parse HEAD, -dirty when bench/snapshot, shared/snapshot or edge have changes)")
+	servers := flag.String("server", "", "measure redirects per server CPU-second of a whole fasthttp server at each of these sizes (e.g. 1000000,100000000), loaded in turn over loopback; needs -dir, reuses or builds the files there")
+	rounds := flag.Int("rounds", 3, "with -server: rounds of loading every server")
+	duration := flag.Duration("duration", 5*time.Second, "with -server: load per server per round")
+	conns := flag.Int("conns", 16, "with -server: keep-alive connections of the load")
 	profile := flag.String("profile", "", "write CPU profiles of the snapshot side's handler loops to PREFIX-zipf.pprof and PREFIX-uniform.pprof")
 	child := flag.String("child", "", "internal: run one side (snapshot|map|hog) on -file and report")
 	file := flag.String("file", "", "internal: the file a child loads")
@@ -66,6 +70,17 @@ func main() {
 	switch {
 	case *child != "":
 		err = runChild(*child, *file, *n, *profile)
+	case *servers != "":
+		var sizes []int
+		switch sizes, err = parseSizes(*servers); {
+		case err != nil:
+		case *dir == "":
+			err = errors.New("-server needs -dir: the files are kept there for the servers to map")
+		case *rounds < 1 || *duration <= 0 || *conns < 1:
+			err = fmt.Errorf("-server: -rounds %d, -duration %v, -conns %d: want all positive", *rounds, *duration, *conns)
+		default:
+			err = runServers(serverConfig{sizes: sizes, dir: *dir, rounds: *rounds, duration: *duration, conns: *conns})
+		}
 	case *scale != "" || *from != "":
 		var sizes []int
 		if *from == "" {
