@@ -6,6 +6,12 @@
 //	go run ./bench/snapshot -links 1000000
 //	go run ./bench/snapshot -links 10000000 -busy
 //	go run ./bench/snapshot -links 100000000 -json out.json
+//	go run ./bench/snapshot -scale 1000000,10000000,100000000 -dir D -reuse
+//	go run ./bench/snapshot -server 1000000,100000000 -dir D
+//
+// -scale measures the snapshot side at each size and writes a results
+// table and chart (scale.go); -server measures whole fasthttp servers over
+// the snapshot layer in redirects per server CPU-second (server.go).
 //
 // Each side loads in its own fresh child process, so one side's garbage
 // never counts against the other. The snapshot side does what an edge does
