@@ -3,6 +3,7 @@ package store
 import (
 	"hash/maphash"
 	"runtime"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"unsafe"
@@ -207,8 +208,9 @@ func (o *Overlay) lookup(code []byte, r *Record) bool {
 // Apply stores e unless the overlay already holds a newer or equal version
 // of its code, reporting whether it did. Replays and duplicates are
 // harmless. An entry the overlay cannot hold (a status that is not one of
-// link's, an empty code or one longer than 255 bytes, or an arena at its limit of 4 GiB a
-// shard) is refused: Apply reports false and Stats counts it.
+// link's, an empty code or one longer than 255 bytes, or a shard whose
+// arena is at its limit of 4 GiB) is refused: Apply reports false and
+// Stats counts it. e is copied; the caller may reuse it.
 func (o *Overlay) Apply(e *Entry) bool {
 	code := unsafe.Slice(unsafe.StringData(e.Code), len(e.Code))
 	k := keyOf(code)
@@ -274,8 +276,10 @@ func (sh *shard) origin(url string) (uint32, string) {
 	if len(cur) >= maxOrigins {
 		return 0, url
 	}
-	// A new slice, not an append in place: readers index the one they
-	// loaded, and it is published before any record refers to the origin.
+	// A copy, or the dictionary would keep the whole URL's string. A new
+	// slice, not an append in place: readers index the one they loaded,
+	// and it is published before any record refers to the origin.
+	origin = strings.Clone(origin)
 	next := append(cur[:len(cur):len(cur)], origin)
 	sh.origins.Store(&next)
 	sh.originOf[origin] = uint32(len(next))
