@@ -449,9 +449,10 @@ func (s *Syncer) install(l *store.Loaded) {
 // *.rejected) and withdrawn from service at once: lookups fall through to
 // the overlay, the cache and the authority, Booted reports false, and the
 // next sync passes (Run makes one every GapCheck meanwhile) fetch a good
-// snapshot from the bucket and replay the stream from it. It returns the
-// verification's error, or ctx's when ctx ends or the snapshot is replaced
-// first.
+// snapshot from the bucket and replay the stream from it. With
+// LockSnapshot, the snapshot in service is locked in memory once verified
+// (here, or before it served). It returns the verification's error, or
+// ctx's when ctx ends or the snapshot is replaced first.
 func (s *Syncer) VerifyInService(ctx context.Context) error {
 	s.mu.Lock()
 	l := s.layers.Snapshots.Current()
