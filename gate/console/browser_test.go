@@ -153,7 +153,7 @@ func (b *browser) signIn(t *testing.T, controlURL, key string) {
 		chromedp.WaitVisible(chromedp.CSS("main h1")),
 	)
 	if loc := run(t, b, "location", chromedp.Location()); loc != controlURL+"/console/links" {
-		t.Fatalf("after sign-in at %s; want the links", loc)
+		t.Fatalf("after sign-in at %s; want the links. The page says: %s", loc, b.text(t, "main"))
 	}
 }
 
