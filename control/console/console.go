@@ -107,6 +107,7 @@ type Links interface {
 	List(ctx context.Context, tenantID int64, q links.ListRequest) ([]*links.Link, uint64, error)
 	Update(ctx context.Context, tenantID int64, code string, u links.Update) (*links.Link, error)
 	Delete(ctx context.Context, tenantID int64, code string) (*links.Link, error)
+	TagLinks(ctx context.Context, tenantID int64, c links.TagChange) ([]*links.Link, error)
 }
 
 // Config tunes the console; zero values take the defaults.

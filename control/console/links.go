@@ -6,6 +6,7 @@ import (
 	"html/template"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -31,7 +32,7 @@ func (s *Server) row(l *links.Link) row {
 // listFilter is the list's query string, as typed, so the form shows it
 // back and the next page keeps it.
 type listFilter struct {
-	Status, From, To string
+	Q, Tag, Status, From, To string
 }
 
 type listData struct {
@@ -50,8 +51,9 @@ var statuses = []string{"", "active", "expired", "disabled", "deleted"}
 // parseList reads the list's filters. Dates are whole UTC days: from is
 // inclusive, to takes the whole day.
 func parseList(q url.Values) (listFilter, links.ListRequest, error) {
-	f := listFilter{Status: q.Get("status"), From: q.Get("from"), To: q.Get("to")}
-	req := links.ListRequest{Limit: pageSize}
+	f := listFilter{Q: q.Get("q"), Tag: q.Get("tag"), Status: q.Get("status"), From: q.Get("from"), To: q.Get("to")}
+	// The service checks the search and the tags (links.Service.List).
+	req := links.ListRequest{Limit: pageSize, Search: strings.TrimSpace(f.Q), Tags: splitTags(f.Tag)}
 	ok := false
 	for _, st := range statuses {
 		ok = ok || f.Status == st
@@ -115,7 +117,7 @@ func (s *Server) listLinks(w http.ResponseWriter, r *http.Request, sess Session)
 	}
 	if next != 0 {
 		q := url.Values{}
-		for k, v := range map[string]string{"status": f.Status, "from": f.From, "to": f.To} {
+		for k, v := range map[string]string{"q": f.Q, "tag": f.Tag, "status": f.Status, "from": f.From, "to": f.To} {
 			if v != "" {
 				q.Set(k, v)
 			}
@@ -146,7 +148,7 @@ func notice(r *http.Request) string {
 // linkForm is the create and edit form, as typed, so a refused post shows
 // everything back.
 type linkForm struct {
-	URL, Code, Expires, Redirect                           string
+	URL, Code, Expires, Redirect, Title, Tags              string
 	UTMSource, UTMMedium, UTMCampaign, UTMTerm, UTMContent string
 }
 
@@ -164,6 +166,7 @@ func (s *Server) newLink(w http.ResponseWriter, r *http.Request, sess Session) {
 func readLinkForm(r *http.Request) linkForm {
 	v := r.PostForm.Get
 	return linkForm{URL: strings.TrimSpace(v("url")), Code: strings.TrimSpace(v("code")), Expires: v("expires"), Redirect: v("redirect"),
+		Title: strings.TrimSpace(v("title")), Tags: v("tags"),
 		UTMSource: v("utm_source"), UTMMedium: v("utm_medium"), UTMCampaign: v("utm_campaign"), UTMTerm: v("utm_term"), UTMContent: v("utm_content")}
 }
 
@@ -234,7 +237,7 @@ func (s *Server) createLink(w http.ResponseWriter, r *http.Request, sess Session
 		return
 	}
 	created, err := s.links.Create(r.Context(), sess.TenantID, links.CreateRequest{
-		URL: withUTM(f.URL, f), Code: f.Code, ExpiresAt: exp, RedirectType: rt})
+		URL: withUTM(f.URL, f), Code: f.Code, ExpiresAt: exp, RedirectType: rt, Title: f.Title, Tags: splitTags(f.Tags)})
 	if err != nil {
 		if msg, ok := userError(err); ok {
 			status := http.StatusBadRequest
@@ -272,7 +275,8 @@ func (s *Server) getLink(w http.ResponseWriter, r *http.Request, sess Session) (
 }
 
 func (s *Server) editForm(l *links.Link) linkForm {
-	return linkForm{URL: l.URLOriginal, Redirect: strconv.Itoa(int(l.RedirectType)), Expires: datetimeLocal(l.ExpiresAt)}
+	return linkForm{URL: l.URLOriginal, Redirect: strconv.Itoa(int(l.RedirectType)), Expires: datetimeLocal(l.ExpiresAt),
+		Title: l.Title, Tags: strings.Join(l.Tags, ", ")}
 }
 
 func datetimeLocal(t time.Time) string {
@@ -324,11 +328,35 @@ func (s *Server) editLink(w http.ResponseWriter, r *http.Request, sess Session) 
 		}
 		u.ExpiresAt = &exp
 	}
-	if u.URL == nil && u.RedirectType == nil && u.ExpiresAt == nil {
+	if f.Title != old.Title {
+		u.Title = &f.Title
+	}
+	// Tags change apart from the link (they are no part of its version):
+	// checked first, so a refused tag changes nothing, then applied after
+	// the update.
+	var tags links.TagChange
+	if f.Tags != old.Tags {
+		want, err := links.NormalizeTags(splitTags(f.Tags), links.MaxTags)
+		if err != nil {
+			refuse(http.StatusBadRequest, message(err))
+			return
+		}
+		tags = tagDiff(l.Tags, want)
+	}
+	changed := u.URL != nil || u.RedirectType != nil || u.ExpiresAt != nil || u.Title != nil
+	if !changed && len(tags.Add)+len(tags.Remove) == 0 {
 		http.Redirect(w, r, Prefix+"links/"+url.PathEscape(l.Code), http.StatusSeeOther)
 		return
 	}
-	if _, err := s.links.Update(r.Context(), sess.TenantID, l.Code, u); err != nil {
+	var err error
+	if changed {
+		_, err = s.links.Update(r.Context(), sess.TenantID, l.Code, u)
+	}
+	if err == nil && len(tags.Add)+len(tags.Remove) > 0 {
+		tags.Codes = []string{l.Code}
+		_, err = s.links.TagLinks(r.Context(), sess.TenantID, tags)
+	}
+	if err != nil {
 		if msg, ok := userError(err); ok {
 			refuse(http.StatusBadRequest, msg)
 			return
@@ -375,6 +403,33 @@ func (s *Server) setStatus(w http.ResponseWriter, r *http.Request, sess Session)
 		to = Prefix + "links?done=" + done
 	}
 	http.Redirect(w, r, to, http.StatusSeeOther)
+}
+
+// splitTags is a comma-separated tag field's tags, blanks dropped.
+func splitTags(v string) []string {
+	var out []string
+	for t := range strings.SplitSeq(v, ",") {
+		if t = strings.TrimSpace(t); t != "" {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+// tagDiff is what turns have into want, both normalized.
+func tagDiff(have, want []string) links.TagChange {
+	var c links.TagChange
+	for _, t := range want {
+		if !slices.Contains(have, t) {
+			c.Add = append(c.Add, t)
+		}
+	}
+	for _, t := range have {
+		if !slices.Contains(want, t) {
+			c.Remove = append(c.Remove, t)
+		}
+	}
+	return c
 }
 
 // rowData is one list row, rendered alone for htmx.

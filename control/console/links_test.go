@@ -245,3 +245,59 @@ func TestRevokingTheSessionsKeySignsOut(t *testing.T) {
 		t.Error("the API still takes the revoked key")
 	}
 }
+
+func TestSearchTagsAndTitles(t *testing.T) {
+	e := newEnv(t, console.Config{})
+	b := e.browser("10.0.1.10")
+	token := b.signIn(t, e.key)
+	for _, l := range []url.Values{
+		{"url": {"https://shop.example.org/a"}, "code": {"shop-a"}, "title": {"Winter sale"}, "tags": {"Sale, email"}},
+		{"url": {"https://blog.example.net/b"}, "code": {"blog-b"}, "tags": {"blog"}},
+		{"url": {"https://x.example/c"}, "code": {"other-c"}},
+	} {
+		l.Set("csrf", token)
+		wantRedirect(t, b.do("POST", "/console/links", l), "/console/links/"+l.Get("code"))
+	}
+	l, err := e.svc.Get(context.Background(), e.tenant, "shop-a")
+	if err != nil || l.Title != "Winter sale" || strings.Join(l.Tags, ",") != "email,sale" {
+		t.Fatalf("created %+v, %v; want the title and tags email, sale", l, err)
+	}
+	for _, c := range []struct {
+		query string
+		want  []string
+	}{
+		{"q=example.org", []string{"shop-a"}},
+		{"q=winter", []string{"shop-a"}},
+		{"q=blog-", []string{"blog-b"}},
+		{"tag=sale", []string{"shop-a"}},
+		{"tag=blog,+email", []string{"blog-b", "shop-a"}},
+		{"tag=none", nil},
+	} {
+		var got []string
+		for _, m := range regexpRow.FindAllStringSubmatch(b.do("GET", "/console/links?"+c.query, nil).Body.String(), -1) {
+			got = append(got, m[1])
+		}
+		if strings.Join(got, " ") != strings.Join(c.want, " ") {
+			t.Errorf("?%s lists %v; want %v", c.query, got, c.want)
+		}
+	}
+	if w := b.do("GET", "/console/links?tag=no%20%3Cgood%3E", nil); w.Code != http.StatusBadRequest {
+		t.Errorf("a malformed tag filter: %d; want 400", w.Code)
+	}
+	// Edit: a new title, one tag off and one on; the target is kept.
+	w := b.do("POST", "/console/links/shop-a", url.Values{"csrf": {token}, "url": {"https://shop.example.org/a"}, "redirect": {"302"},
+		"title": {"Spring sale"}, "tags": {"sale, spring"}})
+	wantRedirect(t, w, "/console/links/shop-a?done=saved")
+	l, _ = e.svc.Get(context.Background(), e.tenant, "shop-a")
+	if l.Title != "Spring sale" || strings.Join(l.Tags, ",") != "sale,spring" || l.URL != "https://shop.example.org/a" {
+		t.Errorf("after edit: %q %v %s; want Spring sale, [sale spring], the same target", l.Title, l.Tags, l.URL)
+	}
+	w = b.do("POST", "/console/links/shop-a", url.Values{"csrf": {token}, "url": {"https://shop.example.org/changed"}, "redirect": {"302"},
+		"title": {"Spring sale"}, "tags": {"sale, <bad>"}})
+	if w.Code != http.StatusBadRequest || !strings.Contains(w.Body.String(), `value="sale, &lt;bad&gt;"`) {
+		t.Errorf("a bad tag: %d; want 400 with the field kept\n%.2000s", w.Code, w.Body.String())
+	}
+	if l, _ = e.svc.Get(context.Background(), e.tenant, "shop-a"); l.URL != "https://shop.example.org/a" {
+		t.Errorf("a refused edit changed the target to %s", l.URL)
+	}
+}
