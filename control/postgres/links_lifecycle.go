@@ -114,13 +114,13 @@ func (s *Store) ListLinks(ctx context.Context, tenantID int64, q links.ListReque
 		expiry, q.Now}
 	// Tags and search (tags.go) are predicates of the row too, written
 	// only when asked for so the planner sees what it is planning.
-	extra := listFilters(q, func(v any) string {
+	from, extra := listFilters(q, func(v any) string {
 		args = append(args, v)
 		return fmt.Sprintf("$%d", len(args))
 	})
 	rows, err := s.pool.Query(ctx, `
 		SELECT `+linkColumns+`
-		FROM links l
+		FROM `+from+`
 		WHERE l.tenant_id = $1 AND l.id < $2 AND l.status = ANY ($3::text[])
 		  AND ($4 = '' OR l.namespace = $4)
 		  AND ($5::timestamptz IS NULL OR l.created_at > $5)
