@@ -14,6 +14,21 @@ import (
 // hostile is a target that opens a script if a page writes it unescaped.
 const hostile = `https://x.example/"><script>alert(1)</script>`
 
+// unnamedControls lists the page's visible form controls, buttons, links
+// and images that have no accessible name (a label, aria-label, text or
+// alt), and a page without a language: what a screen reader cannot announce.
+const unnamedControls = `(() => {
+  const bad = [];
+  if (!document.documentElement.lang) bad.push("html without lang");
+  for (const el of document.querySelectorAll("input:not([type=hidden]), select, textarea, button, a[href], img")) {
+    if (el.hidden || el.closest("[hidden]")) continue;
+    const named = (el.labels && el.labels.length > 0) || el.getAttribute("aria-label") ||
+      (el.tagName === "IMG" ? el.alt : el.textContent.trim());
+    if (!named) bad.push(el.outerHTML.slice(0, 80));
+  }
+  return bad;
+})()`
+
 // TestConsoleInChromium drives the console as a creator does, in a real
 // browser with JavaScript on: sign in, create a link, find it in the list,
 // follow it on the edge, disable it in place (410 on the edge), store a
@@ -85,6 +100,12 @@ func TestConsoleInChromium(t *testing.T) {
 		inline := run(t, b, "count inline scripts", chromedp.Evaluate[int](`document.querySelectorAll("script:not([src])").length`))
 		if inline != 0 {
 			t.Errorf("%s has %d inline scripts: the target was written as markup", page, inline)
+		}
+	}
+	for _, page := range []string{"/console/links", "/console/links/new", "/console/links/e2e-link", "/console/links/e2e-link/delete", "/console/keys"} {
+		b.do(t, "open "+page, chromedp.Navigate(s.controlURL+page), chromedp.WaitVisible(chromedp.CSS("main h1")))
+		if bad := run(t, b, "unnamed controls", chromedp.Evaluate[[]string](unnamedControls)); len(bad) > 0 {
+			t.Errorf("%s has controls without an accessible name: %v", page, bad)
 		}
 	}
 	if n := b.dialogs.Load(); n != 0 {
