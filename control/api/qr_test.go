@@ -2,6 +2,7 @@ package api
 
 import (
 	"bytes"
+	"errors"
 	"image"
 	"image/color"
 	"image/png"
@@ -12,6 +13,8 @@ import (
 	"testing"
 
 	goqr "github.com/piglig/go-qr"
+
+	"github.com/edgelink/edgelink/shared/link"
 )
 
 // TestQRDecodesToTheShortURL: every format, level and margin draws an
@@ -251,4 +254,24 @@ func TestQRDrawsOnlyTheCode(t *testing.T) {
 	if n, _ := strconv.Atoi(r.header.Get("Content-Length")); n != len(r.body) {
 		t.Errorf("Content-Length %q for %d bytes", r.header.Get("Content-Length"), len(r.body))
 	}
+}
+
+// FuzzQRQuery: any query string is refused as invalid input or read into
+// a request within the bounds.
+func FuzzQRQuery(f *testing.F) {
+	for _, s := range []string{"", "format=svg&size=64&margin=0&ecc=h", "size=%zz", "size=2049", "ecc=Q&ecc=Q", "size=+1", "margin=16"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, raw string) {
+		req, err := parseQRQuery(raw)
+		if err != nil {
+			if !errors.Is(err, link.ErrInvalidInput) {
+				t.Fatalf("parseQRQuery(%q): %v is not invalid input", raw, err)
+			}
+			return
+		}
+		if (req.size != 0 && (req.size < QRMinSize || req.size > QRMaxSize)) || req.margin < 0 || req.margin > QRMaxMargin || qrEccs[req.eccName] != req.ecc {
+			t.Fatalf("parseQRQuery(%q) = %+v: out of bounds", raw, req)
+		}
+	})
 }

@@ -37,8 +37,8 @@ const (
 // treat tags: spaces at either end dropped, lower case (Unicode), every run
 // of spaces inside one '-'. What remains must be 1 to MaxTagLen letters,
 // digits (any script), '-', '_', '.' or ':'; anything else is
-// link.ErrInvalidInput saying why. So "Summer Sale" and "summer-sale" are
-// one tag.
+// link.ErrInvalidInput saying why (combining marks may follow a letter or
+// digit). So "Summer Sale" and "summer-sale" are one tag.
 func NormalizeTag(tag string) (string, error) {
 	if !utf8.ValidString(tag) {
 		return "", fmt.Errorf("%w: tag is not valid UTF-8", link.ErrInvalidInput)
@@ -57,6 +57,11 @@ func NormalizeTag(tag string) (string, error) {
 		switch {
 		case unicode.IsLetter(r) || unicode.IsDigit(r):
 			b.WriteRune(unicode.ToLower(r))
+		case unicode.IsMark(r) && b.Len() > 0:
+			// A combining accent of the letter before it: "é" may come
+			// decomposed. Tags are not Unicode-normalized, so the
+			// composed and the decomposed spellings are two tags.
+			b.WriteRune(r)
 		case r == '-' || r == '_' || r == '.' || r == ':':
 			b.WriteRune(r)
 		default:

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/edgelink/edgelink/shared/link"
 )
@@ -20,6 +21,8 @@ func TestNormalizeTags(t *testing.T) {
 		{[]string{"b", "a", "B"}, []string{"a", "b"}, ""},
 		{[]string{"Été", "日本", "v1.2:beta_x"}, []string{"v1.2:beta_x", "été", "日本"}, ""},
 		{[]string{"tab\there"}, []string{"tab-here"}, ""},
+		{[]string{"Cafe\u0301"}, []string{"cafe\u0301"}, ""}, // a decomposed é
+		{[]string{"\u0301a"}, nil, "holds"},                  // a mark on nothing
 		{nil, nil, ""},
 		{[]string{""}, nil, "1 to 64 characters, not 0"},
 		{[]string{"   "}, nil, "1 to 64 characters, not 0"},
@@ -72,4 +75,28 @@ func TestRequestHashWithoutMetaIsUnchanged(t *testing.T) {
 	if string(requestHash("link", withTitle, "my-code")) == string(requestHash("link", l, "my-code")) {
 		t.Error("title a and tag a hash alike")
 	}
+}
+
+// FuzzNormalizeTag: a tag normalizes to one that normalizes to itself, of
+// the alphabet and length the API promises; anything refused is invalid
+// input.
+func FuzzNormalizeTag(f *testing.F) {
+	for _, s := range []string{"Summer Sale", " a  b ", "Été", "c++", "", "\xff", "a\u200bb", "İstanbul", "ǅ", strings.Repeat("x", 65)} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		n, err := NormalizeTag(s)
+		if err != nil {
+			if !errors.Is(err, link.ErrInvalidInput) {
+				t.Fatalf("NormalizeTag(%q): %v is not invalid input", s, err)
+			}
+			return
+		}
+		if again, err := NormalizeTag(n); err != nil || again != n {
+			t.Fatalf("NormalizeTag(%q) = %q, which normalizes to %q, %v", s, n, again, err)
+		}
+		if c := utf8.RuneCountInString(n); c < 1 || c > MaxTagLen || strings.ContainsAny(n, " ,|;") {
+			t.Fatalf("NormalizeTag(%q) = %q: not a tag", s, n)
+		}
+	})
 }
