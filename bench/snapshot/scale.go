@@ -139,15 +139,29 @@ type scaleRun struct {
 	BudgetShare float64    `json:"budget_share"`
 	Rows        []scaleRow `json:"rows"`
 	Again       scaleRow   `json:"smallest_again"`
+	// BudgetMerged: bench/budget's figures were given; a size without
+	// one was not measured there.
+	BudgetMerged bool `json:"budget_merged,omitempty"`
 }
 
-// writeScale merges budget's figures into run and writes stem.md, stem.png
-// and stem.json.
+// writeScale merges budget's figures into run (replacing any merged
+// before; none given keeps them) and writes stem.md, stem.png and
+// stem.json.
 func writeScale(stem string, run scaleRun, budget []budgetFigure) error {
+	if len(budget) > 0 {
+		run.BudgetMerged = true
+	}
+	rows := []*scaleRow{&run.Again}
 	for i := range run.Rows {
+		rows = append(rows, &run.Rows[i])
+	}
+	for _, r := range rows {
+		if len(budget) > 0 {
+			r.Budget = nil // a merge replaces the figures of an earlier one
+		}
 		for j := range budget {
-			if budget[j].Links == run.Rows[i].Links {
-				run.Rows[i].Budget = &budget[j]
+			if budget[j].Links == r.Links {
+				r.Budget = &budget[j]
 			}
 		}
 	}
@@ -271,6 +285,9 @@ func millions(n int) string {
 	if n%1_000_000 == 0 {
 		return strconv.Itoa(n/1_000_000) + "M"
 	}
+	if n%1000 == 0 && n < 1_000_000 {
+		return strconv.Itoa(n/1000) + "k"
+	}
 	return strconv.Itoa(n)
 }
 
@@ -328,7 +345,10 @@ func scaleMarkdown(run scaleRun) string {
 	line("× the smallest", "", func(r scaleRow) string { return fmt.Sprintf("%.2f×", base("uniform_ns")/r.Snapshot["uniform_ns"]) })
 	line(fmt.Sprintf("**budgeted hit ratio**, ideal (budget %.0f%%)", 100*run.BudgetShare), "", func(r scaleRow) string { return fmt.Sprintf("%.3f", r.IdealRatio) })
 	line("budgeted hit ratio, bench/budget", "", func(r scaleRow) string {
-		if r.Budget == nil {
+		switch {
+		case r.Budget == nil && run.BudgetMerged:
+			return "not measured"
+		case r.Budget == nil:
 			return "(lead merges)"
 		}
 		s := fmt.Sprintf("%.3f (budget %s)", r.Budget.HitRatio, millions(r.Budget.Budget))
@@ -361,8 +381,10 @@ func scaleMarkdown(run scaleRun) string {
   the hottest links a budget of that share holds, P(rank < budget), computed
   exactly: what a snapshot of the hottest links by recent clicks approaches
   on a steady mix. The measured column is bench/budget's (a real edge, real
-  hotness, the long-tail cache); "(lead merges)" where its file was not given
-  (-budget FILE).
+  hotness, the long-tail cache, the authority), merged from its JSON
+  (-budget FILE); "(lead merges)" where none was given, "not measured" for
+  a size it has no figure of, "projected" for one it derived from a
+  smaller measured size.
 - **major faults**: pages read back from the disk while measuring: the
   kernel reclaimed part of the mapping (memory pressure); each costs
   milliseconds and shows in the handler figures.
@@ -406,7 +428,17 @@ func scaleChart(file string, run scaleRun) error {
 	if !slices.ContainsFunc(measured, func(v float64) bool { return !math.IsNaN(v) }) {
 		budgetSeries[0].Name = "ideal; bench/budget not merged"
 	} else {
-		budgetSeries = append(budgetSeries, report.Series{Name: "bench/budget", Values: measured})
+		name := "bench/budget"
+		var projected []string
+		for _, r := range rows {
+			if r.Budget != nil && r.Budget.Projected {
+				projected = append(projected, millions(r.Links))
+			}
+		}
+		if len(projected) > 0 {
+			name += " (projected at " + strings.Join(projected, ", ") + ")"
+		}
+		budgetSeries = append(budgetSeries, report.Series{Name: name, Values: measured})
 	}
 	return report.PanelChart(file, "Snapshot layer by number of links (one run, shared 2-core machine)", xs, names, []report.Panel{
 		{Title: "process start to ready", YLabel: "ms", Zero: true,

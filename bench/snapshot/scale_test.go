@@ -69,7 +69,8 @@ func TestReadBudget(t *testing.T) {
 
 // TestWriteScale: a run renders to a table with a column per size and the
 // smallest again, a chart and its JSON; rendering that JSON again with
-// bench/budget's figure merges it into its size's column only.
+// bench/budget's figure merges it into its size's columns only, and a
+// later merge replaces it.
 func TestWriteScale(t *testing.T) {
 	row := func(n int, zipfNS float64) scaleRow {
 		return scaleRow{Links: n, BuildSecs: 3, FileBytes: int64(n) * 72, Load: "1.00 1.00 1.00", IdealRatio: idealHitRatio(n, n/10, 1.1),
@@ -86,7 +87,7 @@ func TestWriteScale(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"1000 again |", "0.80×", "(lead merges)", "< 2 s at 10M"} {
+	for _, want := range []string{"1k again |", "0.80×", "(lead merges)", "< 2 s at 10M"} {
 		if !strings.Contains(string(md), want) {
 			t.Errorf("table lacks %q:\n%s", want, md)
 		}
@@ -108,13 +109,23 @@ func TestWriteScale(t *testing.T) {
 			line = l
 		}
 	}
-	if cells := strings.Split(line, "|"); len(cells) != 7 || !strings.Contains(cells[4], "0.875 (budget 1000)") ||
-		!strings.Contains(cells[3], "(lead merges)") || !strings.Contains(cells[5], "(lead merges)") {
+	if cells := strings.Split(line, "|"); len(cells) != 7 || !strings.Contains(cells[4], "0.875 (budget 1k)") ||
+		!strings.Contains(cells[3], "not measured") || !strings.Contains(cells[5], "not measured") {
 		t.Errorf("after merging bench/budget's figure for 10000 links, the row is %q", line)
+	}
+	if err := os.WriteFile(budget, []byte(`[{"links": 1000, "budget": 100, "hit_ratio": 0.75}]`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := runScale(scaleConfig{from: stem + ".json", budgetFile: budget}); err != nil {
+		t.Fatal(err)
+	}
+	md, _ = os.ReadFile(stem + ".md")
+	if n := strings.Count(string(md), "0.750 (budget 100)"); n != 2 {
+		t.Errorf("the smallest size's figure shows %d times, want in its column and in its again column:\n%s", n, md)
 	}
 	var again scaleRun
 	b, _ := os.ReadFile(stem + ".json")
-	if err := json.Unmarshal(b, &again); err != nil || again.Rows[1].Budget == nil || again.Rows[0].Budget != nil {
+	if err := json.Unmarshal(b, &again); err != nil || again.Rows[0].Budget == nil || again.Again.Budget == nil || again.Rows[1].Budget != nil || !again.BudgetMerged {
 		t.Fatalf("JSON after the merge: %v, %+v", err, again.Rows)
 	}
 }
