@@ -150,7 +150,10 @@ func (b *browser) signIn(t *testing.T, controlURL, key string) {
 		chromedp.WaitVisible(chromedp.ID("key")),
 		chromedp.SendKeys(chromedp.ID("key"), key),
 		chromedp.Submit(chromedp.ID("signin")),
-		chromedp.WaitVisible(chromedp.CSS("main h1")),
+		// What only the next page has: sign-out (signed in) or the
+		// reason (refused). The sign-in page's own heading would match
+		// before the post's answer has loaded.
+		chromedp.WaitVisible(chromedp.CSS("form.signout, #signin-problem")),
 	)
 	if loc := run(t, b, "location", chromedp.Location()); loc != controlURL+"/console/links" {
 		t.Fatalf("after sign-in at %s; want the links. The page says: %s", loc, b.text(t, "main"))
