@@ -8,6 +8,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/edgelink/edgelink/edge/snapsync"
+	"github.com/edgelink/edgelink/edge/store"
 	"github.com/edgelink/edgelink/shared/prom"
 )
 
@@ -100,6 +101,15 @@ func newRegistry(e *Edge, nc *nats.Conn) *prometheus.Registry {
 		return 0
 	})
 	gauge("edge_store_entries", "Entries in the overlay.", func() float64 { return float64(e.Overlay.Len()) })
+	overlay := func(f func(store.OverlayStats) int64) func() float64 {
+		return func() float64 { return float64(f(e.Overlay.Stats())) }
+	}
+	const overlayBytes = "Bytes the overlay holds, by part: records (live and replaced, in arena chunks), garbage (the records among them replaced by newer versions, until a compaction), index (the slot tables)."
+	gauge("edge_overlay_bytes", overlayBytes, overlay(func(s store.OverlayStats) int64 { return s.RecordBytes }), "part", "records")
+	gauge("edge_overlay_bytes", overlayBytes, overlay(func(s store.OverlayStats) int64 { return s.Garbage }), "part", "garbage")
+	gauge("edge_overlay_bytes", overlayBytes, overlay(func(s store.OverlayStats) int64 { return s.IndexBytes }), "part", "index")
+	counter("edge_overlay_compactions_total", "Overlay shards rewritten without their replaced records.", func() float64 { return float64(e.Overlay.Stats().Compactions) })
+	counter("edge_overlay_refused_total", "Changes the overlay could not hold (a code over 255 bytes, an unknown status, a shard's arena full): each is a link this edge cannot answer from memory. Should stay 0.", func() float64 { return float64(e.Overlay.Stats().Refused) })
 	gauge("edge_sealed_intervals", "Sealed ID intervals known.", func() float64 { return float64(e.Segments.Intervals()) })
 	gauge("edge_nats_connected", "1 while connected to NATS.", func() float64 {
 		if nc.IsConnected() {

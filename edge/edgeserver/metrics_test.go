@@ -125,4 +125,17 @@ func TestMetricsShowWithdrawnSnapshot(t *testing.T) {
 	if v := value("edge_snapshot_state", "state", "withdrawn"); v != 0 {
 		t.Errorf("edge_snapshot_state{state=\"withdrawn\"} = %v after the refetch, want 0", v)
 	}
+	// The overlay's parts are exported (nothing came by the stream: no
+	// records, nothing refused), and the lock is off by default.
+	for _, part := range []string{"records", "garbage", "index"} {
+		if v := value("edge_overlay_bytes", "part", part); v < 0 {
+			t.Errorf("edge_overlay_bytes{part=%q} not exported", part)
+		}
+	}
+	if v := value("edge_overlay_refused_total"); v != 0 {
+		t.Errorf("edge_overlay_refused_total = %v, want 0", v)
+	}
+	if v := value("edge_snapshot_locked"); v != 0 {
+		t.Errorf("edge_snapshot_locked = %v without --lock-snapshot, want 0", v)
+	}
 }

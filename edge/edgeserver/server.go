@@ -83,6 +83,10 @@ type Config struct {
 	// SnapshotBootWait bounds asking the bucket for a newer snapshot at boot
 	// when a local copy exists (default 5s).
 	SnapshotBootWait time.Duration
+	// LockSnapshot keeps the snapshot in service resident once verified
+	// (snapsync.Config.LockSnapshot: needs CAP_IPC_LOCK or a memlock limit
+	// of the file's size, and memory for two snapshots).
+	LockSnapshot bool
 
 	// OnListen, if set, is called with the server's address once it listens.
 	OnListen func(addr net.Addr)
@@ -136,7 +140,7 @@ func Run(ctx context.Context, cfg Config) error {
 	applied := &store.Layers{Overlay: overlay, Hint: hint, Segments: segments, Snapshots: snaps}
 	feed := changefeed.New(js, applied, log)
 	syncer := snapsync.New(js, applied, feed, snapsync.Config{Dir: cfg.SnapshotDir, Poll: cfg.SnapshotPoll,
-		BootWait: cfg.SnapshotBootWait, Log: log})
+		BootWait: cfg.SnapshotBootWait, LockSnapshot: cfg.LockSnapshot, Log: log})
 	client := lookup.New(nc, lookup.Config{Timeout: cfg.AuthorityTimeout, Inflight: cfg.AuthorityInflight,
 		MaxWait: cfg.AuthorityMaxWait})
 	res := &resolve.Resolver{

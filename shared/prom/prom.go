@@ -16,7 +16,7 @@ import (
 // LabelNames are the only label names either binary exports. Each has a
 // small, fixed set of values (le and quantile belong to histograms and
 // summaries; version to the Go runtime's go_info).
-var LabelNames = []string{"namespace", "layer", "class", "status", "op", "cause", "outcome", "state", "source", "le", "quantile", "version"}
+var LabelNames = []string{"namespace", "layer", "class", "status", "op", "cause", "outcome", "state", "source", "part", "le", "quantile", "version"}
 
 // NewRegistry returns a registry holding the Go runtime and process
 // collectors. Each server builds its own, so several can run in one process

@@ -40,6 +40,7 @@ type cli struct {
 	SnapshotDir      string        `name:"snapshot-dir" env:"EDGELINK_EDGE_SNAPSHOT_DIR" help:"Folder keeping the newest snapshot, loaded at boot without NATS (default .data/edge-<name>; 'none' keeps none)."`
 	SnapshotPoll     time.Duration `name:"snapshot-poll" default:"30s" env:"EDGELINK_EDGE_SNAPSHOT_POLL" help:"How often the snapshot bucket is listed besides being watched."`
 	SnapshotBootWait time.Duration `name:"snapshot-boot-wait" default:"5s" env:"EDGELINK_EDGE_SNAPSHOT_BOOT_WAIT" help:"Bound on asking the bucket for a newer snapshot at boot when a local copy exists."`
+	LockSnapshot     bool          `name:"lock-snapshot" env:"EDGELINK_EDGE_LOCK_SNAPSHOT" help:"Keep the snapshot in service resident once verified (mlock): needs CAP_IPC_LOCK or a memlock limit of its size, and memory for two snapshots."`
 
 	DebugListen string `name:"debug-listen" env:"EDGELINK_DEBUG_LISTEN" help:"Serve Go's pprof profiles on this address (off when empty; keep it on loopback)."`
 }
@@ -91,5 +92,6 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, onListen 
 		AuthorityInflight: c.AuthorityInflight, AuthorityMaxWait: c.AuthorityMaxWait,
 		NotFoundRate: c.NotFoundRate, NotFoundBurst: c.NotFoundBurst,
 		TrustedProxies: c.TrustedProxies, ProxyProtocol: c.ProxyProtocol,
-		SnapshotDir: c.SnapshotDir, SnapshotPoll: c.SnapshotPoll, SnapshotBootWait: c.SnapshotBootWait})
+		SnapshotDir: c.SnapshotDir, SnapshotPoll: c.SnapshotPoll, SnapshotBootWait: c.SnapshotBootWait,
+		LockSnapshot: c.LockSnapshot})
 }
