@@ -28,6 +28,8 @@ func parsePages() (*pages, error) {
 			}
 			return t.UTC().Format("2006-01-02 15:04 UTC")
 		},
+		"minCodeLen": func() int { return link.MinCodeLen },
+		"maxCodeLen": func() int { return link.MaxCodeLen },
 		"rowData": func(r row, csrf string) rowData { return rowData{Row: r, CSRF: csrf} },
 	}
 	p := &pages{byName: map[string]*template.Template{}}

@@ -111,7 +111,7 @@ func TestPostsNeedTheSessionsCSRFToken(t *testing.T) {
 		name   string
 		token  string
 		header string
-	}{{"missing", "", ""}, {"wrong", token[:len(token)-1] + "A", ""}, {"another session's", e.browser("10.0.0.6").signIn(t, e.key), ""}} {
+	}{{"missing", "", ""}, {"wrong", flipLast(token), ""}, {"another session's", e.browser("10.0.0.6").signIn(t, e.key), ""}} {
 		f := url.Values{}
 		for k, v := range form {
 			f[k] = v
@@ -216,4 +216,13 @@ func TestNoKeyInLogsOrURLs(t *testing.T) {
 	if !strings.Contains(e.log.String(), "console sign-in") {
 		t.Errorf("no sign-in logged:\n%s", e.log.String())
 	}
+}
+
+// flipLast is s with its last character changed.
+func flipLast(s string) string {
+	last := byte('A')
+	if s[len(s)-1] == last {
+		last = 'B'
+	}
+	return s[:len(s)-1] + string(last)
 }
