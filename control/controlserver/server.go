@@ -125,6 +125,10 @@ type Config struct {
 	// (links.CheckKeyTTL: at most 30 days); zero takes 24 hours. Each
 	// instance purges expired keys in the background.
 	IdempotencyTTL time.Duration
+	// ConsoleSecureCookies, if set, says whether the console's session
+	// cookie is Secure (the console is reached over TLS); nil takes
+	// whether PublicURL is https.
+	ConsoleSecureCookies *bool
 }
 
 // Run serves until ctx is done, then shuts down in order: stop taking
@@ -229,7 +233,7 @@ func Run(ctx context.Context, cfg Config) error {
 	// tenant the console's session resolved (console.QRAuth).
 	qr := api.New(console.QRAuth{}, svc, api.Config{PublicURL: cfg.PublicURL, Log: log, RatePerSecond: -1, AuthFailuresPerSecond: -1})
 	sessions := pgstore.New(pool)
-	web, err := console.New(sessions, sessions, svc, console.Config{PublicURL: cfg.PublicURL, Log: log, QR: qr})
+	web, err := console.New(sessions, sessions, svc, console.Config{PublicURL: cfg.PublicURL, Secure: cfg.ConsoleSecureCookies, Log: log, QR: qr})
 	if err != nil {
 		return err
 	}

@@ -107,6 +107,7 @@ type serveCmd struct {
 	AllocWitness   string        `name:"alloc-witness" default:"required" enum:"required,best-effort,off" env:"EDGELINK_ALLOC_WITNESS" help:"Allocation high-water witness in NATS (refuses leases from a promoted replica that lost confirmed ones): required (leases wait for NATS), best-effort (lease without it while NATS is down) or off."`
 	StreamReplicas int           `name:"stream-replicas" default:"1" env:"EDGELINK_STREAM_REPLICAS" help:"JetStream servers keeping each stream (LINK_CHANGES, CLICKS, LINK_SNAPSHOTS); 3 on a 3-node cluster."`
 	DrainTimeout   time.Duration `name:"drain-timeout" default:"10s" env:"EDGELINK_DRAIN_TIMEOUT" help:"At SIGTERM, how long creates in flight may finish (new ones get 503 at once); keep it below the pod's termination grace period."`
+	ConsoleCookies string        `name:"console-cookies" default:"auto" enum:"auto,secure,insecure" env:"EDGELINK_CONSOLE_COOKIES" help:"The console's session cookie: secure (control is reached over TLS), insecure (plain HTTP, a laptop) or auto (secure when --public-url is https)."`
 	IdempotencyTTL time.Duration `name:"idempotency-ttl" default:"24h" env:"EDGELINK_IDEMPOTENCY_TTL" help:"How long an Idempotency-Key answers retries (at most 720h, 30 days); a retry after it is a new create with a new code. Expired keys are purged in the background."`
 	serveLimits
 	snapshotBudget
@@ -132,7 +133,18 @@ func (s *serveCmd) Run(ctx context.Context, g *globals, log *slog.Logger, onList
 		AuthFailureRate: s.AuthFailureRate, AuthFailureBurst: s.AuthFailureBurst,
 		IdempotencyTTL: s.IdempotencyTTL,
 		SnapshotBudget: s.Budget, SnapshotHotDays: s.HotDays,
+		ConsoleSecureCookies: consoleCookies(s.ConsoleCookies),
 	})
+}
+
+// consoleCookies is --console-cookies as controlserver takes it: nil for
+// auto.
+func consoleCookies(v string) *bool {
+	secure := v == "secure"
+	if v == "auto" {
+		return nil
+	}
+	return &secure
 }
 
 type migrateCmd struct{ database }
