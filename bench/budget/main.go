@@ -11,7 +11,7 @@
 // 3·10⁹ codes.
 //
 //	go run ./bench/budget -links 1000000            # about 5 minutes
-//	go run ./bench/budget -links 10000000 -budget 1000000   # 10M/1M: about 25 minutes, 3 GB of disk
+//	go run ./bench/budget -links 10000000 -budget 1000000   # 10M/1M: about 30 minutes, 3 GB of disk
 package main
 
 import (
