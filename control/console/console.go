@@ -127,7 +127,7 @@ type Config struct {
 	SignInFailuresPerSecond float64
 	SignInFailureBurst      int
 	// QR, if set, draws QR codes: the API's own renderer, reached in
-	// process (see QRHandler). Nil hides the downloads.
+	// process (see QRAuth). Nil hides the downloads.
 	QR  http.Handler
 	Now func() time.Time
 	Log *slog.Logger

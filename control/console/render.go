@@ -30,7 +30,7 @@ func parsePages() (*pages, error) {
 		},
 		"minCodeLen": func() int { return link.MinCodeLen },
 		"maxCodeLen": func() int { return link.MaxCodeLen },
-		"rowData": func(r row, csrf string) rowData { return rowData{Row: r, CSRF: csrf} },
+		"rowData":    func(r row, csrf string) rowData { return rowData{Row: r, CSRF: csrf} },
 	}
 	p := &pages{byName: map[string]*template.Template{}}
 	for _, name := range pageNames {

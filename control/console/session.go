@@ -1,6 +1,7 @@
 package console
 
 import (
+	"context"
 	"crypto/rand"
 	"crypto/subtle"
 	"encoding/base64"
@@ -229,4 +230,27 @@ func (s *Server) signOut(w http.ResponseWriter, r *http.Request, sess Session) {
 	}
 	s.setCookie(w, s.sessionCookie(), "", time.Time{})
 	http.Redirect(w, r, Prefix+"sign-in", http.StatusSeeOther)
+}
+
+// Run purges ended sessions every interval until ctx ends (their rows
+// only: an ended session is refused whether or not it was purged).
+func (s *Server) Run(ctx context.Context, every time.Duration) {
+	if every <= 0 {
+		every = 10 * time.Minute
+	}
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			n, err := s.sessions.PurgeSessions(ctx, s.cfg.Now(), s.cfg.IdleTimeout)
+			if err != nil && ctx.Err() == nil {
+				s.log.Warn("console session purge failed", "err", err)
+			} else if n > 0 {
+				s.log.Debug("console sessions purged", "count", n)
+			}
+		}
+	}
 }
