@@ -226,3 +226,12 @@ func flipLast(s string) string {
 	}
 	return s[:len(s)-1] + string(last)
 }
+
+func TestHomeSendsToSignInOrLinks(t *testing.T) {
+	e := newEnv(t, console.Config{})
+	b := e.browser("10.0.0.9")
+	wantRedirect(t, b.do("GET", "/console/", nil), "/console/sign-in")
+	b.signIn(t, e.key)
+	wantRedirect(t, b.do("GET", "/console/", nil), "/console/links")
+	wantRedirect(t, b.do("GET", "/console/sign-in", nil), "/console/links")
+}
