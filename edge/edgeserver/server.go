@@ -137,7 +137,7 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	defer cache.Close()
 	snaps := new(store.Snapshots)
-	applied := &store.Layers{Overlay: overlay, Hint: hint, Segments: segments, Snapshots: snaps}
+	applied := &store.Layers{Overlay: overlay, Hint: hint, Segments: segments, Snapshots: snaps, Cache: cache}
 	feed := changefeed.New(js, applied, log)
 	syncer := snapsync.New(js, applied, feed, snapsync.Config{Dir: cfg.SnapshotDir, Poll: cfg.SnapshotPoll,
 		BootWait: cfg.SnapshotBootWait, LockSnapshot: cfg.LockSnapshot, Log: log})

@@ -420,7 +420,9 @@ func (s *Syncer) resync(l *store.Loaded, gap bool) {
 	if gap {
 		s.Resyncs.Add(1)
 		s.resyncFrom = l.Name
-		s.log.Warn("change feed re-synced from a snapshot after lost events", "name", l.Name, "stream_seq", h.StreamSeq)
+		dropped := s.layers.Resynced(l)
+		s.log.Warn("change feed re-synced from a snapshot after lost events", "name", l.Name, "stream_seq", h.StreamSeq,
+			"overlay_dropped", dropped)
 	}
 	s.feed.Restart(h.StreamSeq, h.ChangeVersion)
 }

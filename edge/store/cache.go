@@ -2,6 +2,7 @@ package store
 
 import (
 	"fmt"
+	"sync/atomic"
 
 	"github.com/dgraph-io/ristretto/v2"
 )
@@ -11,8 +12,21 @@ import (
 // time, and keeps only hashes of keys, so every hit is checked against the
 // code stored in the entry (a hash collision returns another code's entry).
 // Safe for concurrent use.
+//
+// What the stream changes is forgotten here (Layers.Apply calls Forget):
+// the overlay answers it from then on, and once a memory-budget snapshot
+// has absorbed the change and a later one dropped the code as cold, the
+// authority does, never an answer cached before the change.
 type Cache struct {
-	c *ristretto.Cache[[]byte, *Entry]
+	c *ristretto.Cache[[]byte, cached]
+	// gen is bumped by Clear; entries of an older generation are misses.
+	// ristretto's own Clear is not safe beside Gets.
+	gen atomic.Uint64
+}
+
+type cached struct {
+	e   *Entry
+	gen uint64
 }
 
 // NewCache returns a cache of at most maxEntries entries.
@@ -20,7 +34,7 @@ func NewCache(maxEntries int64) (*Cache, error) {
 	if maxEntries < 1 {
 		maxEntries = 1
 	}
-	c, err := ristretto.NewCache(&ristretto.Config[[]byte, *Entry]{
+	c, err := ristretto.NewCache(&ristretto.Config[[]byte, cached]{
 		NumCounters: 10 * maxEntries, // ristretto's advice: 10× the items
 		MaxCost:     maxEntries,
 		BufferItems: 64,
@@ -36,11 +50,11 @@ func NewCache(maxEntries int64) (*Cache, error) {
 
 // Get returns the cached entry for code.
 func (c *Cache) Get(code []byte) (*Entry, bool) {
-	e, ok := c.c.Get(code)
-	if !ok || e == nil || e.Code != string(code) {
+	v, ok := c.c.Get(code)
+	if !ok || v.e == nil || v.gen != c.gen.Load() || v.e.Code != string(code) {
 		return nil, false
 	}
-	return e, true
+	return v.e, true
 }
 
 // Set caches e unless a newer version of its code is cached. The write is
@@ -49,8 +63,22 @@ func (c *Cache) Set(e *Entry) {
 	if old, ok := c.Get([]byte(e.Code)); ok && old.Version > e.Version {
 		return
 	}
-	c.c.Set([]byte(e.Code), e, 1)
+	c.c.Set([]byte(e.Code), cached{e: e, gen: c.gen.Load()}, 1)
 }
+
+// Forget drops what is cached of code. An answer the authority gave
+// before the change that calls this, and that is Set after it, is not
+// caught: the window is one round trip, and the overlay answers the code
+// until two snapshots have passed.
+func (c *Cache) Forget(code []byte) {
+	if _, ok := c.c.Get(code); ok {
+		c.c.Del(code)
+	}
+}
+
+// Clear makes every entry cached so far a miss, at once; their memory goes
+// as they are evicted or replaced.
+func (c *Cache) Clear() { c.gen.Add(1) }
 
 // Wait blocks until earlier Sets are applied or dropped.
 func (c *Cache) Wait() { c.c.Wait() }

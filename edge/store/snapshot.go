@@ -175,6 +175,35 @@ func (a *Layers) Install(l *Loaded) (pruned int) {
 	return pruned
 }
 
+// Resynced is told that the feed lost events and restarts from l, the
+// snapshot in service. A full snapshot holds every code at its version,
+// so whatever the lost events changed is in it. A memory-budget one lacks
+// the cold codes, and the overlay may hold a cold code at a version the
+// lost events superseded, the long-tail cache an answer they made stale:
+// so the overlay's entries at or below l's version that l lacks are
+// dropped, and the cache is cleared. Those codes are answered by the
+// authority until the stream or a snapshot brings them back. It returns
+// how many overlay entries it dropped.
+func (a *Layers) Resynced(l *Loaded) (dropped int) {
+	if l == nil || l.Snap.Header.Flags&snapshot.FlagPartial == 0 {
+		return 0
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	cv := l.Snap.Header.ChangeVersion
+	dropped = a.Overlay.Prune(func(code []byte, r Record) bool {
+		if r.Version > cv {
+			return false
+		}
+		_, ok := l.Snap.Find(code)
+		return !ok
+	})
+	if a.Cache != nil {
+		a.Cache.Clear()
+	}
+	return dropped
+}
+
 // Withdraw takes l out of service if it is the snapshot in service, and
 // reports whether it was: for a snapshot found corrupt after it began
 // serving. Lookups then answer from the overlay, and misses go on to the

@@ -63,6 +63,9 @@ type Layers struct {
 	Hint      *Hint
 	Segments  *Segments
 	Snapshots *Snapshots
+	// Cache, when set, forgets each code applied (Cache.Forget), and is
+	// cleared by a re-sync from a memory-budget snapshot (Resynced).
+	Cache *Cache
 
 	// mu orders Apply against Install: an entry applied while a snapshot
 	// is being installed is either marked by the install or by the apply.
@@ -70,8 +73,9 @@ type Layers struct {
 }
 
 // Apply stores e in the overlay (last writer wins by version), marks its
-// code overridden in the snapshot in service, and adds it to the hint. The
-// mark follows the store, so a lookup that sees the mark finds the entry.
+// code overridden in the snapshot in service, adds it to the hint and
+// drops it from the long-tail cache. The mark follows the store, so a
+// lookup that sees the mark finds the entry.
 func (a *Layers) Apply(e *Entry) bool {
 	a.mu.Lock()
 	ok := a.Overlay.Apply(e)
@@ -85,6 +89,9 @@ func (a *Layers) Apply(e *Entry) bool {
 	a.mu.Unlock()
 	if a.Hint != nil {
 		a.Hint.Add(e.Code)
+	}
+	if ok && a.Cache != nil {
+		a.Cache.Forget(codeBytes(e.Code))
 	}
 	return ok
 }
