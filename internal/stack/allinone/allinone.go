@@ -187,6 +187,7 @@ func printWelcome(w io.Writer, r Ready) {
 edgelink is running.
 
   control API   %s
+  console       %s/console/ (sign in with the dev API key)
   edge          %s
   NATS          %s
   PostgreSQL    %s
@@ -204,5 +205,5 @@ Follow it (put the "code" from the answer in place of CODE):
   curl -sS -i %s/CODE
 
 Press Ctrl-C to stop; data is kept for the next start.
-`, r.ControlURL, r.EdgeURL, r.NATSURL, r.DatabaseURL, r.APIKey, r.ControlURL, r.APIKey, r.EdgeURL)
+`, r.ControlURL, r.ControlURL, r.EdgeURL, r.NATSURL, r.DatabaseURL, r.APIKey, r.ControlURL, r.APIKey, r.EdgeURL)
 }
