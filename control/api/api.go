@@ -17,6 +17,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/edgelink/edgelink/control/authfail"
 	"github.com/edgelink/edgelink/control/links"
 	"github.com/edgelink/edgelink/shared/link"
 )
@@ -99,7 +100,7 @@ type Server struct {
 	mux    *http.ServeMux
 	public string
 	limit  *limiter
-	fails  *failures
+	fails  *authfail.Budget
 	limMet *limitMetrics
 	drain  drain
 	met    *requestMetrics
@@ -178,7 +179,7 @@ func New(auth Authenticator, l Links, cfg Config) *Server {
 	s := &Server{auth: newSharedAuth(auth), links: l, cfg: cfg, log: cfg.Log, mux: http.NewServeMux(),
 		public: strings.TrimRight(cfg.PublicURL, "/"), limit: newLimiter(cfg.RatePerSecond, cfg.Burst, cfg.Now),
 		met: newRequestMetrics(cfg.Registerer)}
-	s.fails = newFailures(cfg.AuthFailuresPerSecond, cfg.AuthFailureBurst, cfg.AuthFailureClients, cfg.Now)
+	s.fails = authfail.New(cfg.AuthFailuresPerSecond, cfg.AuthFailureBurst, cfg.AuthFailureClients, cfg.Now)
 	s.limMet = newLimitMetrics(cfg.Registerer, s.fails)
 	allowed := make(map[string][]string)
 	var paths []string
@@ -272,22 +273,22 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // failed authentications is refused first, before the database is asked.
 func (s *Server) authed(h func(http.ResponseWriter, *http.Request, int64)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		client := clientOf(r)
-		if wait, blocked := s.fails.blocked(client); blocked {
+		client := authfail.Client(r)
+		if wait, blocked := s.fails.Blocked(client); blocked {
 			s.limMet.refuse("auth_failures")
 			tooMany(w, r, wait, "too many failed authentications from this address; retry after the Retry-After seconds")
 			return
 		}
 		key, ok := bearerToken(r.Header.Get("Authorization"))
 		if !ok {
-			s.fails.fail(client)
+			s.fails.Fail(client)
 			s.writeError(w, r, link.ErrUnauthorized)
 			return
 		}
 		tenant, perSecond, burst, err := s.auth.Authenticate(r.Context(), key)
 		if err != nil {
 			if errors.Is(err, link.ErrUnauthorized) {
-				s.fails.fail(client)
+				s.fails.Fail(client)
 			}
 			s.writeError(w, r, err)
 			return

@@ -193,47 +193,6 @@ func TestFailureBudgetUnderLoad(t *testing.T) {
 	}
 }
 
-func TestFailureTableIsBounded(t *testing.T) {
-	clk := newClock()
-	f := newFailures(1, 10, 64, clk.now)
-	addr := func(i int) netip.Addr { return netip.AddrFrom4([4]byte{10, byte(i >> 16), byte(i >> 8), byte(i)}) }
-	for i := range 10_000 {
-		f.fail(addr(i))
-		if n := f.clients(); n > 64 {
-			t.Fatalf("%d clients tracked after %d; want at most 64", n, i+1)
-		}
-	}
-	// A client that failed once is still tracked, and still allowed.
-	if _, blocked := f.blocked(addr(9_999)); blocked {
-		t.Error("one failure blocked a client")
-	}
-}
-
-func TestFailureEntriesExpire(t *testing.T) {
-	clk := newClock()
-	f := newFailures(1, 10, 100_000, clk.now)
-	for i := range 1000 {
-		f.fail(netip.AddrFrom4([4]byte{10, 0, byte(i >> 8), byte(i)}))
-	}
-	if n := f.clients(); n != 1000 {
-		t.Fatalf("%d clients tracked; want 1000", n)
-	}
-	// Once their buckets are full again they hold nothing: the next
-	// failure in each shard forgets them.
-	clk.advance(10 * time.Second)
-	touched := map[*failShard]bool{}
-	fresh := 0
-	for i := 0; len(touched) < failShards; i++ {
-		a := netip.AddrFrom4([4]byte{172, 16, byte(i >> 8), byte(i)})
-		touched[f.shard(a)] = true
-		f.fail(a)
-		fresh++
-	}
-	if n := f.clients(); n != fresh {
-		t.Errorf("%d clients tracked; want only the %d that failed since", n, fresh)
-	}
-}
-
 func TestTenantLimitChangesKeepTheBucket(t *testing.T) {
 	clk := newClock()
 	l := newLimiter(100, 200, clk.now)

@@ -22,6 +22,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/edgelink/edgelink/control/authfail"
 	"github.com/edgelink/edgelink/control/links"
 )
 
@@ -150,7 +151,7 @@ type Server struct {
 	public   string
 	log      *slog.Logger
 	pages    *pages
-	fails    *failures
+	fails    *authfail.Budget
 	mux      *http.ServeMux
 }
 
@@ -184,7 +185,7 @@ func New(sessions Sessions, keys Keys, l Links, cfg Config) (*Server, error) {
 	}
 	s := &Server{sessions: sessions, keys: keys, links: l, cfg: cfg, secure: secure,
 		public: strings.TrimRight(cfg.PublicURL, "/"), log: cfg.Log, pages: p,
-		fails: newFailures(cfg.SignInFailuresPerSecond, cfg.SignInFailureBurst, 100_000, cfg.Now),
+		fails: authfail.New(cfg.SignInFailuresPerSecond, cfg.SignInFailureBurst, 100_000, cfg.Now),
 		mux:   http.NewServeMux()}
 	s.routes()
 	return s, nil

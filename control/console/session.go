@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/edgelink/edgelink/control/authfail"
 	"github.com/edgelink/edgelink/shared/link"
 )
 
@@ -184,8 +185,8 @@ func (s *Server) renderSignIn(w http.ResponseWriter, r *http.Request, status int
 // for a session. Failures spend the client's budget; past it the key is
 // not looked up at all.
 func (s *Server) signIn(w http.ResponseWriter, r *http.Request) {
-	client := clientOf(r)
-	if wait, blocked := s.fails.blocked(client); blocked {
+	client := authfail.Client(r)
+	if wait, blocked := s.fails.Blocked(client); blocked {
 		w.Header().Set("Retry-After", fmt.Sprint(max(1, int64(math.Ceil(wait.Seconds())))))
 		s.renderSignIn(w, r, http.StatusTooManyRequests, "Too many failed sign-ins from this address. Wait a little and try again.", false)
 		return
@@ -200,14 +201,14 @@ func (s *Server) signIn(w http.ResponseWriter, r *http.Request) {
 	}
 	key := strings.TrimSpace(r.PostForm.Get("key"))
 	if key == "" {
-		s.fails.fail(client)
+		s.fails.Fail(client)
 		s.renderSignIn(w, r, http.StatusUnauthorized, "Enter an API key.", false)
 		return
 	}
 	now := s.cfg.Now()
 	sess, token, err := s.sessions.OpenSession(r.Context(), key, now, now.Add(s.cfg.MaxLifetime))
 	if errors.Is(err, link.ErrUnauthorized) {
-		s.fails.fail(client)
+		s.fails.Fail(client)
 		s.renderSignIn(w, r, http.StatusUnauthorized, "That API key is not valid, or it was revoked.", false)
 		return
 	}
