@@ -145,6 +145,7 @@ var (
 	dPublished   = desc("control_outbox_published_total", "Outbox events published to the change stream.")
 	dGapWaits    = desc("control_outbox_gap_waits_total", "Times the relay waited for a version hole to resolve.")
 	dRelaySkip   = desc("control_outbox_skipped_total", "Outbox versions the relay skipped as rolled back.")
+	dRelayPurged = desc("control_outbox_purged_total", "Outbox rows this instance's relay deleted: published, and older than the change stream's retention.")
 	dRelayVer    = desc("control_outbox_published_version", "Newest change version on the change stream as this instance's relay last saw it; edges' edge_changefeed_applied_version below it is their lag.")
 	dRelayAt     = desc("control_outbox_last_publish_timestamp_seconds", "When this instance's relay last published (0: never).")
 	dRelayActive = desc("control_outbox_relay_active", "1 while this instance holds the relay lock (one instance publishes at a time).")
@@ -166,7 +167,7 @@ type collector struct {
 func (x *collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{dCurrent, dStandby, dRunway, dRate, dLoads, dFailures, dWaits, dOpen, dSealed,
 		dWasted, dSwept, dPending, dFenced, dExhausted, dCapacity, dDaysLeft, dCreateRate, dKeysPurged, dCodeSkips, dSharedTx, dCoalesced,
-		dPublished, dGapWaits, dRelaySkip, dRelayVer, dRelayAt, dRelayActive, dAuthAnswers, dQuestions, dFrontiers, dReplica, dWitnessSkip,
+		dPublished, dGapWaits, dRelaySkip, dRelayPurged, dRelayVer, dRelayAt, dRelayActive, dAuthAnswers, dQuestions, dFrontiers, dReplica, dWitnessSkip,
 		dRollClicks, dRollLost, dRollPos} {
 		ch <- d
 	}
@@ -242,6 +243,7 @@ func (x *collector) Collect(ch chan<- prometheus.Metric) {
 		counter(dPublished, st.Published)
 		counter(dGapWaits, st.GapWaits)
 		counter(dRelaySkip, st.Skipped)
+		counter(dRelayPurged, st.Purged)
 		gauge(dRelayVer, float64(st.Version))
 		at := 0.0
 		if !st.LastPublish.IsZero() {

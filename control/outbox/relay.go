@@ -56,6 +56,10 @@ type Store interface {
 	// MarkPublished records that every version below next is on the
 	// stream.
 	MarkPublished(ctx context.Context, next uint64) error
+	// PurgePublished deletes up to limit outbox rows below the published
+	// position written before before, oldest versions first, and returns
+	// how many it deleted.
+	PurgePublished(ctx context.Context, before time.Time, limit int) (int, error)
 	// AcquireRelay takes the relay lock, which one relay holds at a time,
 	// and starts listening for outbox notifications. It answers ErrBusy
 	// while another relay holds the lock.
@@ -93,6 +97,10 @@ type Config struct {
 	GapRecheck    time.Duration // how often a hole is re-examined; default 5ms
 	Retention     time.Duration // stream max age; default 7 days
 	Replicas      int           // stream replicas; default 1
+	// PurgeEvery is how often published outbox rows older than PurgeAfter
+	// (default Retention: the stream no longer holds them either) are
+	// deleted, while the relay is idle; default 1h, negative never.
+	PurgeEvery, PurgeAfter time.Duration
 	Log           *slog.Logger
 }
 
@@ -102,6 +110,7 @@ type Relay struct {
 	js    jetstream.JetStream
 	cfg   Config
 	marks *marks
+	purge *purger
 
 	// next is the next version to publish; lastSeq the stream sequence of the
 	// last event published.
@@ -117,6 +126,7 @@ type Relay struct {
 	gapsWaits   atomic.Uint64
 	gapRechecks atomic.Uint64
 	skipped     atomic.Uint64
+	purged      atomic.Uint64
 	// For metrics: the last version on the stream, when it was published,
 	// and whether this instance holds the relay lock. Edges' applied
 	// versions against version give the change feed's end-to-end lag.
@@ -151,7 +161,14 @@ func New(store Store, js jetstream.JetStream, cfg Config) *Relay {
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
-	return &Relay{store: store, js: js, cfg: cfg, marks: newMarks(store.MarkPublished, cfg.Log)}
+	if cfg.PurgeEvery == 0 {
+		cfg.PurgeEvery = time.Hour
+	}
+	if cfg.PurgeAfter <= 0 {
+		cfg.PurgeAfter = cfg.Retention
+	}
+	return &Relay{store: store, js: js, cfg: cfg, marks: newMarks(store.MarkPublished, cfg.Log),
+		purge: &purger{every: cfg.PurgeEvery, after: cfg.PurgeAfter, now: time.Now}}
 }
 
 // StreamConfig is the change stream's configuration.
@@ -171,6 +188,8 @@ func StreamConfig(retention time.Duration, replicas int) jetstream.StreamConfig 
 // Stats are the relay's counters.
 type Stats struct {
 	Published, GapWaits, Skipped uint64
+	// Purged counts outbox rows deleted once published and past PurgeAfter.
+	Purged uint64
 	// GapRechecks counts the times a hole's holders were asked whether
 	// they had ended, so a test can tell many rechecks from few.
 	GapRechecks uint64
@@ -191,7 +210,7 @@ type Stats struct {
 
 // Stats returns the relay's counters; safe to call concurrently with Run.
 func (r *Relay) Stats() Stats {
-	st := Stats{Published: r.published.Load(), GapWaits: r.gapsWaits.Load(), Skipped: r.skipped.Load(),
+	st := Stats{Published: r.published.Load(), GapWaits: r.gapsWaits.Load(), Skipped: r.skipped.Load(), Purged: r.purged.Load(),
 		GapRechecks: r.gapRechecks.Load(), ReadAheads: r.readAheads.Load(), Version: r.version.Load(), Active: r.active.Load(),
 		Marked: r.marks.marked.Load()}
 	if ns := r.publishedAt.Load(); ns != 0 {
@@ -255,6 +274,10 @@ func (r *Relay) session(ctx context.Context) error {
 		}
 		if n > 0 {
 			continue // more may be waiting behind a full page
+		}
+		r.purge.idle(ctx, r)
+		if r.purge.busy {
+			continue // publish what came meanwhile, then the next batch
 		}
 		wctx, cancel := context.WithTimeout(ctx, r.cfg.PollInterval)
 		err = sess.Wait(wctx)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
@@ -98,6 +99,21 @@ func (s *Store) MinOutboxVersion(ctx context.Context) (uint64, bool, error) {
 func (s *Store) MarkPublished(ctx context.Context, next uint64) error {
 	_, err := s.pool.Exec(ctx, `UPDATE outbox_published SET next_version = $1 WHERE next_version < $1`, int64(next))
 	return translate(err)
+}
+
+// PurgePublished implements outbox.Store. The published position is read
+// in the statement, so a row the relay has not published is never
+// deleted; oldest versions first, by the primary key.
+func (s *Store) PurgePublished(ctx context.Context, before time.Time, limit int) (int, error) {
+	tag, err := s.pool.Exec(ctx, `
+		DELETE FROM outbox WHERE version IN (
+			SELECT version FROM outbox
+			WHERE version < (SELECT next_version FROM outbox_published) AND created_at < $1
+			ORDER BY version LIMIT $2)`, before, limit)
+	if err != nil {
+		return 0, translate(err)
+	}
+	return int(tag.RowsAffected()), nil
 }
 
 // relaySession is a dedicated connection holding the relay's advisory lock

@@ -6,6 +6,7 @@ import (
 	"os"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 )
@@ -136,5 +137,43 @@ func TestMigration009CarriesMarks(t *testing.T) {
 				t.Fatalf("after down: %d unpublished (%v), want %d", unpublished, err, tc.rows-tc.published)
 			}
 		})
+	}
+}
+
+// TestPurgePublishedKeepsWhatIsNotPublished: only rows below the published
+// position and older than the cutoff go, oldest first, at most limit.
+func TestPurgePublishedKeepsWhatIsNotPublished(t *testing.T) {
+	st, pool := newStore(t)
+	ctx := context.Background()
+	insertOutbox(t, pool, 1, 10)
+	if _, err := pool.Exec(ctx, `UPDATE outbox SET created_at = now() - interval '2 days' WHERE version <> 3`); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.MarkPublished(ctx, 7); err != nil {
+		t.Fatal(err)
+	}
+	left := func() string {
+		var s string
+		if err := pool.QueryRow(ctx, `SELECT coalesce(string_agg(version::text, ',' ORDER BY version), '') FROM outbox`).Scan(&s); err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	cutoff := time.Now().Add(-24 * time.Hour)
+	for _, step := range []struct {
+		limit, deleted int
+		left           string
+	}{
+		{2, 2, "3,4,5,6,7,8,9,10"}, // 1 and 2: oldest first
+		{10, 3, "3,7,8,9,10"},      // 4, 5, 6; 3 is too young, 7 on are unpublished
+		{10, 0, "3,7,8,9,10"},      // nothing more
+	} {
+		n, err := st.PurgePublished(ctx, cutoff, step.limit)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := left(); n != step.deleted || got != step.left {
+			t.Fatalf("limit %d: deleted %d, left %s; want %d, %s", step.limit, n, got, step.deleted, step.left)
+		}
 	}
 }
