@@ -129,9 +129,12 @@ type Config struct {
 	SignInFailureBurst      int
 	// QR, if set, draws QR codes: the API's own renderer, reached in
 	// process (see QRAuth). Nil hides the downloads.
-	QR  http.Handler
-	Now func() time.Time
-	Log *slog.Logger
+	QR http.Handler
+	// Stats, if set, reads the click rollups for the stats pages: the
+	// store the API's stats endpoints read. Nil answers them 404.
+	Stats StatsReader
+	Now   func() time.Time
+	Log   *slog.Logger
 }
 
 //go:embed templates/*.html
@@ -213,6 +216,10 @@ func (s *Server) routes() {
 	s.mux.HandleFunc("GET "+Prefix+"links/{code}/delete", s.authed(s.confirmDelete))
 	s.mux.HandleFunc("POST "+Prefix+"links/{code}/delete", s.authed(s.deleteLink))
 	s.mux.HandleFunc("GET "+Prefix+"links/{code}/qr", s.authed(s.linkQR))
+	s.mux.HandleFunc("GET "+Prefix+"links/{code}/stats", s.authed(s.linkStats))
+	s.mux.HandleFunc("GET "+Prefix+"links/{code}/stats.csv", s.authed(s.linkStatsCSV))
+	s.mux.HandleFunc("GET "+Prefix+"stats", s.authed(s.tenantStats))
+	s.mux.HandleFunc("GET "+Prefix+"stats.csv", s.authed(s.tenantStatsCSV))
 	s.mux.HandleFunc("GET "+Prefix+"keys", s.authed(s.listKeys))
 	s.mux.HandleFunc("POST "+Prefix+"keys", s.authed(s.createKey))
 	s.mux.HandleFunc("POST "+Prefix+"keys/{id}/revoke", s.authed(s.revokeKey))

@@ -75,6 +75,9 @@ func newEnv(t *testing.T, cfg console.Config) *env {
 	}
 	cfg.Now = c.now
 	cfg.Log = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	if cfg.Stats == nil {
+		cfg.Stats = st
+	}
 	cfg.QR = api.New(console.QRAuth{}, svc, api.Config{PublicURL: cfg.PublicURL, RatePerSecond: -1, AuthFailuresPerSecond: -1})
 	ps := pgstore.New(pool)
 	h, err := console.New(ps, ps, svc, cfg)
