@@ -2,9 +2,11 @@ package console
 
 import (
 	"context"
+	"net/http"
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/chromedp/chromedp"
 
@@ -50,6 +52,17 @@ func TestScreenshots(t *testing.T) {
 	if a := c.Do(context.Background(), "PATCH", "/api/v1/links/grinder", `{"status":"`+string(link.Disabled)+`"}`); a.Status != 200 {
 		t.Fatalf("disable: %s", a)
 	}
+	// Clicks for the stats screens: followed on the edge, counted by
+	// control's roller.
+	for range 6 {
+		if st, _, err := stack.FollowUntil(s.edgeURL, "winter-sale", time.Minute, func(st int, _ string) bool { return st == http.StatusFound }); err != nil {
+			t.Fatalf("edge: %d %v", st, err)
+		}
+	}
+	stack.Eventually(t, "the clicks reach the rollups", time.Minute, func() bool {
+		got := totalsOf(t, c, "/api/v1/links/winter-sale/stats").Totals
+		return got.Human+got.Bot >= 6
+	})
 	b.signIn(t, s.controlURL, s.key)
 	shots := []struct {
 		name, path, wait string
@@ -63,6 +76,8 @@ func TestScreenshots(t *testing.T) {
 			chromedp.Navigate(s.controlURL + "/console/keys"), chromedp.WaitVisible(chromedp.CSS("table.keys")),
 			chromedp.Submit(chromedp.CSS("main form.inline")), chromedp.WaitVisible(chromedp.ID("secret")),
 		}},
+		{"stats-link", "/console/links/winter-sale/stats", "svg.chart", nil},
+		{"stats", "/console/stats", "svg.chart", nil},
 		{"error", "/console/links/no-such-link", "main h1", nil},
 	}
 	for _, w := range screenWidths {
