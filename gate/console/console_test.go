@@ -166,6 +166,20 @@ func TestConsoleWithoutJavaScript(t *testing.T) {
 	if err != nil || status != http.StatusGone {
 		t.Fatalf("edge after disable: %d %v; want 410", status, err)
 	}
+	// The stats pages draw on the server: the chart and its table are
+	// there without scripts, and the range form is a plain GET.
+	b.do(t, "read the stats",
+		chromedp.Navigate(s.controlURL+"/console/links/no-js/stats"),
+		chromedp.WaitVisible(chromedp.CSS("svg.chart")),
+		chromedp.WaitVisible(chromedp.ID("daily-table")),
+		chromedp.SetValue(chromedp.ID("from"), "2030-01-10"),
+		chromedp.SetValue(chromedp.ID("to"), "2030-01-09"),
+		chromedp.Submit(chromedp.ID("range")),
+		chromedp.WaitVisible(chromedp.ID("range-problem")),
+	)
+	if got := b.text(t, "#range-problem"); !strings.Contains(got, "from must not be after to") {
+		t.Errorf("a reversed range says %q", got)
+	}
 	b.do(t, "sign out",
 		chromedp.Click(chromedp.CSS("form.signout button")),
 		chromedp.WaitVisible(chromedp.ID("signin")),

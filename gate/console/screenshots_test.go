@@ -52,16 +52,41 @@ func TestScreenshots(t *testing.T) {
 	if a := c.Do(context.Background(), "PATCH", "/api/v1/links/grinder", `{"status":"`+string(link.Disabled)+`"}`); a.Status != 200 {
 		t.Fatalf("disable: %s", a)
 	}
-	// Clicks for the stats screens: followed on the edge, counted by
-	// control's roller.
-	for range 6 {
-		if st, _, err := stack.FollowUntil(s.edgeURL, "winter-sale", time.Minute, func(st int, _ string) bool { return st == http.StatusFound }); err != nil {
-			t.Fatalf("edge: %d %v", st, err)
+	// Clicks for the stats screens: followed on the edge as browsers and
+	// a crawler would, from a few referrers, and counted by control's
+	// roller.
+	if st, _, err := stack.FollowUntil(s.edgeURL, "winter-sale", time.Minute, func(st int, _ string) bool { return st == http.StatusFound }); err != nil {
+		t.Fatalf("edge: %d %v", st, err)
+	}
+	visits := []struct{ agent, referrer string }{
+		{"Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/131.0 Safari/537.36", "https://news.example.com/today"},
+		{"Mozilla/5.0 (iPhone; CPU iPhone OS 18_0 like Mac OS X) AppleWebKit/605.1.15 (KHTML, like Gecko) Version/18.0 Mobile/15E148 Safari/604.1", "https://t.co/abc"},
+		{"Mozilla/5.0 (iPhone; CPU iPhone OS 18_0 like Mac OS X) AppleWebKit/605.1.15 (KHTML, like Gecko) Version/18.0 Mobile/15E148 Safari/604.1", ""},
+		{"Mozilla/5.0 (compatible; Googlebot/2.1; +http://www.google.com/bot.html)", ""},
+	}
+	noFollow := &http.Client{Timeout: 30 * time.Second, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	for i := range 12 {
+		v := visits[i%len(visits)]
+		req, err := http.NewRequest("GET", s.edgeURL+"/winter-sale", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("User-Agent", v.agent)
+		if v.referrer != "" {
+			req.Header.Set("Referer", v.referrer)
+		}
+		resp, err := noFollow.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = resp.Body.Close()
+		if resp.StatusCode != http.StatusFound {
+			t.Fatalf("edge: %d; want 302", resp.StatusCode)
 		}
 	}
 	stack.Eventually(t, "the clicks reach the rollups", time.Minute, func() bool {
 		got := totalsOf(t, c, "/api/v1/links/winter-sale/stats").Totals
-		return got.Human+got.Bot >= 6
+		return got.Human+got.Bot >= 13
 	})
 	b.signIn(t, s.controlURL, s.key)
 	shots := []struct {
