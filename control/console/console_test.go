@@ -58,7 +58,7 @@ type env struct {
 	log    *syncBuf
 }
 
-func newEnv(t *testing.T, cfg console.Config) *env {
+func newEnv(t testing.TB, cfg console.Config) *env {
 	t.Helper()
 	pool := pgtest.Pool(t)
 	st := postgres.New(pool)
@@ -129,7 +129,7 @@ func (b *browser) do(method, path string, form url.Values, headers ...string) *h
 var csrfField = regexp.MustCompile(`name="csrf" value="([^"]+)"`)
 
 // csrf is the CSRF token of the page w answered.
-func csrf(t *testing.T, w *httptest.ResponseRecorder) string {
+func csrf(t testing.TB, w *httptest.ResponseRecorder) string {
 	t.Helper()
 	m := csrfField.FindStringSubmatch(w.Body.String())
 	if m == nil {
@@ -139,7 +139,7 @@ func csrf(t *testing.T, w *httptest.ResponseRecorder) string {
 }
 
 // signIn signs b in with key and returns the session's CSRF token.
-func (b *browser) signIn(t *testing.T, key string) string {
+func (b *browser) signIn(t testing.TB, key string) string {
 	t.Helper()
 	w := b.do("GET", "/console/sign-in", nil)
 	w = b.do("POST", "/console/sign-in", url.Values{"csrf": {csrf(t, w)}, "key": {key}})

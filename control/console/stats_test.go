@@ -314,3 +314,40 @@ func TestStatsScopeAndRanges(t *testing.T) {
 		t.Errorf("default range: %d\n%.3000s", w.Code, w.Body)
 	}
 }
+
+// BenchmarkStatsPages renders a link's and the tenant's stats pages over
+// the longest range, every day with clicks and the link's breakdowns full
+// (50 referrers), from a real PostgreSQL: the server time of a page. The
+// figures on a shared machine are indicative only.
+func BenchmarkStatsPages(b *testing.B) {
+	e := newEnv(b, console.Config{})
+	ctx := context.Background()
+	if _, err := e.svc.Create(ctx, e.tenant, links.CreateRequest{URL: "https://example.com/busy", Code: "busy-link"}); err != nil {
+		b.Fatal(err)
+	}
+	to := e.clock.now().UTC().Truncate(24 * time.Hour)
+	r := &clickroll.Rollup{Stream: clicks.Stream, Last: 1}
+	for i := range 366 {
+		day := to.AddDate(0, 0, -i)
+		r.Links = append(r.Links, clickroll.LinkDay{Code: "busy-link", Day: day, Clicks: int64(100 + i), BotClicks: int64(i % 7)})
+		for j := range 50 {
+			r.Breakdown = append(r.Breakdown, clickroll.BreakdownDay{Code: "busy-link", Day: day, Dimension: "referrer",
+				Value: "ref" + strconv.Itoa(j) + ".example", Clicks: 2})
+		}
+	}
+	if err := e.store.ApplyClicks(ctx, r); err != nil {
+		b.Fatal(err)
+	}
+	br := e.browser("192.0.2.1")
+	br.signIn(b, e.key)
+	q := "?from=" + to.AddDate(0, 0, -365).Format("2006-01-02") + "&to=" + to.Format("2006-01-02")
+	for _, path := range []string{"/console/links/busy-link/stats", "/console/stats", "/console/links/busy-link/stats.csv"} {
+		b.Run(strings.TrimPrefix(path, "/console/"), func(b *testing.B) {
+			for b.Loop() {
+				if w := br.do("GET", path+q, nil); w.Code != http.StatusOK {
+					b.Fatalf("%s: %d", path, w.Code)
+				}
+			}
+		})
+	}
+}
