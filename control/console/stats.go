@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/edgelink/edgelink/control/clickstats"
-	"github.com/edgelink/edgelink/shared/link"
 )
 
 // StatsReader is what the stats pages read: the same store methods the
@@ -169,11 +168,6 @@ func (s *Server) stats(w http.ResponseWriter, r *http.Request, sess Session, for
 		days, data.LiveLinks, err = s.cfg.Stats.TenantClicks(r.Context(), sess.TenantID, from, to)
 	}
 	if err != nil {
-		if errors.Is(err, link.ErrInvalidInput) {
-			data.Problem = message(err)
-			s.render(w, r, http.StatusBadRequest, "stats", page{Title: title, Session: &sess, Data: data})
-			return data, false
-		}
 		s.fail(w, r, err)
 		return data, false
 	}

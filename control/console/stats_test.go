@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/csv"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"html"
 	"net/http"
 	"net/http/httptest"
@@ -15,9 +17,11 @@ import (
 
 	"github.com/edgelink/edgelink/control/api"
 	"github.com/edgelink/edgelink/control/clickroll"
+	"github.com/edgelink/edgelink/control/clickstats"
 	"github.com/edgelink/edgelink/control/console"
 	"github.com/edgelink/edgelink/control/links"
 	"github.com/edgelink/edgelink/shared/clicks"
+	"github.com/edgelink/edgelink/shared/link"
 )
 
 // Referrer hosts come from the internet: one that opens a script if a
@@ -349,5 +353,33 @@ func BenchmarkStatsPages(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// downStats is a stats store that cannot answer.
+type downStats struct{}
+
+func (downStats) LinkClicks(context.Context, string, time.Time, time.Time, int) ([]clickstats.Day, []clickstats.Breakdown, error) {
+	return nil, nil, fmt.Errorf("link clicks: %w", link.ErrUnavailable)
+}
+
+func (downStats) TenantClicks(context.Context, int64, time.Time, time.Time) ([]clickstats.Day, int64, error) {
+	return nil, 0, errors.New("tenant clicks: connection reset")
+}
+
+// TestStatsWhenTheStoreFails: an unavailable store is a 503 to retry,
+// any other failure a 500, neither with a half page.
+func TestStatsWhenTheStoreFails(t *testing.T) {
+	e := newEnv(t, console.Config{Stats: downStats{}})
+	if _, err := e.svc.Create(context.Background(), e.tenant, links.CreateRequest{URL: "https://example.com/", Code: "down-link"}); err != nil {
+		t.Fatal(err)
+	}
+	b := e.browser("192.0.2.1")
+	b.signIn(t, e.key)
+	if w := b.do("GET", "/console/links/down-link/stats", nil); w.Code != http.StatusServiceUnavailable || w.Header().Get("Retry-After") == "" {
+		t.Errorf("unavailable store: %d %v; want 503 with Retry-After", w.Code, w.Header())
+	}
+	if w := b.do("GET", "/console/stats.csv", nil); w.Code != http.StatusInternalServerError || strings.Contains(w.Body.String(), "section,value") {
+		t.Errorf("failed store: %d; want 500 and no CSV\n%s", w.Code, w.Body)
 	}
 }
