@@ -101,7 +101,7 @@ type Config struct {
 	// (default Retention: the stream no longer holds them either) are
 	// deleted, while the relay is idle; default 1h, negative never.
 	PurgeEvery, PurgeAfter time.Duration
-	Log           *slog.Logger
+	Log                    *slog.Logger
 }
 
 // Relay publishes outbox rows. Create it with New and run it with Run.
