@@ -167,12 +167,18 @@ func streamPosition(ctx context.Context, js jetstream.JetStream) (version, seq u
 	if err != nil {
 		return 0, 0, fmt.Errorf("snapshot: change stream: %w", err)
 	}
+	// The stream's last sequence is read before its last message: when
+	// there is no message (none yet, or all aged out), that sequence is the
+	// position, and a message published between the two reads is either
+	// the one found (its own version and sequence) or after the position,
+	// replayed by the edge. Read the other way round, a first message
+	// published in between gave a position past it with version 0.
+	info, err := stream.Info(ctx)
+	if err != nil {
+		return 0, 0, fmt.Errorf("snapshot: change stream: %w", err)
+	}
 	msg, err := stream.GetLastMsgForSubject(ctx, linkevent.Subject)
 	if errors.Is(err, jetstream.ErrMsgNotFound) {
-		info, err := stream.Info(ctx)
-		if err != nil {
-			return 0, 0, err
-		}
 		return 0, info.State.LastSeq, nil
 	}
 	if err != nil {
