@@ -9,6 +9,7 @@ import (
 	"unsafe"
 
 	"github.com/edgelink/edgelink/shared/base62"
+	"github.com/edgelink/edgelink/shared/snapshot"
 )
 
 // Overlay holds the changes applied from the stream since the snapshot,
@@ -265,7 +266,7 @@ func (o *Overlay) Apply(e *Entry) bool {
 // origin is url's origin in the dictionary (0 for none) and the rest of
 // it, adding the origin when there is room. Called under sh.mu.
 func (sh *shard) origin(url string) (uint32, string) {
-	origin, rest := splitOrigin(url)
+	origin, rest := snapshot.SplitOrigin(url)
 	if origin == "" {
 		return 0, url
 	}

@@ -248,24 +248,3 @@ func varintLen(x int64) int {
 	}
 	return uvarintLen(u)
 }
-
-// splitOrigin splits an absolute URL into "scheme://host[:port]" and the
-// rest, as the snapshot's writer does. A URL without "://" is all rest.
-func splitOrigin(u string) (origin, rest string) {
-	i := 0
-	for ; i+2 < len(u); i++ {
-		if u[i] == ':' && u[i+1] == '/' && u[i+2] == '/' {
-			break
-		}
-	}
-	if i+2 >= len(u) {
-		return "", u
-	}
-	j := i + 3
-	for ; j < len(u); j++ {
-		if c := u[j]; c == '/' || c == '?' || c == '#' {
-			break
-		}
-	}
-	return u[:j], u[j:]
-}

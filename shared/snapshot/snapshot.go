@@ -109,9 +109,10 @@ func statusByte(s link.Status) byte {
 	return 0
 }
 
-// splitOrigin splits an absolute URL into "scheme://host[:port]" and the
-// rest. A URL without "://" is all rest.
-func splitOrigin(u string) (origin, rest string) {
+// SplitOrigin splits an absolute URL into "scheme://host[:port]" and the
+// rest, the two parts a snapshot (and the edge's overlay) stores a target
+// as. A URL without "://" is all rest.
+func SplitOrigin(u string) (origin, rest string) {
 	i := 0
 	for ; i+2 < len(u); i++ {
 		if u[i] == ':' && u[i+1] == '/' && u[i+2] == '/' {

@@ -82,7 +82,7 @@ func (w *Writer) Add(l Link) error {
 	if w.n == math.MaxUint32 {
 		return fmt.Errorf("snapshot: more than %d links", uint32(math.MaxUint32))
 	}
-	origin, rest := splitOrigin(l.URL)
+	origin, rest := SplitOrigin(l.URL)
 	oi, known := w.origins[origin]
 	if !known && len(w.originList) >= maxOrigins-1 {
 		// The dictionary is full: this target is stored whole.

@@ -142,7 +142,7 @@ func (w *writerV1) encodeEntries(changeVersion uint64) (dict, entries []byte, er
 	var expiries, newer []byte
 	idx := uint32(0)
 	addRecord := func(l *Link) error {
-		origin, r := splitOrigin(l.URL)
+		origin, r := SplitOrigin(l.URL)
 		oi, ok := origins[origin]
 		if !ok {
 			oi = uint32(len(originList))
