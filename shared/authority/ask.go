@@ -26,6 +26,9 @@ type Question struct {
 	// Codes are asked about one by one; each is answered in Answer.Replies
 	// at its index.
 	Codes []string
+	// Domains are the codes' domains, Domains[i] for Codes[i]; empty means
+	// every code is on link.DefaultDomain.
+	Domains []link.DomainID
 }
 
 // Frontier is one namespace's allocation state, as the authority read it

@@ -57,7 +57,8 @@ type Reply struct {
 	// may belong to a transaction that is still running, so a reader must
 	// let any change it later applies for the code win over this answer).
 	Version uint64
-	// The link's state when Found.
+	// The link's state when Found; Domain and Code are its key.
+	Domain       link.DomainID
 	Code         string
 	URL          string
 	RedirectType link.RedirectType

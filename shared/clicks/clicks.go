@@ -58,6 +58,7 @@ const (
 
 // Click is one redirect served.
 type Click struct {
+	Domain   link.DomainID // with Code, the link's key
 	Code     string
 	At       int64  // Unix milliseconds
 	Status   uint16 // the HTTP status answered: 301, 302, 307, 308 (0 from format 1)

@@ -36,6 +36,8 @@ type Kind string
 const (
 	KindLink    Kind = "link"
 	KindSegment Kind = "segment"
+	// KindDomain: a domain's whole configuration, as of Version.
+	KindDomain Kind = "domain"
 )
 
 // Segment states.
@@ -54,7 +56,8 @@ type Event struct {
 	Prev uint64 `json:"p,omitempty"`
 	Kind Kind   `json:"k"`
 
-	// Link events.
+	// Link events. Domain and Code are the link's key.
+	Domain       link.DomainID     `json:"d,omitempty"`
 	Code         string            `json:"c,omitempty"`
 	URL          string            `json:"u,omitempty"`
 	RedirectType link.RedirectType `json:"t,omitempty"`
@@ -67,6 +70,9 @@ type Event struct {
 	SegStart  uint64 `json:"ss,omitempty"`
 	SegEnd    uint64 `json:"se,omitempty"`
 	SegState  string `json:"st,omitempty"`
+
+	// Domain events: the configuration (Conf.ID is the domain).
+	Conf *link.Domain `json:"dc,omitempty"`
 }
 
 // MsgID is the JetStream de-duplication id of the message whose first event

@@ -74,6 +74,7 @@ type Sealed struct {
 
 // Link is one entry as the writer takes it.
 type Link struct {
+	Domain       link.DomainID // with Code, the link's key
 	Code         string
 	URL          string
 	RedirectType link.RedirectType
