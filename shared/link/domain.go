@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"strings"
+	"unicode/utf8"
 
 	"golang.org/x/net/idna"
 )
@@ -135,6 +136,9 @@ func CanonicalHost(raw string) (string, error) {
 		}
 		return strings.ToLower(ip.String()), nil
 	}
+	if ip := net.ParseIP(h); ip != nil && ip.To4() == nil {
+		return ip.String(), nil // IPv6 without brackets: already no port
+	}
 	if i := strings.LastIndexByte(h, ':'); i >= 0 {
 		if !validPort(h[i:]) {
 			return "", fmt.Errorf("%w: bad port", ErrHost)
@@ -148,8 +152,17 @@ func CanonicalHost(raw string) (string, error) {
 	if ip := net.ParseIP(h); ip != nil && ip.To4() != nil {
 		return ip.String(), nil
 	}
+	if !utf8.ValidString(h) {
+		return "", fmt.Errorf("%w: not UTF-8", ErrHost)
+	}
 	a, err := hostProfile.ToASCII(h)
 	if err != nil || a == "" || len(a) > 253 || !asciiHost(a) {
+		return "", fmt.Errorf("%w: not a domain name", ErrHost)
+	}
+	// The result must name itself: a label the mapping repaired (an
+	// unpaired byte, a disallowed rune) could encode to punycode that does
+	// not decode back, and edges look hosts up by this exact string.
+	if again, err := hostProfile.ToASCII(a); err != nil || again != a {
 		return "", fmt.Errorf("%w: not a domain name", ErrHost)
 	}
 	return a, nil
@@ -204,6 +217,9 @@ func AppendHostKey(dst, host []byte) (out []byte, ok bool) {
 	end := len(host)
 	for i := len(host) - 1; i >= 0; i-- {
 		if host[i] == ':' {
+			if i == len(host)-1 || len(host)-i > 6 {
+				return dst, false
+			}
 			end = i
 			break
 		}
