@@ -44,10 +44,10 @@ type Authenticator interface {
 type Links interface {
 	Create(ctx context.Context, tenantID int64, req links.CreateRequest) (links.Created, error)
 	CreateBatch(ctx context.Context, tenantID int64, key string, reqs []links.CreateRequest) (links.BatchResult, error)
-	Get(ctx context.Context, tenantID int64, code string) (*links.Link, error)
+	Get(ctx context.Context, tenantID int64, domain, code string) (*links.Link, error)
 	List(ctx context.Context, tenantID int64, q links.ListRequest) ([]*links.Link, uint64, error)
-	Update(ctx context.Context, tenantID int64, code string, u links.Update) (*links.Link, error)
-	Delete(ctx context.Context, tenantID int64, code string) (*links.Link, error)
+	Update(ctx context.Context, tenantID int64, domain, code string, u links.Update) (*links.Link, error)
+	Delete(ctx context.Context, tenantID int64, domain, code string) (*links.Link, error)
 	TagLinks(ctx context.Context, tenantID int64, c links.TagChange) ([]*links.Link, error)
 }
 

@@ -166,7 +166,7 @@ func (s *Server) createBatch(w http.ResponseWriter, r *http.Request, tenant int6
 }
 
 func (s *Server) getLink(w http.ResponseWriter, r *http.Request, tenant int64) {
-	l, err := s.links.Get(r.Context(), tenant, r.PathValue("code"))
+	l, err := s.links.Get(r.Context(), tenant, "", r.PathValue("code"))
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -319,7 +319,7 @@ func (s *Server) patchLink(w http.ResponseWriter, r *http.Request, tenant int64)
 		}
 		u.Title = &title
 	}
-	l, err := s.links.Update(r.Context(), tenant, r.PathValue("code"), u)
+	l, err := s.links.Update(r.Context(), tenant, "", r.PathValue("code"), u)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -329,7 +329,7 @@ func (s *Server) patchLink(w http.ResponseWriter, r *http.Request, tenant int64)
 }
 
 func (s *Server) deleteLink(w http.ResponseWriter, r *http.Request, tenant int64) {
-	_, err := s.links.Delete(r.Context(), tenant, r.PathValue("code"))
+	_, err := s.links.Delete(r.Context(), tenant, "", r.PathValue("code"))
 	if err != nil && !errors.Is(err, link.ErrDeleted) {
 		s.writeError(w, r, err)
 		return

@@ -226,7 +226,7 @@ func (s *Server) linkQR(w http.ResponseWriter, r *http.Request, tenant int64) {
 		s.writeError(w, r, err)
 		return
 	}
-	l, err := s.links.Get(r.Context(), tenant, r.PathValue("code"))
+	l, err := s.links.Get(r.Context(), tenant, "", r.PathValue("code"))
 	if err == nil && l.Status == link.Deleted {
 		err = link.ErrDeleted
 	}

@@ -156,7 +156,7 @@ func (s *Server) linkStats(w http.ResponseWriter, r *http.Request, tenant int64)
 	}
 	// Tenant scope: another tenant's code is a 404, exactly like an
 	// unknown one.
-	l, err := s.links.Get(r.Context(), tenant, r.PathValue("code"))
+	l, err := s.links.Get(r.Context(), tenant, "", r.PathValue("code"))
 	if err != nil {
 		s.writeError(w, r, err)
 		return

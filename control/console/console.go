@@ -104,10 +104,10 @@ type Keys interface {
 // Links is the write and read path the console drives (links.Service).
 type Links interface {
 	Create(ctx context.Context, tenantID int64, req links.CreateRequest) (links.Created, error)
-	Get(ctx context.Context, tenantID int64, code string) (*links.Link, error)
+	Get(ctx context.Context, tenantID int64, domain, code string) (*links.Link, error)
 	List(ctx context.Context, tenantID int64, q links.ListRequest) ([]*links.Link, uint64, error)
-	Update(ctx context.Context, tenantID int64, code string, u links.Update) (*links.Link, error)
-	Delete(ctx context.Context, tenantID int64, code string) (*links.Link, error)
+	Update(ctx context.Context, tenantID int64, domain, code string, u links.Update) (*links.Link, error)
+	Delete(ctx context.Context, tenantID int64, domain, code string) (*links.Link, error)
 	TagLinks(ctx context.Context, tenantID int64, c links.TagChange) ([]*links.Link, error)
 }
 

@@ -262,7 +262,7 @@ type linkData struct {
 }
 
 func (s *Server) getLink(w http.ResponseWriter, r *http.Request, sess Session) (*links.Link, bool) {
-	l, err := s.links.Get(r.Context(), sess.TenantID, r.PathValue("code"))
+	l, err := s.links.Get(r.Context(), sess.TenantID, "", r.PathValue("code"))
 	if errors.Is(err, link.ErrNotFound) {
 		s.errorPage(w, r, http.StatusNotFound, "There is no such link in this tenant.")
 		return nil, false
@@ -350,7 +350,7 @@ func (s *Server) editLink(w http.ResponseWriter, r *http.Request, sess Session) 
 	}
 	var err error
 	if changed {
-		_, err = s.links.Update(r.Context(), sess.TenantID, l.Code, u)
+		_, err = s.links.Update(r.Context(), sess.TenantID, "", l.Code, u)
 	}
 	if err == nil && len(tags.Add)+len(tags.Remove) > 0 {
 		tags.Codes = []string{l.Code}
@@ -377,7 +377,7 @@ func (s *Server) setStatus(w http.ResponseWriter, r *http.Request, sess Session)
 		return
 	}
 	code := r.PathValue("code")
-	l, err := s.links.Update(r.Context(), sess.TenantID, code, links.Update{Status: &st})
+	l, err := s.links.Update(r.Context(), sess.TenantID, "", code, links.Update{Status: &st})
 	switch {
 	case errors.Is(err, link.ErrNotFound):
 		s.errorPage(w, r, http.StatusNotFound, "There is no such link in this tenant.")
@@ -447,7 +447,7 @@ func (s *Server) confirmDelete(w http.ResponseWriter, r *http.Request, sess Sess
 }
 
 func (s *Server) deleteLink(w http.ResponseWriter, r *http.Request, sess Session) {
-	_, err := s.links.Delete(r.Context(), sess.TenantID, r.PathValue("code"))
+	_, err := s.links.Delete(r.Context(), sess.TenantID, "", r.PathValue("code"))
 	switch {
 	case errors.Is(err, link.ErrNotFound):
 		s.errorPage(w, r, http.StatusNotFound, "There is no such link in this tenant.")

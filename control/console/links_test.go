@@ -61,7 +61,7 @@ func TestCreateEditToggleDelete(t *testing.T) {
 	w := b.do("POST", "/console/links", url.Values{"csrf": {token}, "url": {"https://example.com/sale?x=1"}, "code": {"sale-1"},
 		"redirect": {"301"}, "utm_source": {"news"}, "utm_campaign": {"winter sale"}})
 	wantRedirect(t, w, "/console/links/sale-1?done=created")
-	l, err := e.svc.Get(context.Background(), e.tenant, "sale-1")
+	l, err := e.svc.Get(context.Background(), e.tenant, "", "sale-1")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -74,12 +74,12 @@ func TestCreateEditToggleDelete(t *testing.T) {
 	// Edit: only the target changes.
 	w = b.do("POST", "/console/links/sale-1", url.Values{"csrf": {token}, "url": {"https://example.com/new"}, "redirect": {"301"}})
 	wantRedirect(t, w, "/console/links/sale-1?done=saved")
-	if l, _ = e.svc.Get(context.Background(), e.tenant, "sale-1"); l.URL != "https://example.com/new" || l.RedirectType != 301 {
+	if l, _ = e.svc.Get(context.Background(), e.tenant, "", "sale-1"); l.URL != "https://example.com/new" || l.RedirectType != 301 {
 		t.Errorf("after edit: %s %d", l.URL, l.RedirectType)
 	}
 	// Disable from the list, without JavaScript and with htmx.
 	wantRedirect(t, b.do("POST", "/console/links/sale-1/status", url.Values{"csrf": {token}, "status": {"disabled"}, "from": {"list"}}), "/console/links?done=disabled")
-	if l, _ = e.svc.Get(context.Background(), e.tenant, "sale-1"); l.Status != link.Disabled {
+	if l, _ = e.svc.Get(context.Background(), e.tenant, "", "sale-1"); l.Status != link.Disabled {
 		t.Errorf("status %s; want disabled", l.Status)
 	}
 	w = b.do("POST", "/console/links/sale-1/status", url.Values{"csrf": {token}, "status": {"active"}, "from": {"list"}}, "HX-Request", "true")
@@ -96,7 +96,7 @@ func TestCreateEditToggleDelete(t *testing.T) {
 		t.Errorf("delete confirmation: %d", w.Code)
 	}
 	wantRedirect(t, b.do("POST", "/console/links/sale-1/delete", url.Values{"csrf": {token}}), "/console/links?done=deleted")
-	if l, _ = e.svc.Get(context.Background(), e.tenant, "sale-1"); l.Status != link.Deleted {
+	if l, _ = e.svc.Get(context.Background(), e.tenant, "", "sale-1"); l.Status != link.Deleted {
 		t.Errorf("status %s; want deleted", l.Status)
 	}
 	if body := b.do("GET", "/console/links?status=deleted", nil).Body.String(); !strings.Contains(body, "sale-1") {
@@ -258,7 +258,7 @@ func TestSearchTagsAndTitles(t *testing.T) {
 		l.Set("csrf", token)
 		wantRedirect(t, b.do("POST", "/console/links", l), "/console/links/"+l.Get("code"))
 	}
-	l, err := e.svc.Get(context.Background(), e.tenant, "shop-a")
+	l, err := e.svc.Get(context.Background(), e.tenant, "", "shop-a")
 	if err != nil || l.Title != "Winter sale" || strings.Join(l.Tags, ",") != "email,sale" {
 		t.Fatalf("created %+v, %v; want the title and tags email, sale", l, err)
 	}
@@ -288,7 +288,7 @@ func TestSearchTagsAndTitles(t *testing.T) {
 	w := b.do("POST", "/console/links/shop-a", url.Values{"csrf": {token}, "url": {"https://shop.example.org/a"}, "redirect": {"302"},
 		"title": {"Spring sale"}, "tags": {"sale, spring"}})
 	wantRedirect(t, w, "/console/links/shop-a?done=saved")
-	l, _ = e.svc.Get(context.Background(), e.tenant, "shop-a")
+	l, _ = e.svc.Get(context.Background(), e.tenant, "", "shop-a")
 	if l.Title != "Spring sale" || strings.Join(l.Tags, ",") != "sale,spring" || l.URL != "https://shop.example.org/a" {
 		t.Errorf("after edit: %q %v %s; want Spring sale, [sale spring], the same target", l.Title, l.Tags, l.URL)
 	}
@@ -297,7 +297,7 @@ func TestSearchTagsAndTitles(t *testing.T) {
 	if w.Code != http.StatusBadRequest || !strings.Contains(w.Body.String(), `value="sale, &lt;bad&gt;"`) {
 		t.Errorf("a bad tag: %d; want 400 with the field kept\n%.2000s", w.Code, w.Body.String())
 	}
-	if l, _ = e.svc.Get(context.Background(), e.tenant, "shop-a"); l.URL != "https://shop.example.org/a" {
+	if l, _ = e.svc.Get(context.Background(), e.tenant, "", "shop-a"); l.URL != "https://shop.example.org/a" {
 		t.Errorf("a refused edit changed the target to %s", l.URL)
 	}
 }

@@ -97,6 +97,9 @@ func (s *Service) Stats() Stats {
 
 // CreateRequest is what a creator asks for.
 type CreateRequest struct {
+	// Domain is the host the link's short URL is on: one of the tenant's
+	// active domains, or "" for the platform's.
+	Domain       string
 	URL          string
 	Code         string // custom code; empty for a generated one
 	ExpiresAt    time.Time
@@ -145,8 +148,9 @@ func (s *Service) Create(ctx context.Context, tenantID int64, req CreateRequest)
 	return s.co.do(ctx, it)
 }
 
-// Get returns one of the tenant's links, deleted ones included.
-func (s *Service) Get(ctx context.Context, tenantID int64, code string) (*Link, error) {
+// Get returns one of the tenant's links on domain (a host; "" for the
+// platform's), deleted ones included.
+func (s *Service) Get(ctx context.Context, tenantID int64, domain, code string) (*Link, error) {
 	if !link.ValidCodeSyntax(code) {
 		return nil, link.ErrNotFound
 	}
@@ -229,7 +233,7 @@ type Update struct {
 // Update changes one of the tenant's links and returns its new state, with
 // a new version and change event. Unknown and other tenants' codes answer
 // link.ErrNotFound, deleted links link.ErrDeleted.
-func (s *Service) Update(ctx context.Context, tenantID int64, code string, u Update) (*Link, error) {
+func (s *Service) Update(ctx context.Context, tenantID int64, domain, code string, u Update) (*Link, error) {
 	if !link.ValidCodeSyntax(code) {
 		return nil, link.ErrNotFound
 	}
@@ -274,7 +278,7 @@ func (s *Service) Update(ctx context.Context, tenantID int64, code string, u Upd
 // Delete tombstones one of the tenant's links: it stops redirecting and its
 // code is never handed out again. Deleting a deleted link changes nothing
 // and answers link.ErrDeleted.
-func (s *Service) Delete(ctx context.Context, tenantID int64, code string) (*Link, error) {
+func (s *Service) Delete(ctx context.Context, tenantID int64, domain, code string) (*Link, error) {
 	if !link.ValidCodeSyntax(code) {
 		return nil, link.ErrNotFound
 	}

@@ -97,6 +97,8 @@ type NewLink struct {
 
 // ListRequest selects a page of a tenant's links, newest ID first.
 type ListRequest struct {
+	// Domain, when set, keeps links on that host; "" lists every domain.
+	Domain string
 	// Before is the cursor: only links with a smaller ID; 0 for the first page.
 	Before uint64
 	// Status filters by effective state (see State): active (and not

@@ -21,6 +21,9 @@ type Link struct {
 	// Tags are the link's tags, normalized (NormalizeTags) and sorted;
 	// nil for none.
 	Tags []string `json:",omitempty"`
+	// DomainID and Domain (its host) are the domain the link's code is on.
+	DomainID link.DomainID `json:",omitempty"`
+	Domain   string        `json:",omitempty"`
 }
 
 // Tag and title limits.
@@ -120,6 +123,8 @@ const MaxSearchLen = 100
 
 // TagChange is a bulk change of tags: Add and Remove on every one of Codes.
 type TagChange struct {
+	// Domain is the host Codes are on; "" for the platform's.
+	Domain string
 	Codes  []string
 	Add    []string
 	Remove []string
