@@ -64,6 +64,7 @@ const rawReferrerLen = 128
 type slot struct {
 	seq    atomic.Uint64
 	at     int64
+	domain link.DomainID
 	status uint16
 	nCode  uint8
 	nRef   uint8
@@ -148,10 +149,11 @@ func (r *Recorder) Buffered() uint64 {
 	return accepted - done
 }
 
-// Record queues a click on code answered with status at atMillis, keeping
-// at most 128 bytes of referer and 160 of userAgent, or counts it dropped
-// when the ring is full. Codes longer than link.MaxCodeLen are ignored.
-func (r *Recorder) Record(code, referer, userAgent []byte, status int, atMillis int64) {
+// Record queues a click on code of domain d answered with status at
+// atMillis, keeping at most 128 bytes of referer and 160 of userAgent, or
+// counts it dropped when the ring is full. Codes longer than
+// link.MaxCodeLen are ignored. It implements redirect.ClickRecorder.
+func (r *Recorder) Record(d link.DomainID, code, referer, userAgent []byte, status int, atMillis int64) {
 	if len(code) > link.MaxCodeLen {
 		return
 	}
@@ -164,7 +166,7 @@ func (r *Recorder) Record(code, referer, userAgent []byte, status int, atMillis 
 				pos = r.tail.Load()
 				continue
 			}
-			s.at, s.status = atMillis, uint16(status)
+			s.at, s.domain, s.status = atMillis, d, uint16(status)
 			s.nCode = uint8(copy(s.code[:], code))
 			s.nRef = uint8(copy(s.ref[:], referer))
 			s.nUA = uint8(copy(s.ua[:], userAgent))
@@ -284,7 +286,7 @@ func (r *Recorder) flush(ctx context.Context, buf *[]byte, ensured *bool) bool {
 		s := &r.ring[r.head&r.mask]
 		device, bot := r.classify(s.ua[:s.nUA])
 		ref := clicks.ReferrerHost(host[:], s.ref[:s.nRef])
-		b = clicks.AppendClick(b, s.code[:s.nCode], s.at, s.status, device, bot, ref)
+		b = clicks.AppendClick(b, s.domain, s.code[:s.nCode], s.at, s.status, device, bot, ref)
 		s.seq.Store(r.head + r.mask + 1) // free for the next lap
 		r.head++
 	}

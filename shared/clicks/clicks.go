@@ -8,7 +8,7 @@
 // exactly-once: control stores its stream position in the same transaction
 // as the rollups.
 //
-// No IP address is carried: a click is the code, the time, the edge, the
+// No IP address is carried: a click is the domain and code, the time, the edge, the
 // status answered, the referrer's host only, and a device class and bot flag
 // derived from the User-Agent on the edge (the raw User-Agent never leaves
 // the edge).
@@ -95,11 +95,15 @@ type Batch struct {
 	At      int64      // when a histogram message was cut, Unix milliseconds
 }
 
-// Message formats: the first byte of every message.
+// Message formats: the first byte of every message. Control decodes every
+// one of them, so batches an older edge published (still in the stream
+// after an upgrade, or from an edge not yet upgraded) keep counting: their
+// clicks are on the platform's domain, the only one there was.
 const (
 	formatClicksV1 byte = 1 // code and time only (the first edge release)
-	formatClicks   byte = 2
+	formatClicksV2 byte = 2 // no domain (before issue 20)
 	formatLatency  byte = 3
+	formatClicks   byte = 4 // a domain per click
 )
 
 var errInvalid = errors.New("clicks: invalid message")
@@ -126,9 +130,11 @@ func AppendHeader(dst []byte, src Source, n int) []byte {
 	return binary.AppendUvarint(dst, uint64(n))
 }
 
-// AppendClick appends one click of a batch. code must be a valid code;
-// referrer is cut to MaxReferrerLen. It allocates only when dst must grow.
-func AppendClick(dst []byte, code []byte, at int64, status uint16, device Device, bot bool, referrer []byte) []byte {
+// AppendClick appends one click of a batch: on code of domain d. code must
+// be a valid code and d at most link.MaxDomainID (Decode refuses the batch
+// otherwise); referrer is cut to MaxReferrerLen. It allocates only when dst
+// must grow.
+func AppendClick(dst []byte, d link.DomainID, code []byte, at int64, status uint16, device Device, bot bool, referrer []byte) []byte {
 	dst = binary.AppendVarint(dst, at)
 	dst = binary.AppendUvarint(dst, uint64(status))
 	flags := byte(device) & deviceMask
@@ -137,6 +143,7 @@ func AppendClick(dst []byte, code []byte, at int64, status uint16, device Device
 	}
 	dst = append(dst, flags)
 	dst = appendString(dst, referrer, MaxReferrerLen)
+	dst = binary.AppendUvarint(dst, uint64(d))
 	// A code is never cut to fit: cut, it could name another link. One
 	// that is too long stays too long, and Decode refuses the batch.
 	return appendString(dst, code, link.MaxCodeLen+1)
@@ -236,7 +243,7 @@ func Decode(b []byte) (Batch, error) {
 	if v.Latency == nil {
 		out.Clicks = make([]Click, len(v.Clicks))
 		for i, c := range v.Clicks {
-			out.Clicks[i] = Click{Code: string(c.Code), At: c.At, Status: c.Status, Device: c.Device, Bot: c.Bot, Referrer: string(c.Referrer)}
+			out.Clicks[i] = Click{Domain: c.Domain, Code: string(c.Code), At: c.At, Status: c.Status, Device: c.Device, Bot: c.Bot, Referrer: string(c.Referrer)}
 		}
 	}
 	return out, nil
@@ -254,6 +261,7 @@ type View struct {
 // ClickView is a Click whose Code and Referrer alias the message it was
 // read from: valid while that message's bytes are, and not to be changed.
 type ClickView struct {
+	Domain   link.DomainID // link.DefaultDomain from formats without one
 	Code     []byte
 	At       int64
 	Status   uint16
@@ -280,9 +288,12 @@ func DecodeView(b []byte, v *View) error {
 	switch b[0] {
 	case formatClicksV1:
 		clicks = r.clicksV1(clicks)
+	case formatClicksV2:
+		v.Source = r.source()
+		clicks = r.clicks(clicks, false)
 	case formatClicks:
 		v.Source = r.source()
-		clicks = r.clicks(clicks)
+		clicks = r.clicks(clicks, true)
 	case formatLatency:
 		v.Source = r.source()
 		v.At = r.varint("time")
@@ -343,8 +354,14 @@ func (r *reader) clicksV1(out []ClickView) []ClickView {
 	return out
 }
 
-func (r *reader) clicks(out []ClickView) []ClickView {
-	n := r.count(6)
+// clicks reads the clicks of a batch, each with its domain if withDomain
+// (format 4), else on the default domain (format 2).
+func (r *reader) clicks(out []ClickView, withDomain bool) []ClickView {
+	min := 6
+	if withDomain {
+		min++
+	}
+	n := r.count(min)
 	out = grow(out, n)
 	for range n {
 		var c ClickView
@@ -352,6 +369,13 @@ func (r *reader) clicks(out []ClickView) []ClickView {
 		st := r.uvarint("status")
 		flags := r.byte("flags")
 		ref := r.bytes("referrer", MaxReferrerLen)
+		if withDomain {
+			d := r.uvarint("domain")
+			if d > uint64(link.MaxDomainID) {
+				r.fail("domain")
+			}
+			c.Domain = link.DomainID(d)
+		}
 		c.Code = r.code()
 		if r.err != nil {
 			return out[:0]

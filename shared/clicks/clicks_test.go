@@ -1,22 +1,26 @@
 package clicks
 
 import (
+	"encoding/binary"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/edgelink/edgelink/shared/link"
 )
 
 func TestBatchRoundTrip(t *testing.T) {
 	src := Source{Edge: "fra-1", Boot: "0123456789abcdef", Offered: 10, Dropped: 2}
 	want := []Click{
 		{Code: "00000A", At: 1, Status: 302, Device: DeviceMobile, Referrer: "t.co"},
-		{Code: "custom-code_1", At: 1893456000000, Status: 301, Device: DeviceDesktop, Bot: true},
-		{Code: "zzzzzz", At: -5, Status: 308, Device: DeviceTV, Referrer: "news.ycombinator.com"},
+		{Domain: 7, Code: "00000A", At: 1, Status: 302, Device: DeviceMobile, Referrer: "t.co"},
+		{Domain: 300, Code: "custom-code_1", At: 1893456000000, Status: 301, Device: DeviceDesktop, Bot: true},
+		{Domain: link.MaxDomainID, Code: "zzzzzz", At: -5, Status: 308, Device: DeviceTV, Referrer: "news.ycombinator.com"},
 	}
 	b := AppendHeader(nil, src, len(want))
 	for _, c := range want {
-		b = AppendClick(b, []byte(c.Code), c.At, c.Status, c.Device, c.Bot, []byte(c.Referrer))
+		b = AppendClick(b, c.Domain, []byte(c.Code), c.At, c.Status, c.Device, c.Bot, []byte(c.Referrer))
 	}
 	got, err := Decode(b)
 	if err != nil {
@@ -25,9 +29,51 @@ func TestBatchRoundTrip(t *testing.T) {
 	if diff := cmp.Diff(Batch{Source: src, Clicks: want}, got); diff != "" {
 		t.Fatalf("round trip (-want +got):\n%s", diff)
 	}
-	for _, bad := range [][]byte{nil, {formatClicks}, b[:len(b)-1], append(append([]byte{}, b...), 0), {9, 0}} {
+	tooFar := AppendClick(AppendHeader(nil, src, 1), link.MaxDomainID+1, []byte("00000A"), 1, 302, DeviceMobile, false, nil)
+	for _, bad := range [][]byte{nil, {formatClicks}, b[:len(b)-1], append(append([]byte{}, b...), 0), {9, 0}, tooFar} {
 		if _, err := Decode(bad); err == nil {
 			t.Errorf("Decode(%q) succeeded", bad)
+		}
+	}
+}
+
+// appendV2 is a click batch as edges encoded it before domains (format 2):
+// the same fields, no domain.
+func appendV2(src Source, cs []Click) []byte {
+	str := func(b []byte, s string) []byte { return append(append(b, byte(len(s))), s...) }
+	b := str(str([]byte{formatClicksV2}, src.Edge), src.Boot)
+	b = binary.AppendUvarint(binary.AppendUvarint(b, src.Offered), src.Dropped)
+	b = binary.AppendUvarint(b, uint64(len(cs)))
+	for _, c := range cs {
+		b = binary.AppendUvarint(binary.AppendVarint(b, c.At), uint64(c.Status))
+		flags := byte(c.Device)
+		if c.Bot {
+			flags |= botFlag
+		}
+		b = str(str(append(b, flags), c.Referrer), c.Code)
+	}
+	return b
+}
+
+// TestDecodesFormat2: batches edges published before domains are still in
+// the stream after an upgrade (and come from edges not yet upgraded); they
+// decode whole, every click on the platform's domain.
+func TestDecodesFormat2(t *testing.T) {
+	src := Source{Edge: "fra-1", Boot: "b", Offered: 3, Dropped: 1}
+	want := []Click{
+		{Code: "00000A", At: 1893456000000, Status: 302, Device: DeviceMobile, Referrer: "t.co"},
+		{Code: "custom-code_1", At: 2, Status: 301, Device: DeviceDesktop, Bot: true},
+	}
+	got, err := Decode(appendV2(src, want))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := cmp.Diff(Batch{Source: src, Clicks: want}, got); d != "" {
+		t.Fatalf("format 2 (-want +got):\n%s", d)
+	}
+	for _, c := range got.Clicks {
+		if c.Domain != link.DefaultDomain {
+			t.Fatalf("format-2 click %+v not on the default domain", c)
 		}
 	}
 }
@@ -40,7 +86,7 @@ func TestDecodeViewAliasesAndReuses(t *testing.T) {
 	src := Source{Edge: "fra-1", Boot: "0123456789abcdef", Offered: 10, Dropped: 2}
 	b := AppendHeader(nil, src, 100)
 	for i := range 100 {
-		b = AppendClick(b, []byte("00000A"), int64(i), 302, DeviceMobile, i%2 == 0, []byte("t.co"))
+		b = AppendClick(b, link.DomainID(i%3), []byte("00000A"), int64(i), 302, DeviceMobile, i%2 == 0, []byte("t.co"))
 	}
 	want, err := Decode(b)
 	if err != nil {
@@ -55,7 +101,7 @@ func TestDecodeViewAliasesAndReuses(t *testing.T) {
 	}
 	for i, c := range v.Clicks {
 		w := want.Clicks[i]
-		if string(c.Code) != w.Code || string(c.Referrer) != w.Referrer || c.At != w.At || c.Status != w.Status || c.Device != w.Device || c.Bot != w.Bot {
+		if c.Domain != w.Domain || string(c.Code) != w.Code || string(c.Referrer) != w.Referrer || c.At != w.At || c.Status != w.Status || c.Device != w.Device || c.Bot != w.Bot {
 			t.Fatalf("click %d: view %+v, Decode %+v", i, c, w)
 		}
 	}
@@ -145,11 +191,12 @@ func TestQuantile(t *testing.T) {
 func FuzzDecode(f *testing.F) {
 	src := Source{Edge: "e1", Boot: "b", Offered: 3, Dropped: 1}
 	b := AppendHeader(nil, src, 1)
-	f.Add(AppendClick(b, []byte("00000A"), 42, 302, DeviceMobile, true, []byte("t.co")))
+	f.Add(AppendClick(b, 9, []byte("00000A"), 42, 302, DeviceMobile, true, []byte("t.co")))
 	var h Histogram
 	h[3], h[900] = 1, 2
 	f.Add(AppendLatency(nil, src, 7, &h))
 	f.Add([]byte{formatClicksV1, 1, 84, 6, '0', '0', '0', '0', '0', 'A'})
+	f.Add(appendV2(src, []Click{{Code: "00000A", At: 42, Status: 302, Device: DeviceMobile, Referrer: "t.co"}}))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		m, err := Decode(b)
 		if err != nil {
@@ -166,7 +213,7 @@ func FuzzDecode(f *testing.F) {
 				if st == 0 {
 					st = 302 // format 1 carried none
 				}
-				out = AppendClick(out, []byte(c.Code), c.At, st, c.Device, c.Bot, []byte(c.Referrer))
+				out = AppendClick(out, c.Domain, []byte(c.Code), c.At, st, c.Device, c.Bot, []byte(c.Referrer))
 			}
 		}
 		again, err := Decode(out)
