@@ -85,6 +85,9 @@ func (c Client) Do(ctx context.Context, method, path, body string, headers ...st
 type Link struct {
 	URL  string `json:"url"`
 	Code string `json:"code,omitempty"` // a custom code; empty takes a generated one
+	// Domain is the host of one of the tenant's domains; empty is the
+	// platform's.
+	Domain string `json:"domain,omitempty"`
 }
 
 // Created is one create's answer.

@@ -43,5 +43,22 @@ func (v *Visitor) Follow(code string) (status int, location string, err error) {
 	return resp.StatusCode, resp.Header.Get("Location"), nil
 }
 
+// FollowHost asks the edge for code on the domain host (the request's Host
+// header; the connection still goes to EdgeURL) and returns the status and
+// Location.
+func (v *Visitor) FollowHost(host, code string) (status int, location string, err error) {
+	req, err := http.NewRequest(http.MethodGet, v.EdgeURL+"/"+code, nil)
+	if err != nil {
+		return 0, "", err
+	}
+	req.Host = host
+	resp, err := v.client.Do(req)
+	if err != nil {
+		return 0, "", fmt.Errorf("from %s: %w", v.IP, err)
+	}
+	resp.Body.Close()
+	return resp.StatusCode, resp.Header.Get("Location"), nil
+}
+
 // Close drops the visitor's idle connections.
 func (v *Visitor) Close() { v.client.CloseIdleConnections() }
