@@ -15,6 +15,7 @@ import (
 	"github.com/edgelink/edgelink/edge/edgeserver"
 	"github.com/edgelink/edgelink/internal/stack"
 	"github.com/edgelink/edgelink/shared/base62"
+	"github.com/edgelink/edgelink/shared/link"
 	"github.com/edgelink/edgelink/shared/snapshot"
 )
 
@@ -59,7 +60,7 @@ func TestColdLinkStillRedirects(t *testing.T) {
 		create(c)
 		// Followed once the change arrived, as on every edge but the
 		// creator's nearest: answered from the overlay, not the authority.
-		stack.Eventually(t, c+" in the overlay", time.Minute, func() bool { _, ok := parts.Overlay.Lookup([]byte(c)); return ok })
+		stack.Eventually(t, c+" in the overlay", time.Minute, func() bool { _, ok := parts.Overlay.Lookup(link.DefaultDomain, []byte(c)); return ok })
 		follow(c, 302)
 	}
 	stack.Eventually(t, "segment [1, 5) sealed at the edge", time.Minute, func() bool { return parts.Segments.Sealed(2) })
@@ -103,13 +104,13 @@ func TestColdLinkStillRedirects(t *testing.T) {
 		}
 	}
 	publish(cold, 1000)
-	if _, ok := parts.Overlay.Lookup([]byte(cold)); ok {
+	if _, ok := parts.Overlay.Lookup(link.DefaultDomain, []byte(cold)); ok {
 		t.Fatalf("%s still in the overlay after a snapshot holding it: the test would not show the cold path", cold)
 	}
 	// A change on the stream, so the next snapshot is a newer version
 	// (snapshots are named by it).
 	create("000005")
-	stack.Eventually(t, "000005 at the edge", time.Minute, func() bool { _, ok := parts.Overlay.Lookup([]byte("000005")); return ok })
+	stack.Eventually(t, "000005 at the edge", time.Minute, func() bool { _, ok := parts.Overlay.Lookup(link.DefaultDomain, []byte("000005")); return ok })
 	publish("000003", 2000)
 	if _, ok := parts.Snapshots.Current().Snap.Lookup([]byte(cold)); ok {
 		t.Fatalf("%s still in the second snapshot", cold)

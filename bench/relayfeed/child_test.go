@@ -16,6 +16,7 @@ import (
 	"github.com/edgelink/edgelink/edge/changefeed"
 	"github.com/edgelink/edgelink/edge/store"
 	"github.com/edgelink/edgelink/shared/base62"
+	"github.com/edgelink/edgelink/shared/link"
 )
 
 // childEnv selects the edge process's mode: "stream" applies the change
@@ -82,7 +83,7 @@ func runChild(mode string) error {
 		if err := base62.Put(code[:], id); err != nil {
 			return err
 		}
-		h, ok := layers.Find(code[:])
+		h, ok := layers.Find(link.DefaultDomain, code[:])
 		if !ok {
 			return fmt.Errorf("%s missing", code)
 		}

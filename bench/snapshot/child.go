@@ -21,6 +21,7 @@ import (
 	"github.com/edgelink/edgelink/bench/dataset"
 	"github.com/edgelink/edgelink/edge/redirect"
 	"github.com/edgelink/edgelink/edge/store"
+	"github.com/edgelink/edgelink/shared/link"
 )
 
 // runChild loads one side and reports key=value lines. With a profile
@@ -59,7 +60,7 @@ func runChild(kind, file string, n int, profile string) error {
 		}
 		a := &store.Layers{Overlay: store.NewOverlay(), Hint: store.NewHint(1000, 0.01), Segments: new(store.Segments), Snapshots: new(store.Snapshots)}
 		a.Install(l)
-		lookup = func(code []byte) bool { _, ok := a.Snapshots.Lookup(code); return ok }
+		lookup = func(code []byte) bool { _, ok := a.Snapshots.Lookup(link.DefaultDomain, code); return ok }
 		h = &redirect.Handler{Store: a}
 		keep = a
 	case "map":
@@ -177,7 +178,7 @@ func compare(snapFile, mapFile string, n int) error {
 	runtime.LockOSThread()
 	codes := newSample(n, 1<<20, nil)
 	snap := func(i int) {
-		if _, ok := a.Snapshots.Lookup(codes.at(i)); !ok {
+		if _, ok := a.Snapshots.Lookup(link.DefaultDomain, codes.at(i)); !ok {
 			panic("a known code missed")
 		}
 	}

@@ -124,8 +124,8 @@ func TestBothShapes(t *testing.T) {
 	}
 	for v := uint64(1); v <= 20; v++ {
 		e := linkEvent(v)
-		hit, ok := layers.Find([]byte(e.Code))
-		if !ok || !hit.Overlay || hit.Rec.URL() != e.URL || hit.Rec.Version != v || !layers.Hint.MayContain([]byte(e.Code)) {
+		hit, ok := layers.Find(e.Domain, []byte(e.Code))
+		if !ok || !hit.Overlay || hit.Rec.URL() != e.URL || hit.Rec.Version != v || !layers.Hint.MayContain(e.Domain, []byte(e.Code)) {
 			t.Fatalf("%s after the feed: %+v, %v; want version %d to %s, in the hint", e.Code, hit.Rec, ok, v, e.URL)
 		}
 	}

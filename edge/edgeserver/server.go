@@ -27,6 +27,7 @@ import (
 	"github.com/edgelink/edgelink/edge/snapsync"
 	"github.com/edgelink/edgelink/edge/store"
 	"github.com/edgelink/edgelink/internal/natsconn"
+	"github.com/edgelink/edgelink/shared/link"
 	"github.com/edgelink/edgelink/shared/prom"
 )
 
@@ -263,11 +264,11 @@ func growHint(ctx context.Context, hint *store.Hint, overlay *store.Overlay, cap
 		capacity *= 2
 		// Codes applied during the rebuild are added to the old filter
 		// and may miss the new one: re-add the overlay after the swap.
-		each := func(add func(string)) {
-			overlay.Range(func(code []byte, _ store.Record) bool { add(string(code)); return true })
+		each := func(add func(link.DomainID, string)) {
+			overlay.Range(func(d link.DomainID, code []byte, _ store.Record) bool { add(d, string(code)); return true })
 		}
 		hint.Rebuild(capacity, each)
-		overlay.Range(func(code []byte, _ store.Record) bool { hint.Add(string(code)); return true })
+		overlay.Range(func(d link.DomainID, code []byte, _ store.Record) bool { hint.Add(d, string(code)); return true })
 	}
 }
 

@@ -22,7 +22,7 @@ import (
 // overlay and the snapshot together (store.Layers), or the overlay alone
 // (store.Overlay). A hit's bytes stay valid while the hit is reachable.
 type Finder interface {
-	Find(code []byte) (store.Hit, bool)
+	Find(d link.DomainID, code []byte) (store.Hit, bool)
 }
 
 // Resolver answers a code neither the overlay nor the snapshot holds: the
@@ -129,7 +129,7 @@ func (h *Handler) Serve(ctx *fasthttp.RequestCtx) {
 		return
 	}
 	code := path[1:]
-	hit, ok := h.Store.Find(code)
+	hit, ok := h.Store.Find(link.DefaultDomain, code)
 	switch {
 	case !ok:
 		e := h.resolve(ctx, code)

@@ -31,9 +31,9 @@ type lookupRecorder struct {
 	asked [][]byte
 }
 
-func (l *lookupRecorder) Find(code []byte) (store.Hit, bool) {
+func (l *lookupRecorder) Find(d link.DomainID, code []byte) (store.Hit, bool) {
 	l.asked = append(l.asked, slices.Clone(code))
-	return l.Finder.Find(code)
+	return l.Finder.Find(d, code)
 }
 
 // mapResolver answers the authority's part: found, unavailable or not

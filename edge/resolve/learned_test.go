@@ -77,7 +77,7 @@ func TestRecentMissSkipsCacheUnlessLearned(t *testing.T) {
 	foreign := code(2700)
 	r.Cache.Set(&store.Entry{Code: string(foreign), URL: "https://planted", RedirectType: 302, Status: link.Active, Version: 9})
 	r.Cache.Wait()
-	if _, ok := r.Cache.Get(foreign); !ok {
+	if _, ok := r.Cache.Get(link.DefaultDomain, foreign); !ok {
 		t.Fatal("setup: planted entry not cached")
 	}
 	if _, got := r.Resolve(foreign); got != NotFound || auth.calls.Load() != 1 {

@@ -104,7 +104,7 @@ func TestNegativeCache(t *testing.T) {
 	// A sealed code the bloom lets through (a false positive) and the
 	// authority does not know: the negative answer is cached and trusted.
 	fp := code(1777)
-	r.Hint.Add(string(fp))
+	r.Hint.Add(link.DefaultDomain, string(fp))
 	for range 3 {
 		if _, got := r.Resolve(fp); got != NotFound {
 			t.Fatalf("Resolve(false positive) = %d; want NotFound", got)
@@ -179,7 +179,7 @@ func TestNegativeBeforeCreateNotKept(t *testing.T) {
 	r.Cache.Wait()
 	auth.links[string(c)] = authority.Reply{Kind: authority.Found, Version: 300, Code: string(c), URL: "https://made", RedirectType: 302, Status: link.Active}
 	r.Segments.Seal(2000, 3000)
-	r.Hint.Add(string(c))
+	r.Hint.Add(link.DefaultDomain, string(c))
 	e, got := r.Resolve(c)
 	if got != Found || e.URL != "https://made" {
 		t.Fatalf("after the create and the seal: %d %+v; want Found https://made", got, e)

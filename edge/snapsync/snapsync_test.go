@@ -88,7 +88,7 @@ func publish(t *testing.T, js jetstream.JetStream, name string, data []byte) {
 
 func target(t *testing.T, l *store.Layers, code string) string {
 	t.Helper()
-	e, ok := l.Snapshots.Lookup([]byte(code))
+	e, ok := l.Snapshots.Lookup(link.DefaultDomain, []byte(code))
 	if !ok {
 		return ""
 	}
@@ -311,7 +311,7 @@ func TestRunSwapsUnderLookups(t *testing.T) {
 					seen := uint64(0)
 					for i := 0; ctx.Err() == nil; i++ {
 						code := fmt.Appendf(nil, "c-%05d", i%500)
-						e, ok := layers.Snapshots.Lookup(code)
+						e, ok := layers.Snapshots.Lookup(link.DefaultDomain, code)
 						var n int
 						var v uint64
 						if !ok {

@@ -199,7 +199,7 @@ func TestLayersAnswerLikeTheAuthority(t *testing.T) {
 				}
 				code := sample[i%sampled]
 				f := floor[code].Load()
-				h, ok := layers.Find([]byte(code))
+				h, ok := layers.Find(link.DefaultDomain, []byte(code))
 				lookups.Add(1)
 				if err := check(code, h, ok, f); err != nil {
 					t.Error(err)
@@ -218,14 +218,14 @@ func TestLayersAnswerLikeTheAuthority(t *testing.T) {
 	verify := func(when string) {
 		t.Helper()
 		for _, code := range sample {
-			h, ok := layers.Find([]byte(code))
+			h, ok := layers.Find(link.DefaultDomain, []byte(code))
 			want := auth.asOf(code, last)
 			if got := answerOf(h); !ok || !got.matches(want) {
 				t.Fatalf("%s: %s answered %+v, %v; the authority holds %+v", when, code, got, ok, want)
 			}
 		}
 		for _, code := range []string{"zzzzzz", "promo-none", "00000a0"} {
-			if _, ok := layers.Find([]byte(code)); ok {
+			if _, ok := layers.Find(link.DefaultDomain, []byte(code)); ok {
 				t.Fatalf("%s: %s, which the authority never held, was found", when, code)
 			}
 		}

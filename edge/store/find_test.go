@@ -15,7 +15,7 @@ import (
 // when nothing was found.
 func found(t *testing.T, a *Layers, code string) (url string, version uint64, fromSnap bool) {
 	t.Helper()
-	h, ok := a.Find([]byte(code))
+	h, ok := a.Find(link.DefaultDomain, []byte(code))
 	if !ok {
 		return "", 0, false
 	}
@@ -55,7 +55,7 @@ func TestFindLayers(t *testing.T) {
 			t.Errorf("Find(%s) = %q (snapshot %v); want %q (snapshot %v)", tt.code, url, fromSnap, tt.url, tt.fromSnap)
 		}
 	}
-	if _, ok := a.Find([]byte("00000Z")); ok {
+	if _, ok := a.Find(link.DefaultDomain, []byte("00000Z")); ok {
 		t.Error("Find found a code no layer holds")
 	}
 	l := a.Snapshots.Current()
@@ -67,7 +67,7 @@ func TestFindLayers(t *testing.T) {
 	}
 	for _, code := range []string{"00000A", "00000C", "00000G", "00000Z"} {
 		c := []byte(code)
-		if n := testing.AllocsPerRun(100, func() { a.Find(c) }); n != 0 {
+		if n := testing.AllocsPerRun(100, func() { a.Find(link.DefaultDomain, c) }); n != 0 {
 			t.Errorf("Find(%s) allocated %v times", code, n)
 		}
 	}
@@ -91,7 +91,7 @@ func TestFindAcrossInstalls(t *testing.T) {
 	a.Apply(&Entry{Code: "00000B", URL: "https://b/30", Status: link.Active, RedirectType: 302, Version: 30})
 	// Built at 25: holds A's change at 20, not B's at 30.
 	a.Install(snap(25, map[string]string{"00000A": "https://a/20", "00000B": "https://b/10"}))
-	if _, ok := a.Overlay.Lookup([]byte("00000A")); ok {
+	if _, ok := a.Overlay.Lookup(link.DefaultDomain, []byte("00000A")); ok {
 		t.Error("the overlay kept A's change the new snapshot holds")
 	}
 	for code, want := range map[string]string{"00000A": "https://a/20", "00000B": "https://b/30"} {
@@ -116,7 +116,7 @@ func TestFindLooksAgainAfterAPrune(t *testing.T) {
 		{Code: "00000N", URL: "https://n/21", RedirectType: 302, Status: link.Active},
 	}, snapshot.Header{ChangeVersion: 21, StreamSeq: 21}, nil))
 	for _, code := range []string{"00000A", "00000N"} {
-		if _, _, stale := a.findIn(old, []byte(code)); !stale {
+		if _, _, stale := a.findIn(old, link.DefaultDomain, []byte(code)); !stale {
 			t.Errorf("findIn(replaced snapshot, %s) after the prune did not report stale", code)
 		}
 	}

@@ -34,7 +34,7 @@ func BenchmarkOverlayLookup(b *testing.B) {
 			b.ResetTimer()
 			i := 0
 			for b.Loop() {
-				if _, ok := o.Lookup(codes[i%n]); !ok {
+				if _, ok := o.Lookup(link.DefaultDomain, codes[i%n]); !ok {
 					b.Fatal("miss")
 				}
 				i += 7919

@@ -93,7 +93,7 @@ func TestStreamFedLinksCostWhatSnapshotLinksCost(t *testing.T) {
 	snap := residentBytes(t) - before
 
 	// Both still serve: neither was collected before it was measured.
-	if _, ok := o.Lookup([]byte(codes[n/2])); !ok {
+	if _, ok := o.Lookup(link.DefaultDomain, []byte(codes[n/2])); !ok {
 		t.Fatal("overlay lost a code")
 	}
 	runtime.KeepAlive(l)

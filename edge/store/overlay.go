@@ -9,6 +9,7 @@ import (
 	"unsafe"
 
 	"github.com/edgelink/edgelink/shared/base62"
+	"github.com/edgelink/edgelink/shared/link"
 	"github.com/edgelink/edgelink/shared/snapshot"
 )
 
@@ -126,9 +127,17 @@ func NewOverlay() *Overlay {
 // slot its low word.
 func (o *Overlay) hash(k key) uint64 {
 	if k.custom != nil {
-		return maphash.Bytes(o.seed, k.custom)
+		h := maphash.Bytes(o.seed, k.custom)
+		if k.domain != 0 {
+			// The same code on two domains must not share a home slot:
+			// domains reuse the same short codes.
+			h = mixID(h ^ uint64(k.domain))
+		}
+		return h
 	}
-	return mixID(k.id ^ o.mix)
+	// A code's value is below 62^6 < 2^36 and a domain below 2^24, so
+	// the two fit one word without overlapping.
+	return mixID((k.id | uint64(k.domain)<<36) ^ o.mix)
 }
 
 // mixID is the splitmix64 finalizer: IDs are allocated in runs, and a
@@ -144,6 +153,9 @@ func mixID(x uint64) uint64 {
 func tagOf(h uint64) uint64 { return h>>32 | 1 }
 
 func (k key) equal(r key) bool {
+	if k.domain != r.domain {
+		return false
+	}
 	if k.custom == nil {
 		return r.custom == nil && k.id == r.id
 	}
@@ -182,21 +194,21 @@ func (ix *index) find(k key, h uint64) (pos int, b []byte, next int, c *chunk, o
 	}
 }
 
-// Lookup returns the record of code, if the overlay holds one. It does not
-// allocate.
-func (o *Overlay) Lookup(code []byte) (Record, bool) {
+// Lookup returns the record of (d, code), if the overlay holds one. It
+// does not allocate.
+func (o *Overlay) Lookup(d link.DomainID, code []byte) (Record, bool) {
 	var r Record
-	ok := o.lookup(code, &r)
+	ok := o.lookup(d, code, &r)
 	return r, ok
 }
 
 // lookup is Lookup into r, which a hit overwrites: the hit path fills its
 // answer in place instead of copying a Record through each layer.
-func (o *Overlay) lookup(code []byte, r *Record) bool {
+func (o *Overlay) lookup(d link.DomainID, code []byte, r *Record) bool {
 	if len(code) == 0 {
 		return false
 	}
-	k := keyOf(code)
+	k := keyOf(d, code)
 	h := o.hash(k)
 	sh := &o.shards[h>>(64-shardBits)]
 	_, b, next, c, ok := sh.idx.Load().find(k, h)
@@ -207,16 +219,16 @@ func (o *Overlay) lookup(code []byte, r *Record) bool {
 }
 
 // Apply stores e unless the overlay already holds a newer or equal version
-// of its code, reporting whether it did. Replays and duplicates are
+// of its (domain, code), reporting whether it did. Replays and duplicates are
 // harmless. An entry the overlay cannot hold (a status that is not one of
 // link's, an empty code or one longer than 255 bytes, or a shard whose
 // arena is at its limit of 4 GiB) is refused: Apply reports false and
 // Stats counts it. e is copied; the caller may reuse it.
 func (o *Overlay) Apply(e *Entry) bool {
 	code := unsafe.Slice(unsafe.StringData(e.Code), len(e.Code))
-	k := keyOf(code)
+	k := keyOf(e.Domain, code)
 	st, ok := statusCode(e.Status)
-	if !ok || len(code) == 0 || len(k.custom) > 255 {
+	if !ok || len(code) == 0 || len(k.custom) > 255 || e.Domain > link.MaxDomainID {
 		o.shards[0].refused.Add(1)
 		return false
 	}
@@ -235,6 +247,9 @@ func (o *Overlay) Apply(e *Entry) bool {
 	}
 	if k.custom != nil {
 		meta |= metaCustom
+	}
+	if k.domain != link.DefaultDomain {
+		meta |= metaDomain
 	}
 	origin, rest := sh.origin(e.URL)
 	n := recordLen(e, k, meta, origin, rest)
@@ -387,7 +402,7 @@ func (sh *shard) rebuild(o *Overlay, slots int, a *arena, keep func(pos int) boo
 // snapshot swap that prunes a bulk load gives its memory back. code and
 // the Record are valid during the call only. It returns how many entries
 // it deleted.
-func (o *Overlay) Prune(drop func(code []byte, r Record) bool) int {
+func (o *Overlay) Prune(drop func(d link.DomainID, code []byte, r Record) bool) int {
 	total := 0
 	var buf [base62.Length]byte
 	for i := range o.shards {
@@ -403,7 +418,7 @@ func (o *Overlay) Prune(drop func(code []byte, r Record) bool) int {
 			if s == 0 {
 				continue
 			}
-			if code, r := sh.read(ix, s, &buf); drop(code, r) {
+			if d, code, r := sh.read(ix, s, &buf); drop(d, code, r) {
 				if dropped == nil {
 					dropped = make([]uint64, (len(ix.slots)+63)/64)
 				}
@@ -421,9 +436,9 @@ func (o *Overlay) Prune(drop func(code []byte, r Record) bool) int {
 	return total
 }
 
-// read decodes the code and record a slot of ix refers to; a generated
-// code is spelled into buf.
-func (sh *shard) read(ix *index, s uint64, buf *[base62.Length]byte) ([]byte, Record) {
+// read decodes the domain, code and record a slot of ix refers to; a
+// code held by its value is spelled into buf.
+func (sh *shard) read(ix *index, s uint64, buf *[base62.Length]byte) (link.DomainID, []byte, Record) {
 	b, c := ix.recordAt(s)
 	k, next := recordKey(b)
 	code := k.custom
@@ -437,13 +452,13 @@ func (sh *shard) read(ix *index, s uint64, buf *[base62.Length]byte) ([]byte, Re
 	}
 	var r Record
 	readRecord(&r, b, next, *sh.origins.Load(), c)
-	return code, r
+	return k.domain, code, r
 }
 
 // Range calls fn for every entry held until fn returns false. Entries
 // applied meanwhile may or may not be seen. code and the Record's bytes
 // are valid during the call only (copy them to keep them).
-func (o *Overlay) Range(fn func(code []byte, r Record) bool) {
+func (o *Overlay) Range(fn func(d link.DomainID, code []byte, r Record) bool) {
 	var buf [base62.Length]byte
 	for i := range o.shards {
 		sh := &o.shards[i]

@@ -33,7 +33,7 @@ func TestOverlayRecordsRoundTrip(t *testing.T) {
 	check := func(when string) {
 		t.Helper()
 		for _, e := range entries {
-			r, ok := o.Lookup([]byte(e.Code))
+			r, ok := o.Lookup(link.DefaultDomain, []byte(e.Code))
 			if !ok || r.URL() != e.URL || r.RedirectType != e.RedirectType || r.Status != e.Status ||
 				r.ExpiresAt != e.ExpiresAt || r.Version != e.Version {
 				t.Errorf("%s: Lookup(%.40s) = %.80v, %v; want %.80v", when, e.Code, r, ok, *e)
@@ -45,7 +45,7 @@ func TestOverlayRecordsRoundTrip(t *testing.T) {
 	}
 	check("applied")
 	seen := map[string]bool{}
-	o.Range(func(code []byte, r Record) bool { seen[string(code)] = true; return true })
+	o.Range(func(_ link.DomainID, code []byte, r Record) bool { seen[string(code)] = true; return true })
 	for _, e := range entries {
 		if !seen[e.Code] {
 			t.Errorf("Range did not give %.40s", e.Code)
@@ -73,7 +73,7 @@ func TestOverlayRefusesWhatItCannotHold(t *testing.T) {
 	if st := o.Stats(); st.Refused != 3 || st.Entries != 0 {
 		t.Fatalf("Stats = %+v; want 3 refused, nothing held", st)
 	}
-	if _, ok := o.Lookup(nil); ok {
+	if _, ok := o.Lookup(link.DefaultDomain, nil); ok {
 		t.Fatal("Lookup of an empty code found something")
 	}
 }
@@ -90,7 +90,7 @@ func TestOverlayCompactsGarbage(t *testing.T) {
 	for i := range codes {
 		o.Apply(&Entry{Code: code(i), URL: url(i, 0), Status: link.Active, RedirectType: 302, Version: 1})
 	}
-	held, _ := o.Lookup([]byte(code(7)))
+	held, _ := o.Lookup(link.DefaultDomain, []byte(code(7)))
 	for v := 1; v <= 20; v++ {
 		for i := range codes {
 			o.Apply(&Entry{Code: code(i), URL: url(i, v), Status: link.Active, RedirectType: 302, Version: uint64(v + 1)})
@@ -107,7 +107,7 @@ func TestOverlayCompactsGarbage(t *testing.T) {
 		}
 	}
 	for i := range codes {
-		if r, ok := o.Lookup([]byte(code(i))); !ok || r.URL() != url(i, 20) || r.Version != 21 {
+		if r, ok := o.Lookup(link.DefaultDomain, []byte(code(i))); !ok || r.URL() != url(i, 20) || r.Version != 21 {
 			t.Fatalf("%s: %+v, %v; want %s at 21", code(i), r, ok, url(i, 20))
 		}
 	}
@@ -133,7 +133,7 @@ func TestOverlayConcurrentReadersDuringCompactionAndPrune(t *testing.T) {
 				o.Apply(&Entry{Code: string(code(i)), URL: fmt.Sprintf("https://x.example/%d/%d", i, v), Status: link.Active, RedirectType: 302, Version: uint64(v)})
 			}
 			if v%10 == 0 { // prune the odd codes, which the next round brings back
-				o.Prune(func(c []byte, _ Record) bool { return c[5]%2 == 1 })
+				o.Prune(func(_ link.DomainID, c []byte, _ Record) bool { return c[5]%2 == 1 })
 			}
 		}
 	})
@@ -147,7 +147,7 @@ func TestOverlayConcurrentReadersDuringCompactionAndPrune(t *testing.T) {
 				default:
 				}
 				for i := range codes {
-					r, ok := o.Lookup(code(i))
+					r, ok := o.Lookup(link.DefaultDomain, code(i))
 					if !ok {
 						continue
 					}
@@ -179,7 +179,7 @@ func TestOverlayCustomLookupDoesNotAllocate(t *testing.T) {
 	o.Apply(&Entry{Code: "ab-cde", URL: "https://x.example/ab", Status: link.Active, RedirectType: 302, Version: 2})
 	for _, c := range []string{"spring-sale", "ab-cde", "ab_cde", "summer-sale"} {
 		code := []byte(c)
-		if n := testing.AllocsPerRun(100, func() { o.Lookup(code) }); n != 0 {
+		if n := testing.AllocsPerRun(100, func() { o.Lookup(link.DefaultDomain, code) }); n != 0 {
 			t.Errorf("Lookup(%s) allocated %v times", c, n)
 		}
 	}

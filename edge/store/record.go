@@ -15,7 +15,9 @@ import (
 //	byte     meta: status (bits 0–1: 1 active, 2 disabled, 3 deleted),
 //	         redirect (bits 2–4: 0 none, 1 301, 2 302, 3 307, 4 308,
 //	         7 another value, as a varint after the version), has an
-//	         expiry (bit 5), custom code (bit 6)
+//	         expiry (bit 5), custom code (bit 6), not the platform's
+//	         domain (bit 7)
+//	uvarint  domain, when bit 7 is set
 //	generated code: uvarint ID | custom code: byte length, the code
 //	uvarint  version
 //	varint   redirect type, when bits 2–4 are 7
@@ -25,14 +27,16 @@ import (
 //
 // A generated code (6 base62 characters) is its ID, so its record holds 3
 // to 6 bytes of key; a custom code's record holds the code, which a lookup
-// compares, since the index keeps only a hash. The key comes first: a
-// probe that meets another key's tag reads no further.
+// compares, since the index keeps only a hash. The key, domain and code,
+// comes first: a probe that meets another key's tag reads no further. The
+// platform's domain, which holds most links of most edges, costs no byte.
 const (
 	metaStatus      = 0x03
 	metaRedirect    = 0x1c
 	metaRedirectRaw = 7
 	metaExpiry      = 0x20
 	metaCustom      = 0x40
+	metaDomain      = 0x80
 )
 
 var redirectCodes = [...]link.RedirectType{0, 301, 302, 307, 308}
@@ -60,26 +64,28 @@ func statusCode(s link.Status) (byte, bool) {
 	return 0, false
 }
 
-// key is a code as the overlay indexes it: a generated code by its ID, any
-// other by its bytes.
+// key is a link's key as the overlay indexes it: its domain, and a code
+// of 6 base62 characters by its value (whatever the domain's code mode:
+// it is the spelling that is stored, not the ID), any other by its bytes.
 type key struct {
-	id     uint64 // generated codes: the ID, from 1; 0 for a custom code
+	domain link.DomainID
+	id     uint64 // 6 base62 characters: their value, from 1; 0 for another code
 	custom []byte
 }
 
-func keyOf(code []byte) key {
+func keyOf(d link.DomainID, code []byte) key {
 	if len(code) != base62.Length {
-		return key{custom: code}
+		return key{domain: d, custom: code}
 	}
 	var id uint64
 	for _, c := range code {
-		d := digits[c]
-		if d == 0 {
-			return key{custom: code}
+		v := digits[c]
+		if v == 0 {
+			return key{domain: d, custom: code}
 		}
-		id = id*62 + uint64(d-1)
+		id = id*62 + uint64(v-1)
 	}
-	return key{id: id + 1} // "000000" is a valid string, if no link's
+	return key{domain: d, id: id + 1} // "000000" is a valid string, if no link's
 }
 
 // digits is 1 + a base62 character's value, 0 for other bytes: base62's
@@ -94,6 +100,9 @@ var digits = func() (t [256]byte) {
 // recordLen is the bytes e's record takes, with origin index o and rest r.
 func recordLen(e *Entry, k key, meta byte, o uint32, rest string) int {
 	n := 1 + uvarintLen(e.Version)
+	if meta&metaDomain != 0 {
+		n += uvarintLen(uint64(k.domain))
+	}
 	if k.custom != nil {
 		n += 1 + len(k.custom)
 	} else {
@@ -112,6 +121,9 @@ func recordLen(e *Entry, k key, meta byte, o uint32, rest string) int {
 func putRecord(b []byte, e *Entry, k key, meta byte, o uint32, rest string) {
 	b[0] = meta
 	i := 1
+	if meta&metaDomain != 0 {
+		i += binary.PutUvarint(b[i:], uint64(k.domain))
+	}
 	if k.custom != nil {
 		b[i] = byte(len(k.custom))
 		i += 1 + copy(b[i+1:], k.custom)
@@ -133,12 +145,19 @@ func putRecord(b []byte, e *Entry, k key, meta byte, o uint32, rest string) {
 // recordKey reads the key of the record at b (b runs to its chunk's end)
 // and the offset of what follows it.
 func recordKey(b []byte) (k key, next int) {
-	if b[0]&metaCustom != 0 {
-		n := int(b[1])
-		return key{custom: b[2 : 2+n : 2+n]}, 2 + n
+	i := 1
+	if b[0]&metaDomain != 0 {
+		d, n := binary.Uvarint(b[1:])
+		k.domain, i = link.DomainID(d), 1+n
 	}
-	id, n := binary.Uvarint(b[1:])
-	return key{id: id}, 1 + n
+	if b[0]&metaCustom != 0 {
+		n := int(b[i])
+		k.custom = b[i+1 : i+1+n : i+1+n]
+		return k, i + 1 + n
+	}
+	id, n := binary.Uvarint(b[i:])
+	k.id = id
+	return k, i + n
 }
 
 // recordVersion is the version of the record at b.

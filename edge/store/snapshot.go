@@ -8,6 +8,7 @@ import (
 
 	"github.com/bits-and-blooms/bloom/v3"
 
+	"github.com/edgelink/edgelink/shared/link"
 	"github.com/edgelink/edgelink/shared/snapshot"
 )
 
@@ -15,10 +16,12 @@ import (
 // section decoded. The file is immutable; the only state that changes is
 // which of its entries the overlay overrides.
 type Loaded struct {
-	Snap  *snapshot.Snapshot
-	Bloom *bloom.BloomFilter
-	Name  string // the object (and file) name it came from
-	Size  int    // bytes of the file, mapped (LoadFile) or in memory (Load)
+	Snap *snapshot.Snapshot
+	// Blooms are the snapshot's bloom filters by domain: every domain
+	// the snapshot holds codes of has one.
+	Blooms map[link.DomainID]*bloom.BloomFilter
+	Name   string // the object (and file) name it came from
+	Size   int    // bytes of the file, mapped (LoadFile) or in memory (Load)
 
 	// overridden has a bit per entry (by snapshot.Find's index), set once
 	// the overlay holds a change of that code while this snapshot is in
@@ -71,16 +74,33 @@ func LoadFile(name, path string) (*Loaded, error) {
 }
 
 func newLoaded(name string, snap *snapshot.Snapshot) (*Loaded, error) {
+	blooms, err := decodeBlooms(snap)
+	if err != nil {
+		return nil, err
+	}
+	words := (snap.Slots() + 63) / 64
+	return &Loaded{Snap: snap, Blooms: blooms, Name: name, Size: snap.Size(),
+		overridden: make([]atomic.Uint64, words), dirty: make([]atomic.Uint64, (words+63)/64)}, nil
+}
+
+// decodeBlooms decodes the bloom section of each domain of snap.
+func decodeBlooms(snap *snapshot.Snapshot) (map[link.DomainID]*bloom.BloomFilter, error) {
+	f, err := decodeBloom(snap.Bloom())
+	if err != nil {
+		return nil, err
+	}
+	return map[link.DomainID]*bloom.BloomFilter{link.DefaultDomain: f}, nil
+}
+
+func decodeBloom(b []byte) (*bloom.BloomFilter, error) {
 	f := new(bloom.BloomFilter)
-	if _, err := f.ReadFrom(bytes.NewReader(snap.Bloom())); err != nil {
+	if _, err := f.ReadFrom(bytes.NewReader(b)); err != nil {
 		return nil, fmt.Errorf("%w: bloom section: %v", snapshot.ErrCorrupt, err)
 	}
 	if f.Cap() == 0 || f.K() == 0 {
 		return nil, fmt.Errorf("%w: bloom section: empty filter", snapshot.ErrCorrupt)
 	}
-	words := (snap.Slots() + 63) / 64
-	return &Loaded{Snap: snap, Bloom: f, Name: name, Size: snap.Size(),
-		overridden: make([]atomic.Uint64, words), dirty: make([]atomic.Uint64, (words+63)/64)}, nil
+	return f, nil
 }
 
 // Verify checks the entry sections LoadFile left unchecked
@@ -103,12 +123,24 @@ type Snapshots struct {
 
 // Lookup finds code in the snapshot in service. It does not allocate; the
 // entry's bytes stay valid while the entry is reachable, after a swap too.
-func (s *Snapshots) Lookup(code []byte) (snapshot.Entry, bool) {
+func (s *Snapshots) Lookup(d link.DomainID, code []byte) (snapshot.Entry, bool) {
 	l := s.cur.Load()
 	if l == nil {
 		return snapshot.Entry{}, false
 	}
-	return l.Snap.Lookup(code)
+	i, ok := snapFind(l.Snap, d, code)
+	if !ok {
+		return snapshot.Entry{}, false
+	}
+	return l.Snap.At(i), true
+}
+
+// snapFind is the snapshot's index of (d, code).
+func snapFind(s *snapshot.Snapshot, d link.DomainID, code []byte) (int, bool) {
+	if d != link.DefaultDomain {
+		return 0, false
+	}
+	return s.Find(code)
 }
 
 // Current is the snapshot in service, or nil.
@@ -143,16 +175,16 @@ func (a *Layers) Install(l *Loaded) (pruned int) {
 	cv := l.Snap.Header.ChangeVersion
 	// Entries applied from the stream after the snapshot stay; the ones
 	// among them whose code the file holds override it.
-	a.Overlay.Range(func(code []byte, r Record) bool {
+	a.Overlay.Range(func(d link.DomainID, code []byte, r Record) bool {
 		if r.Version > cv {
-			if i, ok := l.Snap.Find(code); ok {
+			if i, ok := snapFind(l.Snap, d, code); ok {
 				l.override(i)
 			}
 		}
 		return true
 	})
 	if a.Hint != nil {
-		a.Hint.SetBase(l.Bloom)
+		a.Hint.SetBase(l.Blooms)
 	}
 	old := a.Snapshots.cur.Swap(l)
 	if a.Segments != nil {
@@ -164,11 +196,11 @@ func (a *Layers) Install(l *Loaded) (pruned int) {
 	}
 	// The snapshot holds every change at or below its version; a
 	// memory-budget snapshot lacks cold codes, whose entries stay.
-	pruned = a.Overlay.Prune(func(code []byte, r Record) bool {
+	pruned = a.Overlay.Prune(func(d link.DomainID, code []byte, r Record) bool {
 		if r.Version > cv {
 			return false
 		}
-		_, ok := l.Snap.Find(code)
+		_, ok := snapFind(l.Snap, d, code)
 		return ok
 	})
 	a.Snapshots.retire(old, l)
@@ -191,11 +223,11 @@ func (a *Layers) Resynced(l *Loaded) (dropped int) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	cv := l.Snap.Header.ChangeVersion
-	dropped = a.Overlay.Prune(func(code []byte, r Record) bool {
+	dropped = a.Overlay.Prune(func(d link.DomainID, code []byte, r Record) bool {
 		if r.Version > cv {
 			return false
 		}
-		_, ok := l.Snap.Find(code)
+		_, ok := snapFind(l.Snap, d, code)
 		return !ok
 	})
 	if a.Cache != nil {

@@ -133,7 +133,7 @@ func TestLoadFormat1(t *testing.T) {
 		if !ok || string(e.AppendURL(nil)) != "https://shop.example.com/sale?x=1" || e.RedirectType != 307 || e.ExpiresAt != 1893456000000 {
 			t.Errorf("summer-sale = %+v, %v", e, ok)
 		}
-		if e, ok := l.Snap.Lookup([]byte("00000B")); !ok || e.Version != 12 || !l.Bloom.TestString("00000C") {
+		if e, ok := l.Snap.Lookup([]byte("00000B")); !ok || e.Version != 12 || !l.Blooms[link.DefaultDomain].TestString("00000C") {
 			t.Errorf("00000B = %+v, %v; or the bloom lost 00000C", e, ok)
 		}
 	}
@@ -156,26 +156,26 @@ func TestInstall(t *testing.T) {
 	if pruned := a.Install(l); pruned != 1 {
 		t.Fatalf("pruned %d overlay entries, want 1", pruned)
 	}
-	if _, ok := a.Overlay.Lookup([]byte("00000A")); ok {
+	if _, ok := a.Overlay.Lookup(link.DefaultDomain, []byte("00000A")); ok {
 		t.Error("an overlay entry superseded by the snapshot was kept")
 	}
 	for _, code := range []string{"00000B", "cold-one"} {
-		if _, ok := a.Overlay.Lookup([]byte(code)); !ok {
+		if _, ok := a.Overlay.Lookup(link.DefaultDomain, []byte(code)); !ok {
 			t.Errorf("overlay entry %s was dropped", code)
 		}
 	}
-	e, ok := a.Snapshots.Lookup([]byte("00000A"))
+	e, ok := a.Snapshots.Lookup(link.DefaultDomain, []byte("00000A"))
 	if !ok || string(e.AppendURL(nil)) != "https://a.example/now" || e.RedirectType != 301 || e.Version != 10 {
 		t.Errorf("snapshot lookup = %+v, %v", e, ok)
 	}
-	if !a.Hint.MayContain([]byte("00000C")) || !a.Hint.MayContain([]byte("cold-one")) {
+	if !a.Hint.MayContain(link.DefaultDomain, []byte("00000C")) || !a.Hint.MayContain(link.DefaultDomain, []byte("cold-one")) {
 		t.Error("hint lost a snapshot code or a stream code")
 	}
 	if !a.Segments.Sealed(50) || a.Segments.Sealed(100) {
 		t.Error("snapshot's sealed interval not installed")
 	}
 	code := []byte("00000A")
-	if n := testing.AllocsPerRun(100, func() { a.Snapshots.Lookup(code) }); n != 0 {
+	if n := testing.AllocsPerRun(100, func() { a.Snapshots.Lookup(link.DefaultDomain, code) }); n != 0 {
 		t.Errorf("snapshot lookup allocated %v times", n)
 	}
 }
@@ -197,10 +197,10 @@ func TestWithdraw(t *testing.T) {
 	if !a.Withdraw(l) || a.Snapshots.Current() != nil {
 		t.Fatal("the snapshot in service was not withdrawn")
 	}
-	if _, ok := a.Find([]byte("00000A")); ok {
+	if _, ok := a.Find(link.DefaultDomain, []byte("00000A")); ok {
 		t.Error("a withdrawn snapshot still answers")
 	}
-	if _, ok := a.Find([]byte("00000B")); !ok || !a.Hint.MayContain([]byte("00000A")) {
+	if _, ok := a.Find(link.DefaultDomain, []byte("00000B")); !ok || !a.Hint.MayContain(link.DefaultDomain, []byte("00000A")) {
 		t.Error("the overlay or the hint lost what it had")
 	}
 }
@@ -264,14 +264,14 @@ func TestSwapsUnmapRetiredFiles(t *testing.T) {
 				code := fmt.Appendf(nil, "c-%05d", i%codes)
 				var url []byte
 				if r%2 == 0 {
-					h, ok := a.Find(code)
+					h, ok := a.Find(link.DefaultDomain, code)
 					if !ok || h.Overlay {
 						bad.Add(1)
 						continue
 					}
 					url = h.Snap.AppendURL(buf[:0])
 				} else {
-					e, ok := a.Snapshots.Lookup(code)
+					e, ok := a.Snapshots.Lookup(link.DefaultDomain, code)
 					if !ok {
 						bad.Add(1)
 						continue
@@ -291,7 +291,7 @@ func TestSwapsUnmapRetiredFiles(t *testing.T) {
 	var kept snapshot.Entry // an entry of the last generation, held across the last swaps
 	for v := 2; v <= gens; v++ {
 		if v == gens-2 {
-			kept, _ = a.Snapshots.Lookup([]byte("c-00007"))
+			kept, _ = a.Snapshots.Lookup(link.DefaultDomain, []byte("c-00007"))
 		}
 		a.Install(load(v))
 		n := lookups.Load()

@@ -11,7 +11,7 @@ import (
 // at version is cached.
 func cacheHolds(c *Cache, code string, version uint64) bool {
 	c.Wait()
-	e, ok := c.Get([]byte(code))
+	e, ok := c.Get(link.DefaultDomain, []byte(code))
 	return ok && e.Version == version
 }
 
@@ -32,7 +32,7 @@ func TestAppliedCodesLeaveTheCache(t *testing.T) {
 	}
 	a.Apply(&Entry{Code: "0000cA", URL: "https://cold.example/", Status: link.Disabled, RedirectType: 302, Version: 5})
 	cache.Wait()
-	if _, ok := cache.Get([]byte("0000cA")); ok {
+	if _, ok := cache.Get(link.DefaultDomain, []byte("0000cA")); ok {
 		t.Fatal("the cache still answers a code the stream changed")
 	}
 	hot := loadTB(t, []snapshot.Link{{Code: "0000cA", Status: link.Disabled, RedirectType: 302, Version: 5}},
@@ -41,10 +41,10 @@ func TestAppliedCodesLeaveTheCache(t *testing.T) {
 	cold := loadTB(t, []snapshot.Link{{Code: "0000hh", URL: "https://hot.example/", Status: link.Active, RedirectType: 302, Version: 6}},
 		snapshot.Header{ChangeVersion: 7, StreamSeq: 7, Flags: snapshot.FlagPartial}, nil)
 	a.Install(cold)
-	if _, ok := a.Find([]byte("0000cA")); ok {
+	if _, ok := a.Find(link.DefaultDomain, []byte("0000cA")); ok {
 		t.Fatal("a code the last budgeted snapshot dropped is still in the layers")
 	}
-	if _, ok := cache.Get([]byte("0000cA")); ok {
+	if _, ok := cache.Get(link.DefaultDomain, []byte("0000cA")); ok {
 		t.Fatal("the disabled link would be answered from its cached 302")
 	}
 }
@@ -74,9 +74,9 @@ func TestResyncFromABudgetSnapshot(t *testing.T) {
 		l := loadTB(t, []snapshot.Link{{Code: "0000hh", URL: "https://hot/", Status: link.Active, RedirectType: 302, Version: 9}}, h, nil)
 		a.Install(l)
 		dropped := a.Resynced(l)
-		_, staleKept := a.Overlay.Lookup([]byte("stale-cold"))
-		_, cachedKept := cache.Get([]byte("cached-cold"))
-		if _, ok := a.Overlay.Lookup([]byte("after-snap")); !ok {
+		_, staleKept := a.Overlay.Lookup(link.DefaultDomain, []byte("stale-cold"))
+		_, cachedKept := cache.Get(link.DefaultDomain, []byte("cached-cold"))
+		if _, ok := a.Overlay.Lookup(link.DefaultDomain, []byte("after-snap")); !ok {
 			t.Errorf("partial %v: an entry newer than the snapshot was dropped", partial)
 		}
 		switch {

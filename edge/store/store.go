@@ -29,6 +29,8 @@ import (
 // cache holds. Entries are immutable once handed over: the cache replaces
 // the pointer on an update, so a reader never sees a half-written entry.
 type Entry struct {
+	// Domain and Code are the link's key.
+	Domain       link.DomainID
 	Code         string
 	URL          string
 	RedirectType link.RedirectType
@@ -48,7 +50,7 @@ func (e *Entry) Live(nowMillis int64) bool {
 // EntryFromEvent converts a link event into an entry.
 func EntryFromEvent(ev *linkevent.Event) *Entry {
 	return &Entry{
-		Code: ev.Code, URL: ev.URL, RedirectType: ev.RedirectType, Status: ev.Status,
+		Domain: ev.Domain, Code: ev.Code, URL: ev.URL, RedirectType: ev.RedirectType, Status: ev.Status,
 		ExpiresAt: ev.ExpiresAt, Version: ev.Version,
 	}
 }
@@ -81,17 +83,17 @@ func (a *Layers) Apply(e *Entry) bool {
 	ok := a.Overlay.Apply(e)
 	if ok && a.Snapshots != nil {
 		if l := a.Snapshots.Current(); l != nil {
-			if i, found := l.Snap.Find(codeBytes(e.Code)); found {
+			if i, found := snapFind(l.Snap, e.Domain, codeBytes(e.Code)); found {
 				l.override(i)
 			}
 		}
 	}
 	a.mu.Unlock()
 	if a.Hint != nil {
-		a.Hint.Add(e.Code)
+		a.Hint.Add(e.Domain, e.Code)
 	}
 	if ok && a.Cache != nil {
-		a.Cache.Forget(codeBytes(e.Code))
+		a.Cache.Forget(e.Domain, codeBytes(e.Code))
 	}
 	return ok
 }
@@ -109,7 +111,7 @@ type Hit struct {
 	Snap    snapshot.Entry
 }
 
-// Find looks code up in the snapshot and the overlay: the newer version
+// Find looks (d, code) up in the snapshot and the overlay: the newer version
 // wins, the overlay on a tie. It does not allocate.
 //
 // The snapshot is read first, and the overlay only for codes the snapshot
@@ -118,13 +120,13 @@ type Hit struct {
 // after the snapshot in service changed, an install may have pruned the
 // entry in between: the lookup starts over in the new snapshot, which holds
 // it at a version at least as new.
-func (a *Layers) Find(code []byte) (Hit, bool) {
+func (a *Layers) Find(d link.DomainID, code []byte) (Hit, bool) {
 	for {
 		var l *Loaded
 		if a.Snapshots != nil {
 			l = a.Snapshots.Current()
 		}
-		if h, ok, stale := a.findIn(l, code); !stale {
+		if h, ok, stale := a.findIn(l, d, code); !stale {
 			return h, ok
 		}
 	}
@@ -133,14 +135,14 @@ func (a *Layers) Find(code []byte) (Hit, bool) {
 // findIn is Find with l as the snapshot read (nil: none). stale reports
 // that the overlay missed and l is no longer in service, so the answer
 // cannot be trusted: look again.
-func (a *Layers) findIn(l *Loaded, code []byte) (h Hit, ok, stale bool) {
+func (a *Layers) findIn(l *Loaded, d link.DomainID, code []byte) (h Hit, ok, stale bool) {
 	if l != nil {
-		if i, ok := l.Snap.Find(code); ok {
+		if i, ok := snapFind(l.Snap, d, code); ok {
 			s := l.Snap.At(i)
 			if !l.isOverridden(i) {
 				return Hit{Snap: s}, true, false
 			}
-			if a.Overlay.lookup(code, &h.Rec) {
+			if a.Overlay.lookup(d, code, &h.Rec) {
 				if s.Version > h.Rec.Version {
 					return Hit{Snap: s}, true, false
 				}
@@ -153,7 +155,7 @@ func (a *Layers) findIn(l *Loaded, code []byte) (h Hit, ok, stale bool) {
 			return Hit{Snap: s}, true, false
 		}
 	}
-	if a.Overlay.lookup(code, &h.Rec) {
+	if a.Overlay.lookup(d, code, &h.Rec) {
 		h.Overlay = true
 		return h, true, false
 	}
@@ -161,8 +163,8 @@ func (a *Layers) findIn(l *Loaded, code []byte) (h Hit, ok, stale bool) {
 }
 
 // Find is the overlay alone as a lookup layer (no snapshot).
-func (o *Overlay) Find(code []byte) (h Hit, ok bool) {
-	ok = o.lookup(code, &h.Rec)
+func (o *Overlay) Find(d link.DomainID, code []byte) (h Hit, ok bool) {
+	ok = o.lookup(d, code, &h.Rec)
 	h.Overlay = ok
 	return h, ok
 }

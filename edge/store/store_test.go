@@ -18,11 +18,11 @@ func TestLastWriterWinsByVersion(t *testing.T) {
 		t.Fatal("a duplicate version was applied twice")
 	}
 	s.Apply(&Entry{Code: "00000A", Status: link.Deleted, Version: 3})
-	e, ok := s.Lookup([]byte("00000A"))
+	e, ok := s.Lookup(link.DefaultDomain, []byte("00000A"))
 	if !ok || e.Version != 3 || e.Status != link.Deleted {
 		t.Fatalf("Lookup = %+v, %v; want version 3 deleted", e, ok)
 	}
-	if _, ok := s.Lookup([]byte("00000a")); ok {
+	if _, ok := s.Lookup(link.DefaultDomain, []byte("00000a")); ok {
 		t.Fatal("codes differing only in case must be distinct")
 	}
 }
@@ -44,13 +44,13 @@ func TestConcurrentApplyAndLookup(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for v := range 2000 {
-				s.Lookup([]byte(fmt.Sprintf("c%05d", v%50)))
+				s.Lookup(link.DefaultDomain, []byte(fmt.Sprintf("c%05d", v%50)))
 			}
 		}()
 	}
 	wg.Wait()
 	for i := range 50 {
-		e, ok := s.Lookup([]byte(fmt.Sprintf("c%05d", i)))
+		e, ok := s.Lookup(link.DefaultDomain, []byte(fmt.Sprintf("c%05d", i)))
 		if !ok {
 			t.Fatalf("code %d missing", i)
 		}
@@ -65,7 +65,7 @@ func TestLookupDoesNotAllocate(t *testing.T) {
 	s := NewOverlay()
 	s.Apply(&Entry{Code: "00000A", URL: "https://x", Status: link.Active, Version: 1})
 	code := []byte("00000A")
-	if n := testing.AllocsPerRun(100, func() { s.Lookup(code) }); n != 0 {
+	if n := testing.AllocsPerRun(100, func() { s.Lookup(link.DefaultDomain, code) }); n != 0 {
 		t.Fatalf("Lookup allocated %v times", n)
 	}
 }
@@ -97,25 +97,25 @@ func TestCacheComparesCode(t *testing.T) {
 	defer c.Close()
 	c.Set(&Entry{Code: "00000A", Missing: true, Version: 5})
 	c.Wait()
-	if e, ok := c.Get([]byte("00000A")); !ok || !e.Missing || e.Version != 5 {
+	if e, ok := c.Get(link.DefaultDomain, []byte("00000A")); !ok || !e.Missing || e.Version != 5 {
 		t.Fatalf("Get = %+v, %v; want the negative entry at 5", e, ok)
 	}
 	c.Set(&Entry{Code: "00000A", URL: "https://old", Status: link.Active, Version: 4})
 	c.Wait()
-	if e, _ := c.Get([]byte("00000A")); e.Version != 5 {
+	if e, _ := c.Get(link.DefaultDomain, []byte("00000A")); e.Version != 5 {
 		t.Fatalf("an older answer replaced a newer one: %+v", e)
 	}
 	c.Set(&Entry{Code: "00000A", URL: "https://new", Status: link.Active, RedirectType: 302, Version: 6})
 	c.Wait()
-	if e, _ := c.Get([]byte("00000A")); e.Version != 6 || e.Missing {
+	if e, _ := c.Get(link.DefaultDomain, []byte("00000A")); e.Version != 6 || e.Missing {
 		t.Fatalf("a newer answer did not override: %+v", e)
 	}
 }
 
 func TestHint(t *testing.T) {
 	h := NewHint(1000, 0.01)
-	h.Add("00000A")
-	if !h.MayContain([]byte("00000A")) {
+	h.Add(link.DefaultDomain, "00000A")
+	if !h.MayContain(link.DefaultDomain, []byte("00000A")) {
 		t.Fatal("added code not contained")
 	}
 	var wg sync.WaitGroup
@@ -123,18 +123,18 @@ func TestHint(t *testing.T) {
 	go func() { // concurrent Add and MayContain must be race-free
 		defer wg.Done()
 		for i := range 1000 {
-			h.Add(fmt.Sprintf("c%05d", i))
+			h.Add(link.DefaultDomain, fmt.Sprintf("c%05d", i))
 		}
 	}()
 	for i := range 1000 {
-		h.MayContain([]byte(fmt.Sprintf("d%05d", i)))
+		h.MayContain(link.DefaultDomain, []byte(fmt.Sprintf("d%05d", i)))
 	}
 	wg.Wait()
 	if !h.Saturated() {
 		t.Fatal("1001 codes in a hint sized for 1000 is not saturated")
 	}
-	h.Rebuild(10000, func(add func(string)) { add("00000B") })
-	if h.Saturated() || !h.MayContain([]byte("00000B")) {
+	h.Rebuild(10000, func(add func(link.DomainID, string)) { add(link.DefaultDomain, "00000B") })
+	if h.Saturated() || !h.MayContain(link.DefaultDomain, []byte("00000B")) {
 		t.Fatal("rebuild did not take")
 	}
 }
@@ -147,7 +147,7 @@ func TestPruneShrinksTheOverlay(t *testing.T) {
 		s.Apply(&Entry{Code: fmt.Sprintf("c%06d", i), URL: "https://x.example/landing?n=" + fmt.Sprint(i), Status: link.Active, Version: uint64(i + 1)})
 	}
 	full := s.Stats()
-	if n := s.Prune(func(_ []byte, r Record) bool { return r.Version > 640 }); n != 64*1000-640 {
+	if n := s.Prune(func(_ link.DomainID, _ []byte, r Record) bool { return r.Version > 640 }); n != 64*1000-640 {
 		t.Fatalf("pruned %d", n)
 	}
 	st := s.Stats()
@@ -158,7 +158,7 @@ func TestPruneShrinksTheOverlay(t *testing.T) {
 		t.Fatalf("after pruning 99%%: %+v; before %+v: want records and index shrunk with it", st, full)
 	}
 	for i := range 640 {
-		r, ok := s.Lookup(fmt.Appendf(nil, "c%06d", i))
+		r, ok := s.Lookup(link.DefaultDomain, fmt.Appendf(nil, "c%06d", i))
 		if want := "https://x.example/landing?n=" + fmt.Sprint(i); !ok || r.URL() != want || r.Version != uint64(i+1) {
 			t.Fatalf("c%06d after the prune: %+v, %v; want %s at %d", i, r, ok, want, i+1)
 		}
