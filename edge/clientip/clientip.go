@@ -2,11 +2,13 @@
 // per-client 404 budget: the socket's peer, or, when that peer is one of
 // the operator's trusted proxies, the address it forwarded in
 // X-Forwarded-For. (A PROXY protocol header is read by the listener
-// instead, which then reports the client as the socket's peer.)
+// instead, which then reports the client as the socket's peer.) It also
+// says whether a connection comes from a trusted proxy at all (Proxied),
+// whose X-Forwarded-Host the edge then takes for the request's host.
 //
 // Only trusted proxies are believed: anyone else can write any
-// X-Forwarded-For they like, and would spend someone else's budget or
-// escape their own.
+// X-Forwarded-For (or X-Forwarded-Host) they like, and would spend someone
+// else's budget or escape their own (or reach another domain's links).
 package clientip
 
 import (
@@ -53,6 +55,35 @@ func (r *Resolver) Trusted(a netip.Addr) bool {
 		}
 	}
 	return false
+}
+
+// Proxied reports whether conn comes from a trusted proxy: its socket's
+// peer is one. Under a PROXY protocol header (a connection exposing the
+// socket as Raw, as go-proxyproto's does), the header's address stands for
+// the client, so the socket beneath is the one checked. It does not
+// allocate for a TCP connection.
+func (r *Resolver) Proxied(conn net.Conn) bool {
+	if len(r.trusted) == 0 || conn == nil {
+		return false
+	}
+	if p, ok := conn.(interface{ Raw() net.Conn }); ok && p.Raw() != nil {
+		conn = p.Raw()
+	}
+	return r.TrustedAddr(conn.RemoteAddr())
+}
+
+// TrustedAddr is Trusted for a socket address (false for one that is not
+// IP).
+func (r *Resolver) TrustedAddr(a net.Addr) bool {
+	switch a := a.(type) {
+	case *net.TCPAddr:
+		return r.Trusted(a.AddrPort().Addr())
+	case nil:
+		return false
+	default:
+		ap, err := netip.ParseAddrPort(a.String())
+		return err == nil && r.Trusted(ap.Addr())
+	}
 }
 
 // Client is the client behind a request from peer that carried the

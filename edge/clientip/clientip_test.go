@@ -69,3 +69,55 @@ func FuzzClient(f *testing.F) {
 		}
 	})
 }
+
+// conn is a connection that only has addresses; raw, when set, is the
+// socket beneath a PROXY protocol header.
+type conn struct {
+	net.Conn
+	remote net.Addr
+	raw    net.Conn
+}
+
+func (c *conn) RemoteAddr() net.Addr { return c.remote }
+
+type proxied struct{ *conn }
+
+func (p proxied) Raw() net.Conn { return p.raw }
+
+func tcp(s string) *net.TCPAddr { return net.TCPAddrFromAddrPort(netip.MustParseAddrPort(s)) }
+
+func TestProxied(t *testing.T) {
+	r, err := New([]string{"10.0.0.0/8", "2001:db8::/32"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		name string
+		c    net.Conn
+		want bool
+	}{
+		{"a trusted proxy", &conn{remote: tcp("10.1.2.3:4000")}, true},
+		{"anyone else", &conn{remote: tcp("203.0.113.9:4000")}, false},
+		{"an IPv6 proxy", &conn{remote: tcp("[2001:db8::7]:4000")}, true},
+		{"IPv4 in IPv6 form", &conn{remote: tcp("[::ffff:10.1.2.3]:4000")}, true},
+		// Under a PROXY header the peer is the client the proxy named; the
+		// socket beneath decides.
+		{"PROXY header from a trusted proxy", proxied{&conn{remote: tcp("203.0.113.9:4000"), raw: &conn{remote: tcp("10.1.2.3:4000")}}}, true},
+		{"PROXY-like conn from anyone else", proxied{&conn{remote: tcp("10.9.9.9:4000"), raw: &conn{remote: tcp("203.0.113.9:4000")}}}, false},
+		{"not an IP socket", &conn{remote: &net.UnixAddr{Name: "/tmp/s", Net: "unix"}}, false},
+		{"no address", &conn{}, false},
+		{"no connection", nil, false},
+	} {
+		if got := r.Proxied(tt.c); got != tt.want {
+			t.Errorf("%s: Proxied = %v; want %v", tt.name, got, tt.want)
+		}
+	}
+	var none Resolver
+	if none.Proxied(&conn{remote: tcp("10.1.2.3:4000")}) {
+		t.Error("no trusted proxies: a connection counts as proxied")
+	}
+	c := &conn{remote: tcp("10.1.2.3:4000")}
+	if n := testing.AllocsPerRun(100, func() { _ = r.Proxied(c) }); n != 0 {
+		t.Errorf("Proxied allocates %v times per call; want 0", n)
+	}
+}
