@@ -2,6 +2,7 @@ package idalloc
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -13,9 +14,17 @@ import (
 
 // Config configures an Allocator. Zero durations take the defaults named.
 type Config struct {
-	// Namespaces are the namespaces this allocator serves; their ranges
-	// must be pairwise disjoint.
+	// Namespaces are the namespaces this allocator serves from the start;
+	// their ranges must be pairwise disjoint.
 	Namespaces []Namespace
+	// Lookup, if set, finds a namespace that is not in Namespaces the first
+	// time Next asks for it (a domain created after this process started,
+	// by it or by another instance), so the allocator learns it and starts
+	// its loader then. It returns an error wrapping ErrUnknownNamespace
+	// when the authority has no such namespace. A learned namespace keeps
+	// every rule of a configured one (audit, fence, witness, ceilings,
+	// exhaustion) and must be disjoint from all the others.
+	Lookup func(ctx context.Context, name string) (Namespace, error)
 	// Instance names this process in the audit; empty means
 	// "<hostname>-<pid>-<random>". It must be unique per process start.
 	Instance string
@@ -110,8 +119,9 @@ type Allocator struct {
 	cfg       Config
 	store     Store
 	log       *slog.Logger
-	byName    map[string]*nsAlloc
-	ordered   []*nsAlloc // by range start, for Done
+	table     atomic.Pointer[nsTable] // copy-on-write under learnMu
+	learnMu   sync.Mutex              // serializes learning namespaces, and Close against it
+	runCtx    context.Context         // the loaders' context
 	loadSlots chan struct{}
 
 	closing   chan struct{}
@@ -124,6 +134,96 @@ type Allocator struct {
 	lastHeartbeat atomic.Int64 // unix nanoseconds of the last successful heartbeat
 	swept         atomic.Uint64
 	strayDone     atomic.Uint64
+}
+
+// nsTable is the namespaces served, immutable once published: Next and Done
+// read it without a lock.
+type nsTable struct {
+	byName  map[string]*nsAlloc
+	ordered []*nsAlloc // by range start, for Done
+}
+
+// namespaces is the current table.
+func (a *Allocator) namespaces() *nsTable { return a.table.Load() }
+
+// find returns the namespace whose range holds id, by binary search over
+// the disjoint ranges; it allocates nothing.
+func (t *nsTable) find(id uint64) *nsAlloc {
+	lo, hi := 0, len(t.ordered)
+	for lo < hi {
+		m := int(uint(lo+hi) >> 1)
+		if t.ordered[m].ns.End <= id {
+			lo = m + 1
+		} else {
+			hi = m
+		}
+	}
+	if lo < len(t.ordered) && id >= t.ordered[lo].ns.Start {
+		return t.ordered[lo]
+	}
+	return nil
+}
+
+// with is t plus n, as a new table.
+func (t *nsTable) with(n *nsAlloc) *nsTable {
+	nt := &nsTable{byName: make(map[string]*nsAlloc, len(t.byName)+1), ordered: make([]*nsAlloc, 0, len(t.ordered)+1)}
+	for k, v := range t.byName {
+		nt.byName[k] = v
+	}
+	nt.byName[n.ns.Name] = n
+	nt.ordered = append(append(nt.ordered, t.ordered...), n)
+	sort.Slice(nt.ordered, func(i, j int) bool { return nt.ordered[i].ns.Start < nt.ordered[j].ns.Start })
+	return nt
+}
+
+func (a *Allocator) newNS(ns Namespace) *nsAlloc {
+	n := &nsAlloc{a: a, ns: ns, kick: make(chan struct{}, 1), ready: make(chan struct{})}
+	n.live.Store(&[]*idRange{})
+	n.progress.Store(a.cfg.Now().UnixNano())
+	return n
+}
+
+// learn adds a namespace Config.Lookup finds and starts its loader. Two
+// callers asking at once learn it once.
+func (a *Allocator) learn(ctx context.Context, name string) (*nsAlloc, error) {
+	if a.cfg.Lookup == nil {
+		return nil, fmt.Errorf("%w: %q", ErrUnknownNamespace, name)
+	}
+	a.learnMu.Lock()
+	defer a.learnMu.Unlock()
+	t := a.namespaces()
+	if n := t.byName[name]; n != nil {
+		return n, nil
+	}
+	if a.closed.Load() {
+		return nil, ErrClosed
+	}
+	ns, err := a.cfg.Lookup(ctx, name)
+	if err != nil {
+		if errors.Is(err, ErrUnknownNamespace) {
+			return nil, err
+		}
+		return nil, fmt.Errorf("%w: namespace %s: look up: %w", ErrUnavailable, name, err)
+	}
+	if ns.Name != name {
+		return nil, fmt.Errorf("%w: looking up namespace %q found %q", ErrConfig, name, ns.Name)
+	}
+	if ns.Step == 0 {
+		ns.Step = DefaultStep
+	}
+	all := make([]Namespace, 0, len(t.ordered)+1)
+	for _, n := range t.ordered {
+		all = append(all, n.ns)
+	}
+	if err := validateNamespaces(append(all, ns)); err != nil {
+		return nil, err
+	}
+	n := a.newNS(ns)
+	a.table.Store(t.with(n))
+	a.loaders.Add(1)
+	go n.run(a.runCtx)
+	a.log.Info("idalloc: serving a new namespace", "namespace", name)
+	return n, nil
 }
 
 // New checks the configuration (overlapping namespaces are rejected with
@@ -145,22 +245,18 @@ func New(ctx context.Context, store Store, cfg Config) (*Allocator, error) {
 		cfg:       cfg,
 		store:     store,
 		log:       cfg.Logger.With("instance", cfg.Instance),
-		byName:    make(map[string]*nsAlloc, len(cfg.Namespaces)),
 		loadSlots: make(chan struct{}, cfg.MaxConcurrentLoads),
 		closing:   make(chan struct{}),
 	}
 	a.lastHeartbeat.Store(cfg.Now().UnixNano())
+	t := &nsTable{byName: map[string]*nsAlloc{}}
 	for _, ns := range cfg.Namespaces {
-		n := &nsAlloc{a: a, ns: ns, kick: make(chan struct{}, 1), ready: make(chan struct{})}
-		n.live.Store(&[]*idRange{})
-		n.progress.Store(cfg.Now().UnixNano())
-		a.byName[ns.Name] = n
-		a.ordered = append(a.ordered, n)
+		t = t.with(a.newNS(ns))
 	}
-	sort.Slice(a.ordered, func(i, j int) bool { return a.ordered[i].ns.Start < a.ordered[j].ns.Start })
+	a.table.Store(t)
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	a.cancel = cancel
-	for _, n := range a.ordered {
+	a.runCtx, a.cancel = runCtx, cancel
+	for _, n := range t.ordered {
 		a.loaders.Add(1)
 		go n.run(runCtx)
 	}
@@ -180,12 +276,20 @@ func (a *Allocator) Instance() string { return a.cfg.Instance }
 // returns ErrExhausted once the namespace's last ID has been handed out,
 // ErrFenced while the authority is fenced and ErrClosed after Close.
 //
+// A namespace not configured is looked up (Config.Lookup) the first time,
+// and then served like the others; without a Lookup, or when the authority
+// has none of that name, Next returns an error wrapping
+// ErrUnknownNamespace.
+//
 // Every ID returned must be followed by exactly one Done (see the package
 // documentation).
 func (a *Allocator) Next(ctx context.Context, namespace string) (uint64, error) {
-	n := a.byName[namespace]
+	n := a.namespaces().byName[namespace]
 	if n == nil {
-		return 0, fmt.Errorf("%w: %q", ErrUnknownNamespace, namespace)
+		var err error
+		if n, err = a.learn(ctx, namespace); err != nil {
+			return 0, err
+		}
 	}
 	if r := n.cur.Load(); r != nil {
 		if id, off, ok := r.take(); ok {
@@ -204,20 +308,19 @@ func (a *Allocator) Next(ctx context.Context, namespace string) (uint64, error) 
 // range is done, the loader seals the range. Done never blocks or allocates.
 // An id this allocator does not have open is counted in Stats.StrayDone.
 func (a *Allocator) Done(id uint64, committed bool) {
-	for _, n := range a.ordered {
-		if id >= n.ns.Start && id < n.ns.End {
-			n.done(id, committed)
-			return
-		}
+	if n := a.namespaces().find(id); n != nil {
+		n.done(id, committed)
+		return
 	}
 	a.strayDone.Add(1)
 }
 
-// WaitLoaded waits until every namespace has a range to hand out from, or
+// WaitLoaded waits until every namespace served so far (the configured ones,
+// and those learned already) has a range to hand out from, or
 // has failed for good (exhausted, fenced): the startup probe. It returns the
 // first namespace's failure, or ctx's error.
 func (a *Allocator) WaitLoaded(ctx context.Context) error {
-	for _, n := range a.ordered {
+	for _, n := range a.namespaces().ordered {
 		for {
 			n.mu.Lock()
 			cur, fatal, ready := n.cur.Load(), n.fatal, n.ready
@@ -250,9 +353,13 @@ func (a *Allocator) Close(ctx context.Context) error {
 	first := false
 	a.closeOnce.Do(func() {
 		first = true
+		// Under learnMu: no namespace is learned (and no loader started)
+		// once closing has begun.
+		a.learnMu.Lock()
 		a.closed.Store(true)
+		a.learnMu.Unlock()
 		close(a.closing)
-		for _, n := range a.ordered {
+		for _, n := range a.namespaces().ordered {
 			n.mu.Lock()
 			if cur := n.cur.Load(); cur != nil {
 				n.retireLocked(cur)
@@ -278,7 +385,7 @@ func (a *Allocator) Close(ctx context.Context) error {
 		a.janitor.Wait()
 	}
 	open := 0
-	for _, n := range a.ordered {
+	for _, n := range a.namespaces().ordered {
 		open += len(*n.live.Load())
 	}
 	if open > 0 {

@@ -10,7 +10,7 @@ package idalloc
 // returns the ID (ok false when that range was used up) and the range's
 // bounds.
 func StaleTake(a *Allocator, namespace string, hold func()) (id uint64, ok bool, start, end uint64) {
-	n := a.byName[namespace]
+	n := a.namespaces().byName[namespace]
 	r := n.cur.Load()
 	if r == nil {
 		hold()

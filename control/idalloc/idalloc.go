@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/edgelink/edgelink/shared/base62"
+	"github.com/edgelink/edgelink/shared/link"
 )
 
 // DefaultStep is the segment length when a namespace does not set one: at
@@ -76,8 +77,10 @@ func Retryable(err error) bool { return errors.Is(err, ErrUnavailable) }
 // Namespace is one namespace's pre-partitioned ID range [Start, End).
 type Namespace struct {
 	Name string
-	// Start is the first ID (at least base62.MinID); End is exclusive and
-	// at most base62.Space, so base62.MaxID is usable.
+	// The range lies in one domain's IDs (shared/link IDRange): Start is
+	// at least the domain's first ID (base62.MinID for the platform's);
+	// End is exclusive and at most the domain's end (base62.Space for the
+	// platform's), so its last ID is usable.
 	Start, End uint64
 	// Step is the segment length; zero means DefaultStep.
 	Step uint64
@@ -223,8 +226,13 @@ func validateNamespaces(nss []Namespace) error {
 		switch {
 		case a.Name == "":
 			return errors.Join(ErrConfig, errors.New("namespace without a name"))
-		case a.Start < base62.MinID || a.End > base62.Space || a.Start >= a.End:
-			return errors.Join(ErrConfig, rangeError(a, "range must satisfy 1 <= start < end <= 62^6"))
+		case a.Start < base62.MinID || a.Start >= a.End:
+			return errors.Join(ErrConfig, rangeError(a, "range must satisfy 1 <= start < end"))
+		}
+		if d, _ := link.SplitID(a.Start); d > link.MaxDomainID {
+			return errors.Join(ErrConfig, rangeError(a, "range starts past the last domain's IDs"))
+		} else if lo, hi := link.IDRange(d); a.Start < lo || a.End > hi {
+			return errors.Join(ErrConfig, rangeError(a, "range must lie in one domain's IDs: d·62^6 + 1 <= start < end <= (d+1)·62^6"))
 		}
 		for _, b := range nss[:i] {
 			if a.Name == b.Name {

@@ -106,7 +106,7 @@ func (a *Allocator) runJanitor(ctx context.Context) {
 // selfFence retires every range: another instance may soon consider this one
 // dead and seal its segments.
 func (a *Allocator) selfFence() {
-	for _, n := range a.ordered {
+	for _, n := range a.namespaces().ordered {
 		n.mu.Lock()
 		retired := false
 		if cur := n.cur.Load(); cur != nil && !cur.retired.Load() && cur.remaining() > 0 {

@@ -54,7 +54,7 @@ type Stats struct {
 
 // Stats reports namespace's state.
 func (a *Allocator) Stats(namespace string) (Stats, error) {
-	n := a.byName[namespace]
+	n := a.namespaces().byName[namespace]
 	if n == nil {
 		return Stats{}, fmt.Errorf("%w: %q", ErrUnknownNamespace, namespace)
 	}
@@ -104,7 +104,7 @@ func (a *Allocator) Stats(namespace string) (Stats, error) {
 // closed allocator by it (see Closed).
 func (a *Allocator) Progress() time.Time {
 	var oldest int64
-	for _, n := range a.ordered {
+	for _, n := range a.namespaces().ordered {
 		if p := n.progress.Load(); oldest == 0 || p < oldest {
 			oldest = p
 		}
@@ -116,7 +116,7 @@ func (a *Allocator) Progress() time.Time {
 // creates as the authority sees them (the store must implement
 // CapacityReader), with DaysLeft at that rate.
 func (a *Allocator) Capacity(ctx context.Context, namespace string) (Capacity, error) {
-	if a.byName[namespace] == nil {
+	if a.namespaces().byName[namespace] == nil {
 		return Capacity{}, fmt.Errorf("%w: %q", ErrUnknownNamespace, namespace)
 	}
 	cr, ok := a.store.(CapacityReader)
