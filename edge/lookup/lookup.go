@@ -23,6 +23,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/edgelink/edgelink/shared/authority"
+	"github.com/edgelink/edgelink/shared/link"
 )
 
 // Errors a question may end with. None of them means "not found": the edge
@@ -73,7 +74,7 @@ type Client struct {
 	mu      sync.Mutex
 	clock   uint64 // orders arrivals and sends
 	pending []*question
-	byCode  map[string]*question // queued or in flight
+	byCode  map[linkKey]*question // queued or in flight
 	// fwait are the misses waiting for a frontier read after they arrived
 	// (see Settle).
 	fwait []*frontierWaiter
@@ -113,7 +114,7 @@ func New(nc Requester, cfg Config) *Client {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	return &Client{nc: nc, cfg: cfg, work: make(chan struct{}, 1), byCode: make(map[string]*question)}
+	return &Client{nc: nc, cfg: cfg, work: make(chan struct{}, 1), byCode: make(map[linkKey]*question)}
 }
 
 // await waits for an answer on done: at most MaxWait while its question is
@@ -151,8 +152,15 @@ func (c *Client) poke() {
 	}
 }
 
+// linkKey is a link's key: the same code on two domains is two links, asked
+// about and answered apart.
+type linkKey struct {
+	domain link.DomainID
+	code   string
+}
+
 type question struct {
-	code    string
+	key     linkKey
 	waiters []*waiter
 	sent    uint64 // the clock when sent; 0 while queued
 }
@@ -167,28 +175,30 @@ type result struct {
 	err error
 }
 
-// Ask asks the authority about code and waits for the answer: a Found, or
-// a NotFound read after Ask was called (so a link created before it was
-// called, even a moment before, is Found). It waits at most MaxWait for a
-// round trip slot (then ErrBusy) and a round trip's timeout for the answer.
-func (c *Client) Ask(code string) (authority.Reply, error) {
+// Ask asks the authority about code on domain d and waits for the answer: a
+// Found (of that domain's link), or a NotFound read after Ask was called (so
+// a link created before it was called, even a moment before, is Found). It
+// waits at most MaxWait for a round trip slot (then ErrBusy) and a round
+// trip's timeout for the answer.
+func (c *Client) Ask(d link.DomainID, code string) (authority.Reply, error) {
 	if !c.nc.IsConnected() {
 		c.Failed.Add(1)
 		return authority.Reply{}, fmt.Errorf("%w: nats not connected", ErrUnavailable)
 	}
 	w := &waiter{done: make(chan result, 1)}
+	key := linkKey{d, code}
 	c.mu.Lock()
 	c.clock++
 	w.arrived = c.clock
-	q := c.byCode[code]
+	q := c.byCode[key]
 	if q == nil {
 		if len(c.pending) >= c.cfg.MaxPending {
 			c.mu.Unlock()
 			c.Busy.Add(1)
 			return authority.Reply{}, ErrBusy
 		}
-		q = &question{code: code}
-		c.byCode[code] = q
+		q = &question{key: key}
+		c.byCode[key] = q
 		c.pending = append(c.pending, q)
 	} else {
 		c.Coalesced.Add(1)
@@ -197,7 +207,7 @@ func (c *Client) Ask(code string) (authority.Reply, error) {
 	c.mu.Unlock()
 	c.poke()
 
-	r, ok := await(c, w.done, func() bool { return c.withdraw(code, w) })
+	r, ok := await(c, w.done, func() bool { return c.withdraw(key, w) })
 	if !ok {
 		return authority.Reply{}, ErrBusy
 	}
@@ -206,16 +216,16 @@ func (c *Client) Ask(code string) (authority.Reply, error) {
 
 // withdraw takes w back if its code has not been sent yet (or was queued
 // again after an answer that predates it), reporting whether it did.
-func (c *Client) withdraw(code string, w *waiter) bool {
+func (c *Client) withdraw(key linkKey, w *waiter) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	q := c.byCode[code]
+	q := c.byCode[key]
 	if q == nil || q.sent != 0 || !slices.Contains(q.waiters, w) {
 		return false
 	}
 	q.waiters = slices.DeleteFunc(q.waiters, func(x *waiter) bool { return x == w })
 	if len(q.waiters) == 0 {
-		delete(c.byCode, code)
+		delete(c.byCode, key)
 		c.pending = slices.DeleteFunc(c.pending, func(x *question) bool { return x == q })
 	}
 	return true
@@ -281,9 +291,19 @@ func (c *Client) sendOne(ctx context.Context) bool {
 	if q.Frontier {
 		c.frontierSent = sent
 	}
+	other := false
 	for _, b := range batch {
 		b.sent = sent
-		q.Codes = append(q.Codes, b.code)
+		q.Codes = append(q.Codes, b.key.code)
+		other = other || b.key.domain != link.DefaultDomain
+	}
+	if other {
+		// Domains stay empty for a question about the platform's domain
+		// only, which a control from before domains can still read.
+		q.Domains = make([]link.DomainID, len(batch))
+		for i, b := range batch {
+			q.Domains[i] = b.key.domain
+		}
 	}
 	more := len(c.pending) > 0 || c.refresh.Load()
 	c.mu.Unlock()
@@ -312,7 +332,8 @@ func (c *Client) sendOne(ctx context.Context) bool {
 
 // answer hands each question of batch its reply. A NotFound answers only
 // the waiters that arrived before the question was sent; the others ask
-// again.
+// again. A Found reply must name the question's own link, (domain, code):
+// one about another link is a broken answer, never a redirect to its target.
 func (c *Client) answer(batch []*question, a *authority.Answer, err error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -324,6 +345,10 @@ func (c *Client) answer(batch []*question, a *authority.Answer, err error) {
 			r.err = err
 		case a.Replies[i].Kind == authority.Found:
 			r.rep = a.Replies[i]
+			if r.rep.Domain != q.key.domain || r.rep.Code != q.key.code {
+				c.Failed.Add(1)
+				r = result{err: fmt.Errorf("%w: the reply names another link", ErrUnavailable)}
+			}
 		default:
 			r.rep = authority.Reply{Kind: authority.NotFound, Version: a.Version}
 		}
@@ -341,8 +366,8 @@ func (c *Client) answer(batch []*question, a *authority.Answer, err error) {
 			requeued = true
 			continue
 		}
-		if c.byCode[q.code] == q {
-			delete(c.byCode, q.code)
+		if c.byCode[q.key] == q {
+			delete(c.byCode, q.key)
 		}
 	}
 	if requeued {
@@ -353,11 +378,11 @@ func (c *Client) answer(batch []*question, a *authority.Answer, err error) {
 func (c *Client) failAll(err error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	for code, q := range c.byCode {
+	for key, q := range c.byCode {
 		for _, w := range q.waiters {
 			w.done <- result{err: err}
 		}
-		delete(c.byCode, code)
+		delete(c.byCode, key)
 	}
 	c.pending = nil
 	for _, w := range c.fwait {

@@ -24,13 +24,14 @@ type fakeNATS struct {
 	inFlight  atomic.Int64
 	gate      chan struct{}
 	onRequest func(q *authority.Question) // called as each request arrives
-	answer    func(code string) authority.Reply
+	answer    func(d link.DomainID, code string) authority.Reply
 	frontier  []authority.Frontier
 	promise   uint32
 	raw       []byte // when set, the answer's bytes, whatever was asked
 
-	mu    sync.Mutex
-	asked [][]string // the codes of each question, in order of arrival
+	mu      sync.Mutex
+	asked   [][]string        // the codes of each question, in order of arrival
+	domains [][]link.DomainID // and their domains
 }
 
 func (f *fakeNATS) IsConnected() bool { return f.connected.Load() }
@@ -48,6 +49,7 @@ func (f *fakeNATS) RequestWithContext(ctx context.Context, subj string, data []b
 	f.calls.Add(1)
 	f.mu.Lock()
 	f.asked = append(f.asked, q.Codes)
+	f.domains = append(f.domains, q.Domains)
 	f.mu.Unlock()
 	if f.onRequest != nil {
 		f.onRequest(&q)
@@ -58,9 +60,13 @@ func (f *fakeNATS) RequestWithContext(ctx context.Context, subj string, data []b
 		if q.Frontier {
 			a.Frontiers, a.PromiseMillis = f.frontier, f.promise
 		}
-		for _, c := range q.Codes {
-			r := f.answer(c)
-			r.Code = ""
+		for i, c := range q.Codes {
+			d := link.DefaultDomain
+			if len(q.Domains) > 0 {
+				d = q.Domains[i]
+			}
+			r := f.answer(d, c)
+			r.Domain, r.Code = 0, "" // implied by the question
 			a.Replies = append(a.Replies, r)
 		}
 		var err error
@@ -81,7 +87,7 @@ func (f *fakeNATS) RequestWithContext(ctx context.Context, subj string, data []b
 }
 
 func newFake() *fakeNATS {
-	f := &fakeNATS{answer: func(string) authority.Reply { return authority.Reply{Kind: authority.NotFound} }}
+	f := &fakeNATS{answer: func(link.DomainID, string) authority.Reply { return authority.Reply{Kind: authority.NotFound} }}
 	f.connected.Store(true)
 	return f
 }
@@ -104,7 +110,7 @@ func start(t *testing.T, c *Client) {
 func TestCodesShareMessages(t *testing.T) {
 	f := newFake()
 	f.gate = make(chan struct{})
-	f.answer = func(code string) authority.Reply {
+	f.answer = func(_ link.DomainID, code string) authority.Reply {
 		if code[0] == 'f' {
 			return found(code)
 		}
@@ -114,7 +120,7 @@ func TestCodesShareMessages(t *testing.T) {
 	start(t, c)
 
 	first := make(chan error, 1)
-	go func() { _, err := c.Ask("first-code"); first <- err }()
+	go func() { _, err := c.Ask(link.DefaultDomain, "first-code"); first <- err }()
 	poll.Until(t, "the first question in flight", 10*time.Second, func() bool { return f.inFlight.Load() == 1 })
 
 	const n = 300 // more than one message holds
@@ -126,7 +132,7 @@ func TestCodesShareMessages(t *testing.T) {
 			code = fmt.Sprintf("fcod-%04d", i)
 		}
 		wg.Go(func() {
-			r, err := c.Ask(code)
+			r, err := c.Ask(link.DefaultDomain, code)
 			switch {
 			case err != nil:
 				errs <- fmt.Errorf("%s: %w", code, err)
@@ -170,7 +176,7 @@ func TestNotFoundFromBeforeArrivalIsAskedAgain(t *testing.T) {
 			f.gate = make(chan struct{})
 			var created atomic.Bool
 			created.Store(existed)
-			f.answer = func(code string) authority.Reply {
+			f.answer = func(_ link.DomainID, code string) authority.Reply {
 				if created.Load() {
 					return found(code)
 				}
@@ -179,13 +185,13 @@ func TestNotFoundFromBeforeArrivalIsAskedAgain(t *testing.T) {
 			c := New(f, Config{Inflight: 2, MaxWait: time.Minute, Timeout: time.Minute})
 			start(t, c)
 			early := make(chan authority.Reply, 1)
-			go func() { r, _ := c.Ask("abcd"); early <- r }()
+			go func() { r, _ := c.Ask(link.DefaultDomain, "abcd"); early <- r }()
 			poll.Until(t, "the first question read", 10*time.Second, func() bool { return f.inFlight.Load() == 1 })
 			// The link is created now (its 201 sent), then asked for again
 			// while the first answer is still on its way.
 			created.Store(true)
 			late := make(chan authority.Reply, 1)
-			go func() { r, _ := c.Ask("abcd"); late <- r }()
+			go func() { r, _ := c.Ask(link.DefaultDomain, "abcd"); late <- r }()
 			poll.Until(t, "the second ask to join", 10*time.Second, func() bool { return c.Coalesced.Load() == 1 })
 			close(f.gate)
 			e, l := <-early, <-late
@@ -214,9 +220,9 @@ func TestShedsInsteadOfQueueing(t *testing.T) {
 	defer close(f.gate)
 	c := New(f, Config{Inflight: 1, MaxWait: 20 * time.Millisecond, Timeout: time.Hour, MaxPending: 2})
 	start(t, c)
-	go func() { _, _ = c.Ask("held") }()
+	go func() { _, _ = c.Ask(link.DefaultDomain, "held") }()
 	poll.Until(t, "the slot taken", 10*time.Second, func() bool { return f.inFlight.Load() == 1 })
-	if _, err := c.Ask("wait"); !errors.Is(err, ErrBusy) {
+	if _, err := c.Ask(link.DefaultDomain, "wait"); !errors.Is(err, ErrBusy) {
 		t.Fatalf("a code with no free slot: %v; want ErrBusy after MaxWait", err)
 	}
 	c.mu.Lock()
@@ -227,13 +233,13 @@ func TestShedsInsteadOfQueueing(t *testing.T) {
 	}
 	c = New(f, Config{Inflight: 1, MaxWait: time.Hour, Timeout: time.Hour, MaxPending: 2})
 	start(t, c)
-	go func() { _, _ = c.Ask("held2") }()
+	go func() { _, _ = c.Ask(link.DefaultDomain, "held2") }()
 	poll.Until(t, "the slot taken", 10*time.Second, func() bool { return f.inFlight.Load() == 2 })
 	for _, code := range []string{"wait1", "wait2"} {
-		go func() { _, _ = c.Ask(code) }()
+		go func() { _, _ = c.Ask(link.DefaultDomain, code) }()
 	}
 	poll.Until(t, "two codes queued", 10*time.Second, func() bool { c.mu.Lock(); defer c.mu.Unlock(); return len(c.pending) == 2 })
-	if _, err := c.Ask("full"); !errors.Is(err, ErrBusy) {
+	if _, err := c.Ask(link.DefaultDomain, "full"); !errors.Is(err, ErrBusy) {
 		t.Fatalf("a code past MaxPending: %v; want ErrBusy at once", err)
 	}
 	if c.Busy.Load() != 1 {
@@ -258,7 +264,7 @@ func TestFailuresAreUnavailable(t *testing.T) {
 			c := New(f, Config{})
 			tt.set(f, c)
 			start(t, c)
-			if r, err := c.Ask("abcd"); !errors.Is(err, ErrUnavailable) {
+			if r, err := c.Ask(link.DefaultDomain, "abcd"); !errors.Is(err, ErrUnavailable) {
 				t.Fatalf("Ask = %+v, %v; want ErrUnavailable", r, err)
 			}
 			if f.gate != nil {
@@ -363,7 +369,7 @@ func TestSettle(t *testing.T) {
 	start(t, c)
 	// Hold the only slot with a question about a code, so the misses
 	// below queue behind it and share one frontier question.
-	go func() { _, _ = c.Ask("held") }()
+	go func() { _, _ = c.Ask(link.DefaultDomain, "held") }()
 	poll.Until(t, "the slot taken", 10*time.Second, func() bool { return f.inFlight.Load() >= 1 })
 	type res struct {
 		id      uint64
@@ -447,7 +453,7 @@ func TestConcurrentAsks(t *testing.T) {
 	f := newFake()
 	f.frontier = []authority.Frontier{{Namespace: "default", Start: 1, End: 1 << 30, Next: 10, Ceiling: 20}}
 	f.promise = 5
-	f.answer = func(code string) authority.Reply {
+	f.answer = func(_ link.DomainID, code string) authority.Reply {
 		if len(code)%2 == 0 {
 			return found(code)
 		}
@@ -460,7 +466,7 @@ func TestConcurrentAsks(t *testing.T) {
 		wg.Go(func() {
 			for i := range 300 {
 				code := fmt.Sprintf("c%0*d", 4+(i+w)%3, i%17)
-				r, err := c.Ask(code)
+				r, err := c.Ask(link.DefaultDomain, code)
 				if err != nil {
 					t.Error(err)
 					return

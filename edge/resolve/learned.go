@@ -3,10 +3,12 @@ package resolve
 import (
 	"hash/maphash"
 	"sync/atomic"
+
+	"github.com/edgelink/edgelink/shared/link"
 )
 
-// learned is a small bloom filter of the codes the authority answered
-// "found" for. It decides whether a miss on a code that could be recent is
+// learned is a small bloom filter of the links, (domain, code), the
+// authority answered "found" for. It decides whether a miss on a code that could be recent is
 // worth a long-tail cache lookup at all: for such a code a cached negative
 // is never trusted, so only a cached positive could answer, and every
 // positive was added here first.
@@ -38,21 +40,21 @@ func newLearned() *learned {
 	return l
 }
 
-func (l *learned) add(code []byte) {
+func (l *learned) add(d link.DomainID, code []byte) {
 	if l.adds.Add(1)%learnedCap == 0 {
 		l.bits.Store(new([learnedWords]atomic.Uint64))
 	}
 	b := l.bits.Load()
-	h1, h2 := l.hashes(code)
+	h1, h2 := l.hashes(d, code)
 	for i := range uint64(learnedProbes) {
 		bit := (h1 + i*h2) % (learnedWords * 64)
 		b[bit/64].Or(1 << (bit % 64))
 	}
 }
 
-func (l *learned) mayContain(code []byte) bool {
+func (l *learned) mayContain(d link.DomainID, code []byte) bool {
 	b := l.bits.Load()
-	h1, h2 := l.hashes(code)
+	h1, h2 := l.hashes(d, code)
 	for i := range uint64(learnedProbes) {
 		bit := (h1 + i*h2) % (learnedWords * 64)
 		if b[bit/64].Load()&(1<<(bit%64)) == 0 {
@@ -62,9 +64,18 @@ func (l *learned) mayContain(code []byte) bool {
 	return true
 }
 
-// hashes derives the probe sequence from one 64-bit hash (Kirsch and
-// Mitzenmacher); the second hash is odd so the probes never repeat.
-func (l *learned) hashes(code []byte) (uint64, uint64) {
+// hashes derives the probe sequence from one 64-bit hash of (d, code)
+// (Kirsch and Mitzenmacher); the second hash is odd so the probes never
+// repeat. The domain is folded into the code's seeded hash and mixed
+// (SplitMix64's finalizer), so one code on two domains probes unrelated
+// bits.
+func (l *learned) hashes(d link.DomainID, code []byte) (uint64, uint64) {
 	h := maphash.Bytes(l.seed, code)
+	if d != link.DefaultDomain {
+		h ^= uint64(d) * 0x9e3779b97f4a7c15
+		h = (h ^ h>>30) * 0xbf58476d1ce4e5b9
+		h = (h ^ h>>27) * 0x94d049bb133111eb
+		h ^= h >> 31
+	}
 	return h, (h>>32 | h<<32) | 1
 }

@@ -12,16 +12,16 @@ import (
 func TestLearnedNoFalseNegatives(t *testing.T) {
 	l := newLearned()
 	for i := range 50_000 {
-		l.add(fmt.Appendf(nil, "c%06d", i))
+		l.add(link.DefaultDomain, fmt.Appendf(nil, "c%06d", i))
 	}
 	for i := range 50_000 {
-		if !l.mayContain(fmt.Appendf(nil, "c%06d", i)) {
+		if !l.mayContain(link.DefaultDomain, fmt.Appendf(nil, "c%06d", i)) {
 			t.Fatalf("c%06d added but not found", i)
 		}
 	}
 	fp := 0
 	for i := range 100_000 {
-		if l.mayContain(fmt.Appendf(nil, "x%06d", i)) {
+		if l.mayContain(link.DefaultDomain, fmt.Appendf(nil, "x%06d", i)) {
 			fp++
 		}
 	}
@@ -34,18 +34,18 @@ func TestLearnedNoFalseNegatives(t *testing.T) {
 func TestLearnedStartsOverWhenFull(t *testing.T) {
 	l := newLearned()
 	first := []byte("first")
-	l.add(first)
+	l.add(link.DefaultDomain, first)
 	for i := range learnedCap - 1 {
-		l.add(fmt.Appendf(nil, "c%06d", i))
+		l.add(link.DefaultDomain, fmt.Appendf(nil, "c%06d", i))
 	}
 	// The filter was cleared by the add that filled it; the code added
 	// right after is kept.
-	if l.mayContain(first) {
+	if l.mayContain(link.DefaultDomain, first) {
 		t.Fatal("a full filter was not cleared")
 	}
 	last := []byte("last")
-	l.add(last)
-	if !l.mayContain(last) {
+	l.add(link.DefaultDomain, last)
+	if !l.mayContain(link.DefaultDomain, last) {
 		t.Fatal("the code added after a clear is lost")
 	}
 }
@@ -57,8 +57,8 @@ func TestLearnedConcurrent(t *testing.T) {
 		wg.Go(func() {
 			for i := range 5_000 {
 				c := fmt.Appendf(nil, "g%d-%d", g, i)
-				l.add(c)
-				if !l.mayContain(c) {
+				l.add(link.DefaultDomain, c)
+				if !l.mayContain(link.DefaultDomain, c) {
 					t.Errorf("%s lost right after its add", c)
 					return
 				}
@@ -80,17 +80,17 @@ func TestRecentMissSkipsCacheUnlessLearned(t *testing.T) {
 	if _, ok := r.Cache.Get(link.DefaultDomain, foreign); !ok {
 		t.Fatal("setup: planted entry not cached")
 	}
-	if _, got := r.Resolve(foreign); got != NotFound || auth.calls.Load() != 1 {
+	if _, got := r.Resolve(platform, foreign); got != NotFound || auth.calls.Load() != 1 {
 		t.Fatalf("unlearned recent code: %d after %d calls; want NotFound from the authority", got, auth.calls.Load())
 	}
 	// Learned through the authority: the next miss is a cache hit.
 	known := code(2500)
-	if _, got := r.Resolve(known); got != Found {
+	if _, got := r.Resolve(platform, known); got != Found {
 		t.Fatalf("Resolve(known) = %d", got)
 	}
 	r.Cache.Wait()
 	before := auth.calls.Load()
-	if e, got := r.Resolve(known); got != Found || e.Code != string(known) || auth.calls.Load() != before {
+	if e, got := r.Resolve(platform, known); got != Found || e.Code != string(known) || auth.calls.Load() != before {
 		t.Fatalf("learned positive not served from the cache: %d, calls %d→%d", got, before, auth.calls.Load())
 	}
 }

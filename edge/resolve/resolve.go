@@ -10,6 +10,7 @@ import (
 	"github.com/edgelink/edgelink/edge/store"
 	"github.com/edgelink/edgelink/shared/authority"
 	"github.com/edgelink/edgelink/shared/base62"
+	"github.com/edgelink/edgelink/shared/link"
 )
 
 // Outcome is how a miss was resolved.
@@ -30,13 +31,13 @@ const (
 // a code, many codes to a message, and holds the allocation frontier's
 // promise (edge/lookup.Client).
 type Authority interface {
-	// Ask answers code by a Found, or by a NotFound read after Ask was
-	// called.
-	Ask(code string) (authority.Reply, error)
+	// Ask answers code on domain d by a Found, or by a NotFound read after
+	// Ask was called.
+	Ask(d link.DomainID, code string) (authority.Reply, error)
 	// Settle reports whether the allocation frontier proves that no
-	// generated code with ID id was created before the call: its promised
-	// ceiling, or a frontier read after the call. False means only asking
-	// about the code itself can tell.
+	// generated code with (global) ID id was created before the call: its
+	// promised ceiling, or a frontier read after the call. False means
+	// only asking about the code itself can tell.
 	Settle(id uint64) (bool, error)
 }
 
@@ -53,8 +54,10 @@ type Resolver struct {
 
 	// Counters: answers from the cache (positive, negative), from the
 	// bloom over sealed segments, from the frontier's promise, and the
-	// codes asked of the authority and the asks that failed.
-	CacheHits, NegativeHits, BloomRejects, BeyondFrontier, AuthorityAsked, AuthorityFailed atomic.Uint64
+	// codes asked of the authority and the asks that failed. Undecodable
+	// counts misses of a generated code's shape on an FF1 domain whose
+	// keys the edge's key file lacks: no local ruling, so each is asked.
+	CacheHits, NegativeHits, BloomRejects, BeyondFrontier, AuthorityAsked, AuthorityFailed, Undecodable atomic.Uint64
 
 	learned atomic.Pointer[learned]
 }
@@ -69,47 +72,48 @@ func (r *Resolver) learnedCodes() *learned {
 	return r.learned.Load()
 }
 
-// Resolve answers a code neither the overlay nor the snapshot holds. It
-// blocks at most for the authority's bounds (edge/lookup.Config). Each
-// NotFound carries its proof (docs/visibility.md): the code's segment is
-// sealed in what the edge applied and the hint rules it out; or the
-// frontier's promise puts its ID above every lease; or the authority read it
-// as unknown after this call began, or after its segment was sealed (a
-// cached negative: only those are kept).
+// Resolve answers code on domain dom when neither the overlay nor the
+// snapshot holds it. It blocks at most for the authority's bounds
+// (edge/lookup.Config). Each NotFound carries its proof
+// (docs/visibility.md), for every ID the code can name (see generatedIDs):
+// the ID's segment is sealed in what the edge applied and the domain's hint
+// rules the code out; or the frontier's promise puts the ID above every
+// lease. Else the authority read (dom, code) as unknown after this call
+// began, or after every such segment was sealed (a cached negative: only
+// those are kept).
 //
 // The snapshot may be a memory-budget one (snapshot.FlagPartial): its
 // entries are the hottest links only, its bloom every code. So the snapshot
 // missing a code proves nothing, and nothing here assumes it does: a code
 // the hint lets through goes to the cache and the authority, whatever the
 // snapshot in service.
-func (r *Resolver) Resolve(code []byte) (*store.Entry, Outcome) {
-	id, generated := generatedID(code)
-	if generated && id == 0 {
-		return nil, NotFound // the sentinel: never a link's code
+func (r *Resolver) Resolve(dom *store.DomainState, code []byte) (*store.Entry, Outcome) {
+	d := dom.Conf.ID
+	var buf [link.MaxKeyIDs]uint64
+	ids, generated := r.generatedIDs(dom, code, &buf)
+	var sealed uint16 // bit i: ids[i]'s segment is sealed in what was applied
+	for i, id := range ids {
+		if r.sealed(id) {
+			sealed |= 1 << i
+		}
 	}
-	old := generated && r.sealed(id)
-	// A code that cannot be recent and that the hint rules out is a
-	// certain 404, whatever the cache holds: every live code is in the
-	// hint. Checked first because it is the cheapest answer to a scan.
-	if old && r.Hint != nil && !r.Hint.MayContain(code) {
-		r.BloomRejects.Add(1)
-		return nil, NotFound
-	}
-	// Above the allocation frontier no lease can have been confirmed, so
-	// no create answered: the answer for almost every random code, from
-	// the promise in hand without waiting. An error here (NATS down) is
-	// not an answer: a cached positive may still hold, and asking fails
-	// the same way below.
-	if generated && !old && r.Authority != nil {
-		if unknown, err := r.Authority.Settle(id); err == nil && unknown {
-			r.BeyondFrontier.Add(1)
+	if generated {
+		if ok, byFrontier := r.ruledOut(d, code, ids, sealed); ok {
+			switch {
+			case byFrontier:
+				r.BeyondFrontier.Add(1)
+			case len(ids) > 0:
+				r.BloomRejects.Add(1)
+			}
 			return nil, NotFound
 		}
 	}
+	// old: the code cannot be recent, whichever ID it names.
+	old := generated && sealed == 1<<len(ids)-1
 	// For a code that could be recent only a cached positive may answer,
 	// and the learned filter knows every code cached positively.
-	if r.Cache != nil && (old || r.learnedCodes().mayContain(code)) {
-		if e, ok := r.Cache.Get(code); ok {
+	if r.Cache != nil && (old || r.learnedCodes().mayContain(d, code)) {
+		if e, ok := r.Cache.Get(d, code); ok {
 			if !e.Missing {
 				r.CacheHits.Add(1)
 				return e, Found
@@ -130,7 +134,7 @@ func (r *Resolver) Resolve(code []byte) (*store.Entry, Outcome) {
 		return nil, Unavailable
 	}
 	r.AuthorityAsked.Add(1)
-	rep, err := r.Authority.Ask(string(code))
+	rep, err := r.Authority.Ask(d, string(code))
 	if err != nil {
 		// Busy, timed out, NATS down, control's database down: all the
 		// same to the client, who may retry.
@@ -148,27 +152,89 @@ func (r *Resolver) Resolve(code []byte) (*store.Entry, Outcome) {
 		// that has since dropped it as cold. The bloom, not a remembered
 		// answer, rules such a code out.
 		if old && r.Cache != nil {
-			r.Cache.Set(&store.Entry{Code: string(code), Missing: true, Version: rep.Version})
+			r.Cache.Set(&store.Entry{Domain: d, Code: string(code), Missing: true, Version: rep.Version})
 		}
 		return nil, NotFound
 	}
-	e := &store.Entry{Code: rep.Code, URL: rep.URL, RedirectType: rep.RedirectType, Status: rep.Status,
+	e := &store.Entry{Domain: d, Code: rep.Code, URL: rep.URL, RedirectType: rep.RedirectType, Status: rep.Status,
 		ExpiresAt: rep.ExpiresAt, Version: rep.Version}
 	if r.Cache != nil {
-		r.learnedCodes().add(code) // before the Set, so a cached positive is never skipped
+		r.learnedCodes().add(d, code) // before the Set, so a cached positive is never skipped
 		r.Cache.Set(e)
 	}
 	return e, Found
 }
 
-// generatedID decodes a code of the generator's shape (exactly six base62
-// characters; control never gives a custom code that shape).
-func generatedID(code []byte) (uint64, bool) {
-	if len(code) != base62.Length {
-		return 0, false
+// ruledOut reports whether no link can have code on domain d, whichever
+// of ids it names (a code the domain's generator made names one of them):
+// for each ID, its segment is sealed (bit i of sealed) and the hint rules
+// the code out, or the frontier puts it beyond every lease. byFrontier
+// reports that the frontier was needed.
+func (r *Resolver) ruledOut(d link.DomainID, code []byte, ids []uint64, sealed uint16) (ok, byFrontier bool) {
+	// A code that cannot be recent and that the hint rules out is a
+	// certain 404, whatever the cache holds: every live code is in the
+	// hint. Checked first because it is the cheapest answer to a scan.
+	if sealed != 0 && (r.Hint == nil || r.Hint.MayContain(d, code)) {
+		return false, false
 	}
-	id, err := base62.Digits(code)
-	return id, err == nil
+	// Above the allocation frontier no lease can have been confirmed, so
+	// no create answered: the answer for almost every random code, from
+	// the promise in hand without waiting. An error here (NATS down) is
+	// not an answer: a cached positive may still hold, and asking fails
+	// the same way.
+	for i, id := range ids {
+		if sealed&(1<<i) != 0 {
+			continue
+		}
+		if r.Authority == nil {
+			return false, false
+		}
+		if unknown, err := r.Authority.Settle(id); err != nil || !unknown {
+			return false, false
+		}
+		byFrontier = true
+	}
+	return true, byFrontier
+}
+
+// generatedIDs returns into buf the global IDs code names if it is a
+// generated code of dom (control never gives a custom code the generator's
+// shape, six base62 characters): IDBase(d) + the local ID, which is the
+// code's base62 digits on a sequential domain and its decoding under each
+// of the domain's keys on an FF1 domain (a key under which it names the
+// sentinel, ID 0, contributes none: no link has it). generated is false for
+// a code of another shape, and on an FF1 domain the edge cannot decode (a
+// key its file lacks): those are asked about.
+func (r *Resolver) generatedIDs(dom *store.DomainState, code []byte, buf *[link.MaxKeyIDs]uint64) ([]uint64, bool) {
+	if len(code) != base62.Length {
+		return nil, false
+	}
+	base := link.IDBase(dom.Conf.ID)
+	if dom.Conf.CodeMode != link.CodesFF1 {
+		local, err := base62.Digits(code)
+		if err != nil {
+			return nil, false
+		}
+		if local == 0 {
+			return buf[:0], true // the sentinel: never a link's code
+		}
+		buf[0] = base + local
+		return buf[:1], true
+	}
+	if _, err := base62.Digits(code); err != nil {
+		return nil, false
+	}
+	if dom.Undecodable || len(dom.Codes) == 0 || len(dom.Codes) > len(buf) {
+		r.Undecodable.Add(1)
+		return nil, false
+	}
+	ids := buf[:0]
+	for _, c := range dom.Codes {
+		if local, ok := c.Decode(code); ok {
+			ids = append(ids, base+local)
+		}
+	}
+	return ids, true
 }
 
 // sealed reports whether a generated code with ID id, if it existed, would

@@ -2,6 +2,7 @@ package resolve
 
 import (
 	"errors"
+	"sync"
 	"sync/atomic"
 	"testing"
 
@@ -11,26 +12,55 @@ import (
 	"github.com/edgelink/edgelink/shared/link"
 )
 
+// platform is the platform's domain as an edge without a domain table
+// serves it.
+var platform = &store.DomainState{Conf: link.Domain{ID: link.DefaultDomain, CodeMode: link.CodesSequential, Status: link.DomainActive}}
+
+// key is a link's key at the fake authority.
+type key struct {
+	d    link.DomainID
+	code string
+}
+
 type fakeAuthority struct {
 	calls   atomic.Int64
-	links   map[string]authority.Reply
+	links   map[key]authority.Reply
+	asked   []key // guarded by mu
+	settled []uint64
+	mu      sync.Mutex
 	err     error
 	ceiling uint64 // IDs at or above it are beyond the frontier; 0: no promise
+	// ceilings are other domains' ceilings, as local IDs (absent: no
+	// promise for that domain).
+	ceilings map[link.DomainID]uint64
 }
 
 func (f *fakeAuthority) Settle(id uint64) (bool, error) {
+	f.mu.Lock()
+	f.settled = append(f.settled, id)
+	f.mu.Unlock()
+	if d, local := link.SplitID(id); d != link.DefaultDomain {
+		c, ok := f.ceilings[d]
+		if !ok {
+			return false, f.err
+		}
+		return local >= c, nil
+	}
 	if f.ceiling == 0 {
 		return false, f.err
 	}
 	return id >= f.ceiling, nil
 }
 
-func (f *fakeAuthority) Ask(code string) (authority.Reply, error) {
+func (f *fakeAuthority) Ask(d link.DomainID, code string) (authority.Reply, error) {
 	f.calls.Add(1)
+	f.mu.Lock()
+	f.asked = append(f.asked, key{d, code})
+	f.mu.Unlock()
 	if f.err != nil {
 		return authority.Reply{}, f.err
 	}
-	if r, ok := f.links[code]; ok {
+	if r, ok := f.links[key{d, code}]; ok {
 		return r, nil
 	}
 	return authority.Reply{Kind: authority.NotFound, Version: 100}, nil
@@ -57,10 +87,10 @@ func newResolver(t *testing.T) (*Resolver, *fakeAuthority) {
 	hint := store.NewHint(1000, 0.001)
 	segs := new(store.Segments)
 	segs.Seal(1000, 2000)
-	hint.Add(string(code(1500)))
-	auth := &fakeAuthority{links: map[string]authority.Reply{}, ceiling: 5000}
+	hint.Add(link.DefaultDomain, string(code(1500)))
+	auth := &fakeAuthority{links: map[key]authority.Reply{}, ceiling: 5000}
 	for _, c := range []string{string(code(1500)), string(code(2500)), "my-campaign"} {
-		auth.links[c] = authority.Reply{Kind: authority.Found, Version: 7, Code: c, URL: "https://example.com/" + c, RedirectType: 302, Status: link.Active}
+		auth.links[key{0, c}] = authority.Reply{Kind: authority.Found, Version: 7, Code: c, URL: "https://example.com/" + c, RedirectType: 302, Status: link.Active}
 	}
 	return &Resolver{Cache: cache, Hint: hint, Segments: segs, Authority: auth, Complete: func() bool { return true }}, auth
 }
@@ -88,7 +118,7 @@ func TestLayers(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			r, auth := newResolver(t)
-			_, got := r.Resolve(tt.code)
+			_, got := r.Resolve(platform, tt.code)
 			if got != tt.want {
 				t.Errorf("Resolve(%s) = %d; want %d", tt.code, got, tt.want)
 			}
@@ -106,7 +136,7 @@ func TestNegativeCache(t *testing.T) {
 	fp := code(1777)
 	r.Hint.Add(link.DefaultDomain, string(fp))
 	for range 3 {
-		if _, got := r.Resolve(fp); got != NotFound {
+		if _, got := r.Resolve(platform, fp); got != NotFound {
 			t.Fatalf("Resolve(false positive) = %d; want NotFound", got)
 		}
 		r.Cache.Wait()
@@ -118,19 +148,19 @@ func TestNegativeCache(t *testing.T) {
 	// A code that could be recent: its negative answer is never trusted,
 	// since the link may be created (201) right after.
 	recent := code(2600)
-	if _, got := r.Resolve(recent); got != NotFound {
+	if _, got := r.Resolve(platform, recent); got != NotFound {
 		t.Fatalf("first probe = %d; want NotFound", got)
 	}
 	r.Cache.Wait()
-	auth.links[string(recent)] = authority.Reply{Kind: authority.Found, Version: 200, Code: string(recent), URL: "https://new", RedirectType: 302, Status: link.Active}
-	e, got := r.Resolve(recent)
+	auth.links[key{0, string(recent)}] = authority.Reply{Kind: authority.Found, Version: 200, Code: string(recent), URL: "https://new", RedirectType: 302, Status: link.Active}
+	e, got := r.Resolve(platform, recent)
 	if got != Found || e.URL != "https://new" {
 		t.Fatalf("after create: %v %+v; want Found https://new", got, e)
 	}
 	r.Cache.Wait()
 	// Now cached positively: no further round trip.
 	before := auth.calls.Load()
-	if _, got := r.Resolve(recent); got != Found || auth.calls.Load() != before {
+	if _, got := r.Resolve(platform, recent); got != Found || auth.calls.Load() != before {
 		t.Fatalf("cached positive not used: %d, calls %d→%d", got, before, auth.calls.Load())
 	}
 }
@@ -138,7 +168,7 @@ func TestNegativeCache(t *testing.T) {
 func TestGapsDisableShortcut(t *testing.T) {
 	r, auth := newResolver(t)
 	r.Complete = func() bool { return false }
-	if _, got := r.Resolve(code(1234)); got != NotFound || auth.calls.Load() != 1 {
+	if _, got := r.Resolve(platform, code(1234)); got != NotFound || auth.calls.Load() != 1 {
 		t.Fatalf("with a gap, a sealed bloom-negative must go to the authority: %d, %d calls", got, auth.calls.Load())
 	}
 }
@@ -147,20 +177,20 @@ func TestUnavailableIsNever404(t *testing.T) {
 	r, auth := newResolver(t)
 	auth.err = errors.New("nats down")
 	for _, c := range [][]byte{code(2999), []byte("my-campaign"), code(1500)} {
-		if _, got := r.Resolve(c); got != Unavailable {
+		if _, got := r.Resolve(platform, c); got != Unavailable {
 			t.Errorf("Resolve(%s) with the authority down = %d; want Unavailable", c, got)
 		}
 	}
 	// A certain miss needs no authority: sealed and ruled out by the hint,
 	// or beyond the promise (which outlives the connection to control).
 	for _, c := range [][]byte{code(1234), code(7000)} {
-		if _, got := r.Resolve(c); got != NotFound {
+		if _, got := r.Resolve(platform, c); got != NotFound {
 			t.Errorf("Resolve(%s), a certain miss, with the authority down = %d; want NotFound", c, got)
 		}
 	}
 	// Without a promise, a code above every segment is no longer certain.
 	auth.ceiling = 0
-	if _, got := r.Resolve(code(7000)); got != Unavailable {
+	if _, got := r.Resolve(platform, code(7000)); got != Unavailable {
 		t.Errorf("Resolve(beyond, no promise) with the authority down = %d; want Unavailable", got)
 	}
 }
@@ -173,14 +203,14 @@ func TestUnavailableIsNever404(t *testing.T) {
 func TestNegativeBeforeCreateNotKept(t *testing.T) {
 	r, auth := newResolver(t)
 	c := code(2700) // in the open segment [2000, 3000)
-	if _, got := r.Resolve(c); got != NotFound {
+	if _, got := r.Resolve(platform, c); got != NotFound {
 		t.Fatalf("probe before the create = %d; want NotFound", got)
 	}
 	r.Cache.Wait()
-	auth.links[string(c)] = authority.Reply{Kind: authority.Found, Version: 300, Code: string(c), URL: "https://made", RedirectType: 302, Status: link.Active}
+	auth.links[key{0, string(c)}] = authority.Reply{Kind: authority.Found, Version: 300, Code: string(c), URL: "https://made", RedirectType: 302, Status: link.Active}
 	r.Segments.Seal(2000, 3000)
 	r.Hint.Add(link.DefaultDomain, string(c))
-	e, got := r.Resolve(c)
+	e, got := r.Resolve(platform, c)
 	if got != Found || e.URL != "https://made" {
 		t.Fatalf("after the create and the seal: %d %+v; want Found https://made", got, e)
 	}
@@ -192,10 +222,10 @@ func TestNegativeBeforeCreateNotKept(t *testing.T) {
 func TestNoAuthorityIsNoProof(t *testing.T) {
 	r, _ := newResolver(t)
 	r.Authority = nil
-	if _, got := r.Resolve(code(1500)); got != Unavailable {
+	if _, got := r.Resolve(platform, code(1500)); got != Unavailable {
 		t.Errorf("Resolve(sealed, in the bloom) without an authority = %d; want Unavailable", got)
 	}
-	if _, got := r.Resolve(code(1234)); got != NotFound {
+	if _, got := r.Resolve(platform, code(1234)); got != NotFound {
 		t.Errorf("Resolve(sealed, ruled out by the bloom) without an authority = %d; want NotFound", got)
 	}
 }
