@@ -31,7 +31,13 @@ type Snapshot struct {
 	bloom   []byte
 	origins [][]byte
 	v1      legacy // format 1 entries
-	t       tables // format 2 entries
+	t       tables // format 2 and 3 entries
+	// parts are the domains' tables in ascending domain number (one, domain
+	// 0's, in format 2; none in format 1), byID indexes them by number
+	// when the numbers are dense (nil: binary search).
+	parts   []part
+	byID    []uint32
+	domains []link.Domain // format 3's table; nil before
 
 	// unchecked are the sections whose checksums Verify has yet to check.
 	unchecked []section
@@ -115,10 +121,10 @@ func OpenDeferred(data []byte) (*Snapshot, error) {
 	switch v := le.Uint32(data[8:]); v {
 	case 1:
 		s, err = openV1(data)
-	case 2:
-		s, err = openV2(data)
+	case 2, 3:
+		s, err = openV2(data, v)
 	default:
-		return nil, corrupt("format version %d, this reader knows 1 and 2", v)
+		return nil, corrupt("format version %d, this reader knows 1 to 3", v)
 	}
 	if err != nil {
 		return nil, err
@@ -174,7 +180,7 @@ func preface(data []byte, n int, format uint32) (Header, []section, error) {
 	return h, secs, nil
 }
 
-// sectionAlign is where format 2 sections start: at multiples of 64 bytes
+// sectionAlign is where format 2 and 3 sections start: at multiples of 64 bytes
 // from the file's start (a mapping's start is page-aligned), so that no
 // table row straddles two cache lines. Format 1 sections follow each other.
 const sectionAlign = 64
@@ -364,19 +370,21 @@ func decodeDict(b []byte) ([][]byte, error) {
 	return out, c.err
 }
 
-// Lookup finds code. It does not allocate.
-func (s *Snapshot) Lookup(code []byte) (Entry, bool) {
-	i, ok := s.find(code)
+// Lookup finds code on domain d. It does not allocate. A format 1 or 2
+// file holds domain 0's codes only.
+func (s *Snapshot) Lookup(d link.DomainID, code []byte) (Entry, bool) {
+	i, ok := s.find(d, code)
 	if !ok {
 		return Entry{}, false
 	}
 	return s.entry(i)
 }
 
-// Find returns code's index, in [0, Slots()): a number per entry that
-// callers may index their own per-entry state by. It does not allocate.
-func (s *Snapshot) Find(code []byte) (int, bool) {
-	i, ok := s.find(code)
+// Find returns the index of code on domain d, in [0, Slots()): a number
+// per entry, unique across all domains, that callers may index their own
+// per-entry state by. It does not allocate.
+func (s *Snapshot) Find(d link.DomainID, code []byte) (int, bool) {
+	i, ok := s.find(d, code)
 	if ok && s.format != 1 {
 		w0, w1, _ := s.t.row(i)
 		ok = s.rowOK(w0, w1)
@@ -392,7 +400,7 @@ func (s *Snapshot) At(i int) Entry {
 }
 
 // Slots bounds the indexes Find returns: at least Len, more where the
-// file's table has empty rows.
+// file's tables have empty rows.
 func (s *Snapshot) Slots() int {
 	if s.format == 1 {
 		return s.v1.nGen + s.v1.nCustom
@@ -400,15 +408,22 @@ func (s *Snapshot) Slots() int {
 	return s.t.genRows + len(s.t.custom)/customRowLen
 }
 
-func (s *Snapshot) find(code []byte) (int, bool) {
+func (s *Snapshot) find(d link.DomainID, code []byte) (int, bool) {
 	if s.format == 1 {
+		if d != link.DefaultDomain {
+			return 0, false
+		}
 		return s.v1.find(code)
+	}
+	p := s.partOf(d)
+	if p == nil {
+		return 0, false
 	}
 	if len(code) == base62.Length && base62.Valid(code) {
 		id, _ := base62.Digits(code)
-		return s.t.findGenerated(id)
+		return p.findGenerated(id)
 	}
-	return s.t.findCustom(code)
+	return p.findCustom(&s.t, code)
 }
 
 func (s *Snapshot) entry(i int) (Entry, bool) {
@@ -421,41 +436,66 @@ func (s *Snapshot) entry(i int) (Entry, bool) {
 	return s.entryV2(i)
 }
 
-// Sealed returns the sealed-segment intervals per namespace.
+// Sealed returns the sealed-segment intervals per namespace, by global ID
+// (link.IDRange: every domain's IDs are its own range).
 func (s *Snapshot) Sealed() []Sealed { return s.sealed }
 
-// Bloom returns the bloom section's bytes, valid while s is reachable.
-func (s *Snapshot) Bloom() []byte { return s.bloom }
+// Bloom returns domain d's bloom, the bytes of a bits-and-blooms/bloom/v3
+// filter over every code of d the authority held, valid while s is
+// reachable; nil for a domain the file does not have. A format 1 or 2
+// file has one bloom, domain 0's.
+func (s *Snapshot) Bloom(d link.DomainID) []byte {
+	if s.format == 1 {
+		if d != link.DefaultDomain {
+			return nil
+		}
+		return s.bloom
+	}
+	if p := s.partOf(d); p != nil {
+		return p.bloom
+	}
+	return nil
+}
 
 // Len is the number of entries.
 func (s *Snapshot) Len() int { return int(s.Header.Entries) }
 
-// Each calls fn for every entry, generated codes first, until fn returns
-// false. code is only valid during the call. Entries whose bytes are
-// wrong in a file not verified yet are skipped.
-func (s *Snapshot) Each(fn func(code []byte, e Entry) bool) {
+// Each calls fn for every entry, with its domain, generated codes first,
+// until fn returns false. code is only valid during the call. Entries
+// whose bytes are wrong in a file not verified yet are skipped.
+func (s *Snapshot) Each(fn func(d link.DomainID, code []byte, e Entry) bool) {
 	defer runtime.KeepAlive(s)
 	if s.format == 1 {
-		s.v1.each(s, fn)
+		s.v1.each(s, func(code []byte, e Entry) bool { return fn(link.DefaultDomain, code, e) })
 		return
 	}
 	var buf [base62.Length]byte
-	for i := range s.Slots() {
-		e, ok := s.entryV2(i)
-		if !ok {
-			continue
-		}
-		var code []byte
-		if i < s.t.genRows {
-			if base62.Put(buf[:], le.Uint64(s.t.gen[i*genRowLen:])&keyMask) != nil {
+	for pi := range s.parts {
+		p := &s.parts[pi]
+		for r := range len(p.gen) / genRowLen {
+			e, ok := s.entryV2(p.genBase + r)
+			if !ok || base62.Put(buf[:], le.Uint64(p.gen[r*genRowLen:])&keyMask) != nil {
 				continue
 			}
-			code = buf[:]
-		} else if code = s.t.codeAt(le.Uint64(s.t.custom[(i-s.t.genRows)*customRowLen:]) & keyMask); code == nil {
-			continue
+			if !fn(p.id, buf[:], e) {
+				return
+			}
 		}
-		if !fn(code, e) {
-			return
+	}
+	for pi := range s.parts {
+		p := &s.parts[pi]
+		for r := range len(p.custom) / customRowLen {
+			e, ok := s.entryV2(p.customBase + r)
+			if !ok {
+				continue
+			}
+			code := s.t.codeAt(le.Uint64(p.custom[r*customRowLen:]) & keyMask)
+			if code == nil {
+				continue
+			}
+			if !fn(p.id, code, e) {
+				return
+			}
 		}
 	}
 }

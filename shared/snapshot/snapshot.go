@@ -5,8 +5,13 @@
 // be read in place (mapped) instead of copied. FORMAT.md beside this file is
 // the specification.
 //
-// Writer writes format 2. Open, OpenDeferred and OpenFile read format 2 and
-// format 1 (what control wrote before), so edges can be upgraded first.
+// A file holds the links of every domain: (domain, code) is a link's key,
+// and each domain has its own tables and its own bloom, so a code found on
+// one domain says nothing about another. Writer writes format 3, which
+// carries the domain table (every domain's link.Domain). Open, OpenDeferred
+// and OpenFile read format 3 and formats 2 and 1 (what control wrote
+// before, so edges can be upgraded first); those hold domain 0 only and
+// have no domain table (Domains is nil).
 package snapshot
 
 import (
@@ -20,13 +25,14 @@ const (
 	magic = "EDGLSNAP"
 	// FormatVersion is the format Writer writes. Readers also take every
 	// earlier one.
-	FormatVersion = 2
+	FormatVersion = 3
 	headerLen     = 64
 	tableRowLen   = 24
 )
 
-// Section kinds of format 2, in file order. Format 1 has the first three
-// and its own kind 4, the entries (v1.go).
+// Section kinds of formats 2 and 3, in file order. Format 3 adds the
+// domain table after the others, and its layout has a row per domain.
+// Format 1 has the first three and its own kind 4, the entries (v1.go).
 const (
 	sectionSealed = 1 + iota
 	sectionBloom
@@ -38,11 +44,22 @@ const (
 	sectionRest
 	sectionExpiry
 	sectionNewer
-	sectionCount = sectionNewer
+	sectionDomains
+	sectionCountV2 = sectionNewer
+	sectionCount   = sectionDomains
 )
 
 // prefaceLen is the header, the section table, its CRC and padding.
 func prefaceLen(sections int) int { return headerLen + sections*tableRowLen + 8 }
+
+// How control's builder sizes each domain's bloom: for its number of
+// codes, at least BloomMinCodes (so that a domain without links still has
+// a usable filter), at a false-positive rate of BloomFalsePositive, about
+// 1.2 bytes per code.
+const (
+	BloomFalsePositive = 0.01
+	BloomMinCodes      = 64
+)
 
 // FlagPartial marks a memory-budget snapshot: entries hold only the hottest
 // links, the bloom still covers every code.
@@ -70,6 +87,12 @@ type Interval struct{ Start, End uint64 }
 type Sealed struct {
 	Namespace string
 	Intervals []Interval
+}
+
+// Key is a link's key in a snapshot: its domain and its code.
+type Key struct {
+	Domain link.DomainID
+	Code   string
 }
 
 // Link is one entry as the writer takes it.

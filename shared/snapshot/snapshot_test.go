@@ -9,6 +9,7 @@ import (
 	"hash/crc32"
 	"math/rand/v2"
 	"os"
+	"reflect"
 	"runtime"
 	"strings"
 	"syscall"
@@ -34,16 +35,39 @@ func sampleLinks() []Link {
 	}
 }
 
+// testDomain is the domain table entry build gives domain d.
+func testDomain(d link.DomainID) link.Domain {
+	if d == link.DefaultDomain {
+		return link.Domain{ID: d, Host: "platform.example", CodeMode: link.CodesSequential, Status: link.DomainActive, Version: 1}
+	}
+	return link.Domain{ID: d, Host: fmt.Sprintf("d%d.example", d), TenantID: int64(d), CodeMode: link.CodesFF1,
+		KeyIDs: []string{"k2", "k1"}, NotFoundRedirect: "https://www.example/404", Status: link.DomainActive, Version: uint64(d) + 1}
+}
+
+// build writes links as format 3 with a domain table of domain 0 and the
+// domains the links use (testDomain), domain 0's bloom being bloom (built
+// from h.BloomCount codes) and domain d's "bloom-d" (from its links).
 func build(t testing.TB, links []Link, h Header, sealed []Sealed, bloom []byte) []byte {
 	t.Helper()
 	var w Writer
+	counts := map[link.DomainID]uint64{}
+	domains := []link.Domain{testDomain(link.DefaultDomain)}
 	for _, l := range links {
 		if err := w.Add(l); err != nil {
 			t.Fatal(err)
 		}
+		if _, seen := counts[l.Domain]; !seen && l.Domain != link.DefaultDomain {
+			domains = append(domains, testDomain(l.Domain))
+		}
+		counts[l.Domain]++
 	}
 	var buf bytes.Buffer
-	if err := w.Write(&buf, h, sealed, bloom); err != nil {
+	if err := w.Write(&buf, h, sealed, domains, func(d link.DomainID) ([]byte, uint64) {
+		if d == link.DefaultDomain {
+			return bloom, h.BloomCount
+		}
+		return []byte(fmt.Sprintf("bloom-%d", d)), counts[d]
+	}); err != nil {
 		t.Fatal(err)
 	}
 	return buf.Bytes()
@@ -78,11 +102,20 @@ func checkSample(t *testing.T, s *Snapshot) {
 	if s.Header != h {
 		t.Errorf("header %+v, want %+v", s.Header, h)
 	}
-	if fmt.Sprint(s.Sealed()) != fmt.Sprint(sampleSealed) || string(s.Bloom()) != "bloom-bytes" {
-		t.Errorf("sealed %v bloom %q", s.Sealed(), s.Bloom())
+	if fmt.Sprint(s.Sealed()) != fmt.Sprint(sampleSealed) || string(s.Bloom(link.DefaultDomain)) != "bloom-bytes" {
+		t.Errorf("sealed %v bloom %q", s.Sealed(), s.Bloom(link.DefaultDomain))
+	}
+	if b := s.Bloom(7); b != nil {
+		t.Errorf("Bloom(7) of a file without domain 7 = %q", b)
+	}
+	if ds := s.Domains(); (s.Format() == 3) != (ds != nil) || (ds != nil && !reflect.DeepEqual(ds, []link.Domain{testDomain(0)})) {
+		t.Errorf("format %d: Domains() = %+v", s.Format(), ds)
 	}
 	for _, l := range links {
-		e, ok := s.Lookup([]byte(l.Code))
+		if _, ok := s.Lookup(1, []byte(l.Code)); ok {
+			t.Errorf("Lookup(1, %q) found domain 0's link on domain 1", l.Code)
+		}
+		e, ok := s.Lookup(link.DefaultDomain, []byte(l.Code))
 		if !ok {
 			t.Fatalf("Lookup(%q) missing", l.Code)
 		}
@@ -93,27 +126,27 @@ func checkSample(t *testing.T, s *Snapshot) {
 		}
 	}
 	for _, miss := range []string{"00000B", "00000b", "000000", "ABCD", "summer-salE", "zzzzzy", "abc", "zzzzzzz"} {
-		if _, ok := s.Lookup([]byte(miss)); ok {
+		if _, ok := s.Lookup(link.DefaultDomain, []byte(miss)); ok {
 			t.Errorf("Lookup(%q) found a link that does not exist", miss)
 		}
 	}
 	// Find numbers the entries apart and At agrees with Lookup.
 	seen := make([]bool, s.Slots())
 	for _, l := range links {
-		i, ok := s.Find([]byte(l.Code))
+		i, ok := s.Find(link.DefaultDomain, []byte(l.Code))
 		if !ok || i < 0 || i >= s.Slots() || seen[i] {
 			t.Fatalf("Find(%q) = %d, %v: want a fresh index in [0, %d)", l.Code, i, ok, s.Slots())
 		}
 		seen[i] = true
-		e, _ := s.Lookup([]byte(l.Code))
+		e, _ := s.Lookup(link.DefaultDomain, []byte(l.Code))
 		if got := s.At(i); string(got.AppendURL(nil)) != string(e.AppendURL(nil)) || got.Version != e.Version || got.Status != e.Status {
 			t.Errorf("At(Find(%q)) = %+v; Lookup gives %+v", l.Code, got, e)
 		}
 	}
 	n := 0
-	s.Each(func(code []byte, e Entry) bool {
-		if _, ok := s.Lookup(code); !ok {
-			t.Errorf("Each yielded %q which Lookup misses", code)
+	s.Each(func(d link.DomainID, code []byte, e Entry) bool {
+		if _, ok := s.Lookup(d, code); !ok || d != link.DefaultDomain {
+			t.Errorf("Each yielded %d/%q which Lookup misses", d, code)
 		}
 		n++
 		return true
@@ -129,7 +162,7 @@ func TestRoundTrip(t *testing.T) {
 		data   []byte
 		format int
 	}{
-		{"format 2", build(t, sampleLinks(), sampleHeader, sampleSealed, []byte("bloom-bytes")), 2},
+		{"format 3", build(t, sampleLinks(), sampleHeader, sampleSealed, []byte("bloom-bytes")), 3},
 		{"format 1", buildV1(t, sampleLinks(), sampleHeader, sampleSealed, []byte("bloom-bytes")), 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -162,6 +195,29 @@ func TestFormat1FileStillReads(t *testing.T) {
 	checkSample(t, s)
 }
 
+// TestFormat2FileStillReads reads a file written by the format 2 writer
+// (testdata/v2-sample.snap, sampleLinks as the writer wrote them before
+// format 3): domain 0's links, no domain table.
+func TestFormat2FileStillReads(t *testing.T) {
+	s, err := Open(v2Sample(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Format() != 2 {
+		t.Fatalf("format %d, want 2", s.Format())
+	}
+	checkSample(t, s)
+}
+
+func v2Sample(t testing.TB) []byte {
+	t.Helper()
+	data, err := os.ReadFile("testdata/v2-sample.snap")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return data
+}
+
 func TestWriterRejects(t *testing.T) {
 	var w Writer
 	for _, l := range []Link{
@@ -169,6 +225,7 @@ func TestWriterRejects(t *testing.T) {
 		{Code: "abcd", URL: "https://x/", RedirectType: 200, Status: link.Active},
 		{Code: "abcd", URL: "https://x/", RedirectType: 302, Status: "gone"},
 		{Code: "abcd", URL: "https://x/" + strings.Repeat("a", 1<<16), RedirectType: 302, Status: link.Active},
+		{Domain: link.MaxDomainID + 1, Code: "abcd", URL: "https://x/", RedirectType: 302, Status: link.Active},
 	} {
 		if err := w.Add(l); err == nil {
 			t.Errorf("Add(%.40q…) accepted", l.Code+" "+l.URL)
@@ -185,7 +242,7 @@ func TestWriterRejects(t *testing.T) {
 		for _, l := range dup {
 			_ = w.Add(l)
 		}
-		if err := w.Write(&bytes.Buffer{}, Header{}, nil, nil); err == nil || !strings.Contains(err.Error(), dup[0].Code) {
+		if err := w.Write(&bytes.Buffer{}, Header{}, nil, []link.Domain{testDomain(0)}, nil); err == nil || !strings.Contains(err.Error(), dup[0].Code) {
 			t.Errorf("duplicate %q written: %v", dup[0].Code, err)
 		}
 	}
@@ -199,10 +256,10 @@ func TestWriteTwiceIsTheSame(t *testing.T) {
 		}
 	}
 	var a, b bytes.Buffer
-	if err := w.Write(&a, Header{ChangeVersion: 3}, nil, nil); err != nil {
+	if err := w.Write(&a, Header{ChangeVersion: 3}, nil, []link.Domain{testDomain(0)}, nil); err != nil {
 		t.Fatal(err)
 	}
-	if err := w.Write(&b, Header{ChangeVersion: 3}, nil, nil); err != nil {
+	if err := w.Write(&b, Header{ChangeVersion: 3}, nil, []link.Domain{testDomain(0)}, nil); err != nil {
 		t.Fatal(err)
 	}
 	if !bytes.Equal(a.Bytes(), b.Bytes()) {
@@ -253,7 +310,7 @@ func TestTablesAtScale(t *testing.T) {
 		t.Fatal(err)
 	}
 	for code, u := range want {
-		e, ok := s.Lookup([]byte(code))
+		e, ok := s.Lookup(link.DefaultDomain, []byte(code))
 		if !ok || string(e.AppendURL(nil)) != u {
 			t.Fatalf("Lookup(%q) = %q, %v; want %q", code, e.AppendURL(nil), ok, u)
 		}
@@ -263,7 +320,7 @@ func TestTablesAtScale(t *testing.T) {
 		if r.IntN(4) == 0 {
 			code = fmt.Sprintf("promo-%d", r.IntN(1e9))
 		}
-		if _, ok := s.Lookup([]byte(code)); ok != (want[code] != "") {
+		if _, ok := s.Lookup(link.DefaultDomain, []byte(code)); ok != (want[code] != "") {
 			t.Fatalf("Lookup(%q) = %v, want %v", code, ok, want[code] != "")
 		}
 	}
@@ -271,8 +328,10 @@ func TestTablesAtScale(t *testing.T) {
 
 func TestEveryCorruptionIsRejected(t *testing.T) {
 	for name, data := range map[string][]byte{
-		"format 2": build(t, sampleLinks(), Header{ChangeVersion: 5}, []Sealed{{Namespace: "default", Intervals: []Interval{{1, 10}}}}, []byte("bloom")),
-		"format 1": buildV1(t, sampleLinks(), Header{ChangeVersion: 5}, []Sealed{{Namespace: "default", Intervals: []Interval{{1, 10}}}}, []byte("bloom")),
+		"format 3":         build(t, sampleLinks(), Header{ChangeVersion: 5}, []Sealed{{Namespace: "default", Intervals: []Interval{{1, 10}}}}, []byte("bloom")),
+		"format 3 domains": build(t, multiDomainLinks(), Header{ChangeVersion: 5}, nil, []byte("bloom")),
+		"format 2":         v2Sample(t),
+		"format 1":         buildV1(t, sampleLinks(), Header{ChangeVersion: 5}, []Sealed{{Namespace: "default", Intervals: []Interval{{1, 10}}}}, []byte("bloom")),
 	} {
 		t.Run(name, func(t *testing.T) {
 			for i := range data {
@@ -307,14 +366,18 @@ func TestEveryCorruptionIsRejected(t *testing.T) {
 // lookAround looks up every sample code and walks the file, as an edge
 // does before Verify finishes.
 func lookAround(s *Snapshot) {
-	for _, l := range sampleLinks() {
-		e, _ := s.Lookup([]byte(l.Code))
-		_ = e.AppendURL(nil)
-		if i, ok := s.Find([]byte(l.Code)); ok {
-			_ = s.At(i)
+	for _, l := range append(sampleLinks(), multiDomainLinks()...) {
+		for _, d := range []link.DomainID{l.Domain, 0, 1, 2, 3, 1 << 23} {
+			e, _ := s.Lookup(d, []byte(l.Code))
+			_ = e.AppendURL(nil)
+			if i, ok := s.Find(d, []byte(l.Code)); ok {
+				_ = s.At(i)
+			}
+			_ = s.Bloom(d)
 		}
 	}
-	s.Each(func(code []byte, e Entry) bool { _ = e.AppendURL(nil); return true })
+	_ = s.Domains()
+	s.Each(func(_ link.DomainID, code []byte, e Entry) bool { _ = e.AppendURL(nil); return true })
 }
 
 // TestDeferredVerification: a damaged entry section passes OpenDeferred
@@ -366,12 +429,12 @@ func TestDeferredVerification(t *testing.T) {
 
 func TestWrongVersionIsNamed(t *testing.T) {
 	data := build(t, sampleLinks(), Header{}, nil, nil)
-	le.PutUint32(data[8:], 3)
+	le.PutUint32(data[8:], 4)
 	crcAt := headerLen + sectionCount*tableRowLen
 	le.PutUint32(data[crcAt:], crc32.Checksum(data[:crcAt], castagnoli))
 	_, err := Open(data)
-	if !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "format version 3") {
-		t.Fatalf("Open of a version-3 file: %v", err)
+	if !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "format version 4") {
+		t.Fatalf("Open of a version-4 file: %v", err)
 	}
 }
 
@@ -392,7 +455,8 @@ func bigSet(n int) []Link {
 
 func TestLookupDoesNotAllocate(t *testing.T) {
 	for name, data := range map[string][]byte{
-		"format 2": build(t, append(bigSet(1000), sampleLinks()...), Header{}, nil, nil),
+		"format 3": build(t, append(append(bigSet(1000), sampleLinks()...), multiDomainLinks()[1:]...), Header{}, nil, nil),
+		"format 2": v2Sample(t),
 		"format 1": buildV1(t, append(bigSet(1000), sampleLinks()...), Header{}, nil, nil),
 	} {
 		s, err := Open(data)
@@ -402,12 +466,16 @@ func TestLookupDoesNotAllocate(t *testing.T) {
 		hit, custom, miss := []byte("00000A"), []byte("summer-sale"), []byte("zzzzzx")
 		var buf []byte
 		n := testing.AllocsPerRun(200, func() {
-			e, _ := s.Lookup(hit)
+			e, _ := s.Lookup(link.DefaultDomain, hit)
 			buf = e.AppendURL(buf[:0])
-			s.Lookup(custom)
-			s.Lookup(miss)
-			i, _ := s.Find(hit)
+			s.Lookup(link.DefaultDomain, custom)
+			s.Lookup(link.DefaultDomain, miss)
+			s.Lookup(2, hit)
+			s.Lookup(2, custom)
+			s.Lookup(1<<20, hit)
+			i, _ := s.Find(link.DefaultDomain, hit)
 			_ = s.At(i)
+			_ = s.Bloom(2)
 		})
 		if n != 0 {
 			t.Fatalf("%s: lookups allocated %v times", name, n)
@@ -430,7 +498,7 @@ func BenchmarkLookup(b *testing.B) {
 	for _, f := range []struct {
 		name  string
 		build func(testing.TB, []Link, Header, []Sealed, []byte) []byte
-	}{{"format2", build}, {"format1", buildV1}} {
+	}{{"format3", build}, {"format1", buildV1}} {
 		data := f.build(b, links, Header{}, nil, nil)
 		s, err := Open(data)
 		if err != nil {
@@ -439,7 +507,7 @@ func BenchmarkLookup(b *testing.B) {
 		b.Run(f.name, func(b *testing.B) {
 			b.ReportAllocs()
 			for i := 0; b.Loop(); i++ {
-				if _, ok := s.Lookup(code(i)); !ok {
+				if _, ok := s.Lookup(link.DefaultDomain, code(i)); !ok {
 					b.Fatal("miss")
 				}
 			}
@@ -474,9 +542,9 @@ func BenchmarkOpen1M(b *testing.B) {
 func checkUsable(t *testing.T, s *Snapshot) {
 	t.Helper()
 	n := 0
-	s.Each(func(code []byte, e Entry) bool {
-		if _, ok := s.Lookup(code); !ok {
-			t.Fatalf("accepted file: Each yields %q but Lookup misses it", code)
+	s.Each(func(d link.DomainID, code []byte, e Entry) bool {
+		if _, ok := s.Lookup(d, code); !ok {
+			t.Fatalf("accepted file: Each yields %d/%q but Lookup misses it", d, code)
 		}
 		_ = e.AppendURL(nil)
 		n++
@@ -490,6 +558,8 @@ func checkUsable(t *testing.T, s *Snapshot) {
 func fuzzSeeds(f *testing.F) {
 	f.Add(build(f, sampleLinks(), Header{ChangeVersion: 3}, []Sealed{{Namespace: "default", Intervals: []Interval{{1, 10}}}}, []byte("b")))
 	f.Add(build(f, nil, Header{}, nil, nil))
+	f.Add(build(f, multiDomainLinks(), Header{ChangeVersion: 3}, nil, []byte("b")))
+	f.Add(v2Sample(f))
 	f.Add(buildV1(f, sampleLinks(), Header{ChangeVersion: 3}, []Sealed{{Namespace: "default", Intervals: []Interval{{1, 10}}}}, []byte("b")))
 }
 
@@ -518,30 +588,26 @@ func FuzzOpenChecksummed(f *testing.F) {
 			return
 		}
 		n := v1Sections
-		if le.Uint32(data[8:]) == 2 {
+		switch le.Uint32(data[8:]) {
+		case 2:
+			n = sectionCountV2
+		case 3:
 			n = sectionCount
 		}
 		if len(data) < prefaceLen(n) {
 			return
 		}
-		data = bytes.Clone(data)
-		for i := range n {
-			row := data[headerLen+i*tableRowLen:]
-			off, size := le.Uint64(row[8:]), le.Uint64(row[16:])
-			if off <= uint64(len(data)) && size <= uint64(len(data))-off {
-				le.PutUint32(row[4:], crc32.Checksum(data[off:off+size], castagnoli))
-			}
-		}
-		crcAt := headerLen + n*tableRowLen
-		le.PutUint32(data[crcAt:], crc32.Checksum(data[:crcAt], castagnoli))
+		data = resign(bytes.Clone(data), n)
 		s, err := OpenDeferred(data)
 		if err != nil {
 			return
 		}
 		lookAround(s)
 		for _, c := range []string{"000000", "00000A", "zzzzzz", "abcd", "fresh-1", "nope-nope"} {
-			e, _ := s.Lookup([]byte(c))
-			_ = e.AppendURL(nil)
+			for d := range link.DomainID(4) {
+				e, _ := s.Lookup(d, []byte(c))
+				_ = e.AppendURL(nil)
+			}
 		}
 		if s.Verify(context.Background()) != nil {
 			return
@@ -598,7 +664,7 @@ func BenchmarkHit(b *testing.B) {
 	var sum uint32
 	hit := func(i int, warm bool) {
 		c := code(i)
-		j, ok := s.find(c)
+		j, ok := s.find(link.DefaultDomain, c)
 		if !ok {
 			b.Fatal("miss")
 		}
@@ -628,6 +694,8 @@ func BenchmarkHit(b *testing.B) {
 	b.ReportMetric(pf, "prefetch-cpu-ns/hit")
 	b.ReportMetric(pf/plain, "prefetch/plain")
 }
+
+func crcOf(b []byte) uint32 { return crc32.Checksum(b, castagnoli) }
 
 func threadCPU() time.Duration {
 	var ru syscall.Rusage

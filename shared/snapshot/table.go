@@ -3,19 +3,22 @@ package snapshot
 import (
 	"bytes"
 	"context"
+	"slices"
 
 	"github.com/edgelink/edgelink/shared/base62"
 	"github.com/edgelink/edgelink/shared/link"
 )
 
-// Format 2 rows. A row is little-endian words; bit fields from the low end.
+// Format 2 and 3 rows. A row is little-endian words; bit fields from the low end.
 //
 //	word 0: key 36 | rest length 16 | redirect 3 | status 2 | expiry flag 1 | newer flag 1 | zero 5
 //	word 1: rest offset 40 | origin 24
 //	word 2: code hash (custom rows only)
 //
-// A generated row's key is the ID; a custom row's is its code's offset in
-// the codes section plus one. Key 0 is an empty row, all zero.
+// A generated row's key is the code's value (base62.Digits: the ID in
+// format 2; in format 3 the local ID, or its FF1 image on an FF1 domain);
+// a custom row's is its code's offset in the codes section plus one. Key 0
+// is an empty row, all zero.
 const (
 	genRowLen     = 16
 	customRowLen  = 24
@@ -35,32 +38,40 @@ const (
 	statusActive  = 1
 )
 
-// tables is a format 2 file's entries: two open-addressing tables, one of
-// generated codes keyed by ID and one of custom codes keyed by a hash of
-// the code, and the bytes their rows point into.
+// tables is a format 2 or 3 file's entries: the rows of the generated
+// tables (codes keyed by their value) and of the custom tables (keyed by a
+// hash of the code), every domain's one after the other, and the bytes
+// their rows point into. A format 2 file is one part, domain 0's.
 type tables struct {
-	gen, custom           []byte
-	genRows               int
-	genHomes, customHomes uint64
-	genCount, customCount int
-	codes, rest           []byte
-	exp, newer            []byte
+	gen, custom []byte
+	genRows     int
+	codes, rest []byte
+	exp, newer  []byte
 }
 
-func openV2(data []byte) (*Snapshot, error) {
-	h, secs, err := preface(data, sectionCount, 2)
+func openV2(data []byte, format uint32) (*Snapshot, error) {
+	n := sectionCountV2
+	if format == 3 {
+		n = sectionCount
+	}
+	h, secs, err := preface(data, n, format)
 	if err != nil {
 		return nil, err
 	}
 	// The small sections are checked now: the sealed intervals and the
-	// bloom decide misses without the authority, and the dictionary and
-	// the layout give every lookup its bounds.
-	for _, sec := range secs[:sectionLayout] {
+	// blooms decide misses without the authority, the dictionary and the
+	// layout give every lookup its bounds, and the domain table says which
+	// hosts the file answers for.
+	checked := secs[:sectionLayout]
+	if format == 3 {
+		checked = append(slices.Clip(checked), secs[sectionDomains-1])
+	}
+	for _, sec := range checked {
 		if err := checksum(context.Background(), sec); err != nil {
 			return nil, err
 		}
 	}
-	s := &Snapshot{Header: h, format: 2, bloom: secs[sectionBloom-1].b, unchecked: secs[sectionLayout:]}
+	s := &Snapshot{Header: h, format: format, bloom: secs[sectionBloom-1].b, unchecked: secs[sectionLayout:sectionNewer]}
 	if s.sealed, err = decodeSealed(secs[sectionSealed-1].b); err != nil {
 		return nil, err
 	}
@@ -70,30 +81,108 @@ func openV2(data []byte) (*Snapshot, error) {
 	if len(s.origins) > maxOrigins {
 		return nil, corrupt("dictionary: %d origins, at most %d", len(s.origins), maxOrigins)
 	}
-	l := secs[sectionLayout-1].b
-	if len(l) != layoutLen {
-		return nil, corrupt("layout: %d bytes, want %d", len(l), layoutLen)
-	}
 	t := &s.t
-	t.genHomes, t.customHomes = le.Uint64(l), le.Uint64(l[16:])
-	gc, cc := le.Uint64(l[8:]), le.Uint64(l[24:])
 	t.gen, t.custom = secs[sectionGenerated-1].b, secs[sectionCustom-1].b
 	t.codes, t.rest = secs[sectionCodes-1].b, secs[sectionRest-1].b
 	t.exp, t.newer = secs[sectionExpiry-1].b, secs[sectionNewer-1].b
 	if len(t.gen)%genRowLen != 0 || len(t.custom)%customRowLen != 0 || len(t.exp)%sideRowLen != 0 || len(t.newer)%sideRowLen != 0 {
 		return nil, corrupt("layout: a table is not whole rows")
 	}
-	if err := checkTable("generated", gc, t.genHomes, uint64(len(t.gen)/genRowLen)); err != nil {
+	t.genRows = len(t.gen) / genRowLen
+	l := secs[sectionLayout-1].b
+	if format == 2 {
+		if len(l) != layoutLen {
+			return nil, corrupt("layout: %d bytes, want %d", len(l), layoutLen)
+		}
+		s.parts = []part{{bloom: s.bloom, bloomCount: h.BloomCount}}
+		err = s.layoutRow(&s.parts[0], l[:8], l[8:16], nil, l[16:24], l[24:32], nil, 0, 0)
+	} else {
+		if s.domains, err = decodeDomains(secs[sectionDomains-1].b); err != nil {
+			return nil, err
+		}
+		err = s.layoutV3(l)
+	}
+	if err != nil {
 		return nil, err
 	}
-	if err := checkTable("custom", cc, t.customHomes, uint64(len(t.custom)/customRowLen)); err != nil {
-		return nil, err
+	var entries uint64
+	for _, p := range s.parts {
+		entries += uint64(p.genCount + p.customCount)
 	}
-	if gc+cc != h.Entries {
-		return nil, corrupt("header says %d entries, the tables hold %d", h.Entries, gc+cc)
+	if entries != h.Entries {
+		return nil, corrupt("header says %d entries, the tables hold %d", h.Entries, entries)
 	}
-	t.genRows, t.genCount, t.customCount = len(t.gen)/genRowLen, int(gc), int(cc)
+	s.index()
 	return s, nil
+}
+
+// layoutV3 reads a format 3 layout: a row per domain of the domain table,
+// whose tables and blooms follow each other in that order and fill their
+// sections exactly.
+func (s *Snapshot) layoutV3(l []byte) error {
+	if uint64(len(l)) != uint64(len(s.domains))*layoutRowLen {
+		return corrupt("layout: %d bytes for %d domains", len(l), len(s.domains))
+	}
+	s.parts = make([]part, len(s.domains))
+	var genAt, customAt, bloomAt, bloomCount uint64
+	for i := range s.parts {
+		r := l[i*layoutRowLen : (i+1)*layoutRowLen]
+		p := &s.parts[i]
+		if d := le.Uint64(r); d != uint64(s.domains[i].ID) {
+			return corrupt("layout: row %d is domain %d, the table's is %d", i, d, s.domains[i].ID)
+		}
+		p.id = s.domains[i].ID
+		nb, bc := le.Uint64(r[56:]), le.Uint64(r[64:])
+		if nb > uint64(len(s.bloom))-bloomAt {
+			return corrupt("layout: domain %d: bloom of %d bytes past its section", p.id, nb)
+		}
+		p.bloom = s.bloom[bloomAt : bloomAt+nb : bloomAt+nb]
+		bloomAt += nb
+		if p.bloomCount = bc; bloomCount+bc < bloomCount {
+			return corrupt("layout: bloom counts overflow")
+		}
+		bloomCount += bc
+		if err := s.layoutRow(p, r[8:], r[16:], r[24:], r[32:], r[40:], r[48:], genAt, customAt); err != nil {
+			return err
+		}
+		genAt += uint64(len(p.gen) / genRowLen)
+		customAt += uint64(len(p.custom) / customRowLen)
+	}
+	if genAt != uint64(s.t.genRows) || customAt != uint64(len(s.t.custom)/customRowLen) || bloomAt != uint64(len(s.bloom)) {
+		return corrupt("layout: the domains' rows and blooms do not fill their sections")
+	}
+	if bloomCount != s.Header.BloomCount {
+		return corrupt("layout: blooms of %d codes, the header says %d", bloomCount, s.Header.BloomCount)
+	}
+	return nil
+}
+
+// layoutRow sets p's tables from a layout row's fields (homes, count and
+// rows of each table; rows nil: the whole section, as in format 2), the
+// tables starting genAt and customAt rows into their sections.
+func (s *Snapshot) layoutRow(p *part, hg, ng, rg, hc, nc, rc []byte, genAt, customAt uint64) error {
+	t := &s.t
+	genLeft, customLeft := uint64(t.genRows)-genAt, uint64(len(t.custom)/customRowLen)-customAt
+	gr, cr := genLeft, customLeft
+	if rg != nil {
+		gr, cr = le.Uint64(rg), le.Uint64(rc)
+	}
+	if gr > genLeft || cr > customLeft {
+		return corrupt("layout: domain %d: tables past their sections", p.id)
+	}
+	p.genHomes, p.customHomes = le.Uint64(hg), le.Uint64(hc)
+	gc, cc := le.Uint64(ng), le.Uint64(nc)
+	if err := checkTable("generated", gc, p.genHomes, gr); err != nil {
+		return err
+	}
+	if err := checkTable("custom", cc, p.customHomes, cr); err != nil {
+		return err
+	}
+	p.gen = t.gen[genAt*genRowLen : (genAt+gr)*genRowLen : (genAt+gr)*genRowLen]
+	p.custom = t.custom[customAt*customRowLen : (customAt+cr)*customRowLen : (customAt+cr)*customRowLen]
+	p.genBase, p.customBase = int(genAt), t.genRows+int(customAt)
+	p.genCount, p.customCount = int(gc), int(cc)
+	return nil
 }
 
 // checkTable checks a table's counts against its size: n keys in homes
@@ -106,18 +195,19 @@ func checkTable(name string, n, homes, rows uint64) error {
 	return nil
 }
 
-// findGenerated returns the row of ID id. Rows are sorted by mix(ID), so
-// the scan from the ID's home row stops at an empty row or at a row whose
-// hash is larger.
-func (t *tables) findGenerated(id uint64) (int, bool) {
-	if id == 0 || t.genHomes == 0 {
+// findGenerated returns the row of the generated code of value id. Rows
+// are sorted by mix(value), so the scan from its home row stops at an
+// empty row or at a row whose hash is larger.
+func (p *part) findGenerated(id uint64) (int, bool) {
+	if id == 0 || p.genHomes == 0 {
 		return 0, false
 	}
 	m := mix(id)
-	for p := int(home(m, t.genHomes)); p < t.genRows; p++ {
-		k := le.Uint64(t.gen[p*genRowLen:]) & keyMask
+	rows := len(p.gen) / genRowLen
+	for r := int(home(m, p.genHomes)); r < rows; r++ {
+		k := le.Uint64(p.gen[r*genRowLen:]) & keyMask
 		if k == id {
-			return p, true
+			return p.genBase + r, true
 		}
 		if k == 0 || mix(k) > m {
 			return 0, false
@@ -126,23 +216,23 @@ func (t *tables) findGenerated(id uint64) (int, bool) {
 	return 0, false
 }
 
-// findCustom returns the index of custom code's row (after the generated
-// rows). Rows are sorted by hash, then code.
-func (t *tables) findCustom(code []byte) (int, bool) {
-	if t.customHomes == 0 {
+// findCustom returns the row of custom code. Rows are sorted by hash,
+// then code.
+func (p *part) findCustom(t *tables, code []byte) (int, bool) {
+	if p.customHomes == 0 {
 		return 0, false
 	}
 	h := codeHash(code)
-	rows := len(t.custom) / customRowLen
-	for p := int(home(h, t.customHomes)); p < rows; p++ {
-		r := t.custom[p*customRowLen : p*customRowLen+customRowLen]
-		k := le.Uint64(r) & keyMask
+	rows := len(p.custom) / customRowLen
+	for r := int(home(h, p.customHomes)); r < rows; r++ {
+		row := p.custom[r*customRowLen : r*customRowLen+customRowLen]
+		k := le.Uint64(row) & keyMask
 		if k == 0 {
 			return 0, false
 		}
-		rh := le.Uint64(r[16:])
+		rh := le.Uint64(row[16:])
 		if rh == h && bytes.Equal(t.codeAt(k), code) {
-			return t.genRows + p, true
+			return p.customBase + r, true
 		}
 		if rh > h {
 			return 0, false
@@ -252,12 +342,13 @@ func sideValue(table []byte, i int) (uint64, bool) {
 	return 0, false
 }
 
-// validateTables checks every row of a format 2 file: each key is where a
-// lookup finds it (sorted by hash, at or after its home, no empty row in
-// between), no key twice, every field in range, and the side tables match
-// the flags. A file that passes answers exactly what its writer was given.
+// validateTables checks every row of a format 2 or 3 file: each key is
+// where a lookup in its domain's table finds it (sorted by hash, at or
+// after its home, no empty row in between), no key twice in a domain,
+// every field in range, and the side tables match the flags. A file that
+// passes answers exactly what its writer was given.
 func (s *Snapshot) validateTables(ctx context.Context) error {
-	if s.format != 2 {
+	if s.format < 2 {
 		return nil
 	}
 	t := &s.t
@@ -277,68 +368,75 @@ func (s *Snapshot) validateTables(ctx context.Context) error {
 		}
 		return nil
 	}
-	var prev uint64
-	count, occupied := 0, false
-	for i := range t.genRows {
-		if i%(1<<16) == 0 && ctx.Err() != nil {
-			return ctx.Err()
-		}
-		r := t.gen[i*genRowLen:]
-		w0, w1 := le.Uint64(r), le.Uint64(r[8:])
-		id := w0 & keyMask
-		if id == 0 {
-			if w0|w1 != 0 {
-				return corrupt("entries: generated row %d is empty but not zero", i)
+	for pi := range s.parts {
+		p := &s.parts[pi]
+		var prev uint64
+		count, occupied := 0, false
+		for i := range len(p.gen) / genRowLen {
+			if i%(1<<16) == 0 && ctx.Err() != nil {
+				return ctx.Err()
 			}
-			occupied = false
-			continue
-		}
-		m := mix(id)
-		h := home(m, t.genHomes)
-		if id > base62.MaxID || (count > 0 && m <= prev) || h > uint64(i) || (h < uint64(i) && !occupied) {
-			return corrupt("entries: generated row %d (id %d) out of order or out of reach", i, id)
-		}
-		if err := record(i, w0, w1); err != nil {
-			return err
-		}
-		prev, occupied = m, true
-		count++
-	}
-	if count != t.genCount {
-		return corrupt("entries: %d generated rows, the layout says %d", count, t.genCount)
-	}
-	var prevCode []byte
-	count, occupied = 0, false
-	for i := range len(t.custom) / customRowLen {
-		if i%(1<<16) == 0 && ctx.Err() != nil {
-			return ctx.Err()
-		}
-		r := t.custom[i*customRowLen:]
-		w0, w1, hash := le.Uint64(r), le.Uint64(r[8:]), le.Uint64(r[16:])
-		k := w0 & keyMask
-		if k == 0 {
-			if w0|w1|hash != 0 {
-				return corrupt("entries: custom row %d is empty but not zero", i)
+			r := p.gen[i*genRowLen:]
+			w0, w1 := le.Uint64(r), le.Uint64(r[8:])
+			id := w0 & keyMask
+			if id == 0 {
+				if w0|w1 != 0 {
+					return corrupt("entries: generated row %d is empty but not zero", p.genBase+i)
+				}
+				occupied = false
+				continue
 			}
-			occupied = false
-			continue
+			m := mix(id)
+			h := home(m, p.genHomes)
+			if id > base62.MaxID || (count > 0 && m <= prev) || h > uint64(i) || (h < uint64(i) && !occupied) {
+				return corrupt("entries: generated row %d (value %d) out of order or out of reach", p.genBase+i, id)
+			}
+			if err := record(p.genBase+i, w0, w1); err != nil {
+				return err
+			}
+			prev, occupied = m, true
+			count++
 		}
-		code := t.codeAt(k)
-		h := home(hash, t.customHomes)
-		if !link.ValidCodeSyntax(code) || (len(code) == base62.Length && base62.Valid(code)) || codeHash(code) != hash {
-			return corrupt("entries: custom row %d: code %q invalid or not its hash", i, code)
+		if count != p.genCount {
+			return corrupt("entries: domain %d: %d generated rows, the layout says %d", p.id, count, p.genCount)
 		}
-		if (count > 0 && (hash < prev || (hash == prev && bytes.Compare(code, prevCode) <= 0))) || h > uint64(i) || (h < uint64(i) && !occupied) {
-			return corrupt("entries: custom row %d (%q) out of order or out of reach", i, code)
-		}
-		if err := record(t.genRows+i, w0, w1); err != nil {
-			return err
-		}
-		prev, prevCode, occupied = hash, code, true
-		count++
 	}
-	if count != t.customCount {
-		return corrupt("entries: %d custom rows, the layout says %d", count, t.customCount)
+	for pi := range s.parts {
+		p := &s.parts[pi]
+		var prev uint64
+		var prevCode []byte
+		count, occupied := 0, false
+		for i := range len(p.custom) / customRowLen {
+			if i%(1<<16) == 0 && ctx.Err() != nil {
+				return ctx.Err()
+			}
+			r := p.custom[i*customRowLen:]
+			w0, w1, hash := le.Uint64(r), le.Uint64(r[8:]), le.Uint64(r[16:])
+			k := w0 & keyMask
+			if k == 0 {
+				if w0|w1|hash != 0 {
+					return corrupt("entries: custom row %d is empty but not zero", p.customBase+i)
+				}
+				occupied = false
+				continue
+			}
+			code := t.codeAt(k)
+			h := home(hash, p.customHomes)
+			if !link.ValidCodeSyntax(code) || (len(code) == base62.Length && base62.Valid(code)) || codeHash(code) != hash {
+				return corrupt("entries: custom row %d: code %q invalid or not its hash", p.customBase+i, code)
+			}
+			if (count > 0 && (hash < prev || (hash == prev && bytes.Compare(code, prevCode) <= 0))) || h > uint64(i) || (h < uint64(i) && !occupied) {
+				return corrupt("entries: custom row %d (%q) out of order or out of reach", p.customBase+i, code)
+			}
+			if err := record(p.customBase+i, w0, w1); err != nil {
+				return err
+			}
+			prev, prevCode, occupied = hash, code, true
+			count++
+		}
+		if count != p.customCount {
+			return corrupt("entries: domain %d: %d custom rows, the layout says %d", p.id, count, p.customCount)
+		}
 	}
 	if err := s.checkSide("expiry", t.exp, expiryBit, exp, func(v uint64) bool { return v != 0 }); err != nil {
 		return err

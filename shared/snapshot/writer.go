@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"cmp"
 	"encoding/binary"
+	"encoding/json"
 	"fmt"
 	"hash/crc32"
 	"io"
@@ -15,16 +16,16 @@ import (
 	"github.com/edgelink/edgelink/shared/link"
 )
 
-// Writer collects links and writes them as a format 2 snapshot. Add in any
-// order; Write lays the tables out. It holds about 24 bytes per generated
-// link (32 per custom one) plus the targets' bytes without their origins,
-// and writes without building the file in memory. Not safe for concurrent
-// use.
+// Writer collects links and writes them as a format 3 snapshot. Add in
+// any order; Write lays each domain's tables out. It holds about 24 bytes
+// per generated link (32 per custom one) plus the targets' bytes without
+// their origins, and writes without building the file in memory. Not safe
+// for concurrent use.
 type Writer struct {
-	gen        []genLink
-	custom     []customLink
-	codes      arena // custom codes, each a length byte and the code
-	rest       arena // target remainders
+	domains    map[link.DomainID]*domainLinks
+	last       *domainLinks // the domain Add was last given, looked up once per run
+	codes      arena        // custom codes, each a length byte and the code
+	rest       arena        // target remainders
 	origins    map[string]uint32
 	originList []string
 	// versions is by add index, allocated once a link has one; expiries
@@ -34,8 +35,15 @@ type Writer struct {
 	n        uint32
 }
 
+// domainLinks are one domain's links as added.
+type domainLinks struct {
+	id     link.DomainID
+	gen    []genLink
+	custom []customLink
+}
+
 type genLink struct {
-	m    uint64 // mix(ID): the sort key, and the ID by unmix
+	m    uint64 // mix(code value): the sort key, and the value by unmix
 	rec  uint64 // rest address | origin << originShift
 	meta uint32 // rest length | redirect << 16 | status << 19 | has expiry << 21
 	idx  uint32 // add index
@@ -56,13 +64,37 @@ type expiry struct {
 
 const metaExpiry = 1 << 21
 
-// Grow makes room for n more generated links without growing again.
-func (w *Writer) Grow(n int) { w.gen = slices.Grow(w.gen, n) }
+func (w *Writer) domain(d link.DomainID) *domainLinks {
+	if w.last != nil && w.last.id == d {
+		return w.last
+	}
+	if w.domains == nil {
+		w.domains = map[link.DomainID]*domainLinks{}
+	}
+	dl := w.domains[d]
+	if dl == nil {
+		dl = &domainLinks{id: d}
+		w.domains[d] = dl
+	}
+	w.last = dl
+	return dl
+}
 
-// Add queues one link. It refuses an invalid code, status, redirect type
-// or target with an error and then holds nothing of the link. Codes must
-// be unique; Write reports duplicates.
+// Grow makes room for n more generated links of the platform's domain
+// (link.DefaultDomain) without growing again.
+func (w *Writer) Grow(n int) {
+	dl := w.domain(link.DefaultDomain)
+	dl.gen = slices.Grow(dl.gen, n)
+}
+
+// Add queues one link, on the domain l.Domain names. It refuses an invalid
+// domain number, code, status, redirect type or target with an error and
+// then holds nothing of the link. Codes must be unique per domain; Write
+// reports duplicates and links of domains its table lacks.
 func (w *Writer) Add(l Link) error {
+	if l.Domain > link.MaxDomainID {
+		return fmt.Errorf("snapshot: code %q: domain %d above %d", l.Code, l.Domain, link.MaxDomainID)
+	}
 	if !link.ValidCodeSyntax(l.Code) {
 		return fmt.Errorf("snapshot: invalid code %q", l.Code)
 	}
@@ -77,7 +109,7 @@ func (w *Writer) Add(l Link) error {
 	generated := len(l.Code) == base62.Length && base62.Valid(l.Code)
 	var id uint64
 	if generated {
-		id, _ = base62.Decode(l.Code)
+		id, _ = base62.Digits(l.Code)
 	}
 	if w.n == math.MaxUint32 {
 		return fmt.Errorf("snapshot: more than %d links", uint32(math.MaxUint32))
@@ -119,11 +151,12 @@ func (w *Writer) Add(l Link) error {
 	if w.versions != nil {
 		w.versions = append(w.versions, l.Version)
 	}
+	dl := w.domain(l.Domain)
 	if generated {
-		w.gen = append(w.gen, genLink{m: mix(id), rec: rec, meta: meta, idx: idx})
+		dl.gen = append(dl.gen, genLink{m: mix(id), rec: rec, meta: meta, idx: idx})
 	} else {
 		code := w.codes.add(string([]byte{byte(len(l.Code))}) + l.Code)
-		w.custom = append(w.custom, customLink{hash: codeHash(l.Code), code: code, rec: rec, meta: meta, idx: idx})
+		dl.custom = append(dl.custom, customLink{hash: codeHash(l.Code), code: code, rec: rec, meta: meta, idx: idx})
 	}
 	w.n++
 	return nil
@@ -132,26 +165,43 @@ func (w *Writer) Add(l Link) error {
 // Len is the number of links added.
 func (w *Writer) Len() int { return int(w.n) }
 
-// Write writes the snapshot to out. h.Entries is set from the links added.
-// It may be called again, with the same result for the same arguments.
-func (w *Writer) Write(out io.Writer, h Header, sealed []Sealed, bloom []byte) error {
-	slices.SortFunc(w.gen, func(a, b genLink) int { return cmp.Compare(a.m, b.m) })
-	for i := 1; i < len(w.gen); i++ {
-		if w.gen[i].m == w.gen[i-1].m {
-			code, _ := base62.Encode(unmix(w.gen[i].m))
-			return fmt.Errorf("snapshot: duplicate code %q", code)
+// Blooms gives Write each domain's bloom: the bytes of a
+// bits-and-blooms/bloom/v3 filter (WriteTo) over every code of the domain,
+// and how many codes it was built from. nil bytes: the domain has none.
+type Blooms func(d link.DomainID) (filter []byte, codes uint64)
+
+// Write writes the snapshot to out: domains is the domain table (every
+// domain the edges are to know, removed ones too; it must hold
+// link.DefaultDomain, and every domain a link was added on), blooms each
+// one's bloom (nil: none). h.Entries and h.BloomCount are set from the
+// links and the blooms. It refuses an invalid domain table, a link of a
+// domain not in it and a code twice on one domain, and may be called
+// again, with the same result for the same arguments.
+func (w *Writer) Write(out io.Writer, h Header, sealed []Sealed, domains []link.Domain, blooms Blooms) error {
+	table, err := sortedDomains(domains)
+	if err != nil {
+		return fmt.Errorf("snapshot: %w", err)
+	}
+	parts := make([]*domainLinks, len(table))
+	known := 0
+	for i, d := range table {
+		parts[i] = w.domains[d.ID]
+		if parts[i] == nil {
+			parts[i] = &domainLinks{id: d.ID}
+		} else {
+			known++
 		}
 	}
-	slices.SortFunc(w.custom, func(a, b customLink) int {
-		if c := cmp.Compare(a.hash, b.hash); c != 0 {
-			return c
+	if known != len(w.domains) {
+		for id, dl := range w.domains {
+			if _, found := slices.BinarySearchFunc(table, id, func(d link.Domain, id link.DomainID) int { return cmp.Compare(d.ID, id) }); !found && len(dl.gen)+len(dl.custom) > 0 {
+				return fmt.Errorf("snapshot: links of domain %d, which the domain table lacks", id)
+			}
 		}
-		return bytes.Compare(w.codes.at(a.code), w.codes.at(b.code))
-	})
-	for i := 1; i < len(w.custom); i++ {
-		a, b := &w.custom[i-1], &w.custom[i]
-		if a.hash == b.hash && bytes.Equal(w.codes.at(a.code), w.codes.at(b.code)) {
-			return fmt.Errorf("snapshot: duplicate code %q", w.codes.at(b.code)[1:])
+	}
+	for _, dl := range parts {
+		if err := w.sortDomain(dl); err != nil {
+			return err
 		}
 	}
 	h.Entries = uint64(w.n)
@@ -168,22 +218,45 @@ func (w *Writer) Write(out io.Writer, h Header, sealed []Sealed, bloom []byte) e
 		dict = binary.AppendUvarint(dict, uint64(len(o)))
 		dict = append(dict, o...)
 	}
-	p := w.place(h.ChangeVersion)
+	bloomParts := make([][]byte, len(table))
+	h.BloomCount = 0
 	var layout []byte
-	layout = le.AppendUint64(layout, p.genHomes)
-	layout = le.AppendUint64(layout, uint64(len(w.gen)))
-	layout = le.AppendUint64(layout, p.customHomes)
-	layout = le.AppendUint64(layout, uint64(len(w.custom)))
+	p := w.place(parts, h.ChangeVersion)
+	for i, d := range table {
+		var n uint64
+		if blooms != nil {
+			bloomParts[i], n = blooms(d.ID)
+		}
+		h.BloomCount += n
+		g, c := &p.parts[i], parts[i]
+		for _, v := range []uint64{uint64(d.ID), g.genHomes, uint64(len(c.gen)), uint64(g.genRows),
+			g.customHomes, uint64(len(c.custom)), uint64(g.customRows), uint64(len(bloomParts[i])), n} {
+			layout = le.AppendUint64(layout, v)
+		}
+	}
+	domainSec, err := json.Marshal(table)
+	if err != nil {
+		return fmt.Errorf("snapshot: domain table: %w", err)
+	}
 
 	inMemory := func(b []byte) func(io.Writer) error {
 		return func(out io.Writer) error { _, err := out.Write(b); return err }
 	}
 	sections := [sectionCount]func(io.Writer) error{
-		inMemory(sealedSec), inMemory(bloom), inMemory(dict), inMemory(layout),
-		func(out io.Writer) error { return w.writeGenerated(out, p) },
-		func(out io.Writer) error { return w.writeCustom(out, p) },
+		inMemory(sealedSec),
+		func(out io.Writer) error {
+			for _, b := range bloomParts {
+				if _, err := out.Write(b); err != nil {
+					return err
+				}
+			}
+			return nil
+		},
+		inMemory(dict), inMemory(layout),
+		func(out io.Writer) error { return w.writeGenerated(out, parts, p) },
+		func(out io.Writer) error { return w.writeCustom(out, parts, p) },
 		w.codes.writeTo, w.rest.writeTo,
-		inMemory(p.expiries), inMemory(p.newer),
+		inMemory(p.expiries), inMemory(p.newer), inMemory(domainSec),
 	}
 	// Two passes over the sections: checksums and lengths first, since
 	// the header that holds them comes first, then the bytes.
@@ -238,6 +311,32 @@ func (w *Writer) Write(out io.Writer, h Header, sealed []Sealed, bloom []byte) e
 	return bw.Flush()
 }
 
+// sortDomain sorts a domain's links into table order and refuses a code
+// twice.
+func (w *Writer) sortDomain(dl *domainLinks) error {
+	slices.SortFunc(dl.gen, func(a, b genLink) int { return cmp.Compare(a.m, b.m) })
+	for i := 1; i < len(dl.gen); i++ {
+		if dl.gen[i].m == dl.gen[i-1].m {
+			var code [base62.Length]byte
+			_ = base62.Put(code[:], unmix(dl.gen[i].m))
+			return fmt.Errorf("snapshot: duplicate code %q on domain %d", code[:], dl.id)
+		}
+	}
+	slices.SortFunc(dl.custom, func(a, b customLink) int {
+		if c := cmp.Compare(a.hash, b.hash); c != 0 {
+			return c
+		}
+		return bytes.Compare(w.codes.at(a.code), w.codes.at(b.code))
+	})
+	for i := 1; i < len(dl.custom); i++ {
+		a, b := &dl.custom[i-1], &dl.custom[i]
+		if a.hash == b.hash && bytes.Equal(w.codes.at(a.code), w.codes.at(b.code)) {
+			return fmt.Errorf("snapshot: duplicate code %q on domain %d", w.codes.at(b.code)[1:], dl.id)
+		}
+	}
+	return nil
+}
+
 // crcCounter is a writer that only checksums and counts.
 type crcCounter struct {
 	sum uint32
@@ -250,18 +349,24 @@ func (c *crcCounter) Write(b []byte) (int, error) {
 	return len(b), nil
 }
 
-// placement is where Write puts the sorted links: each at its home row or
-// right after the link before it, whichever is later (linear probing with
-// the rows in hash order), and the side tables that follow from it.
+// placement is where Write puts the sorted links: in each domain's
+// tables, each at its home row or right after the link before it,
+// whichever is later (linear probing with the rows in hash order), and the
+// side tables that follow from it. Rows are numbered across the file: all
+// domains' generated rows, then all their custom rows.
 type placement struct {
-	changeVersion         uint64
-	genHomes, customHomes uint64
-	genRows, customRows   int
-	expiries, newer       []byte
+	changeVersion   uint64
+	parts           []partPlacement
+	expiries, newer []byte
 }
 
-func (w *Writer) place(changeVersion uint64) placement {
-	p := placement{changeVersion: changeVersion, genHomes: homesFor(len(w.gen)), customHomes: homesFor(len(w.custom))}
+type partPlacement struct {
+	genHomes, customHomes uint64
+	genRows, customRows   int
+}
+
+func (w *Writer) place(parts []*domainLinks, changeVersion uint64) placement {
+	p := placement{changeVersion: changeVersion, parts: make([]partPlacement, len(parts))}
 	side := func(row int, meta, idx uint32) {
 		if meta&metaExpiry != 0 {
 			p.expiries = le.AppendUint64(p.expiries, uint64(row))
@@ -272,20 +377,30 @@ func (w *Writer) place(changeVersion uint64) placement {
 			p.newer = le.AppendUint64(p.newer, v)
 		}
 	}
-	next := 0
-	for i := range w.gen {
-		row := max(int(home(w.gen[i].m, p.genHomes)), next)
-		side(row, w.gen[i].meta, w.gen[i].idx)
-		next = row + 1
+	base := 0
+	for j, dl := range parts {
+		pp := &p.parts[j]
+		pp.genHomes, pp.customHomes = homesFor(len(dl.gen)), homesFor(len(dl.custom))
+		next := 0
+		for i := range dl.gen {
+			row := max(int(home(dl.gen[i].m, pp.genHomes)), next)
+			side(base+row, dl.gen[i].meta, dl.gen[i].idx)
+			next = row + 1
+		}
+		pp.genRows = max(int(pp.genHomes), next)
+		base += pp.genRows
 	}
-	p.genRows = max(int(p.genHomes), next)
-	next = 0
-	for i := range w.custom {
-		row := max(int(home(w.custom[i].hash, p.customHomes)), next)
-		side(p.genRows+row, w.custom[i].meta, w.custom[i].idx)
-		next = row + 1
+	for j, dl := range parts {
+		pp := &p.parts[j]
+		next := 0
+		for i := range dl.custom {
+			row := max(int(home(dl.custom[i].hash, pp.customHomes)), next)
+			side(base+row, dl.custom[i].meta, dl.custom[i].idx)
+			next = row + 1
+		}
+		pp.customRows = max(int(pp.customHomes), next)
+		base += pp.customRows
 	}
-	p.customRows = max(int(p.customHomes), next)
 	return p
 }
 
@@ -314,122 +429,64 @@ func (w *Writer) words(rec uint64, meta, idx uint32, changeVersion uint64) (w0, 
 	return w0, w.rest.offset(rec&offMask) | rec&^offMask
 }
 
-func (w *Writer) writeGenerated(out io.Writer, p placement) error {
+func (w *Writer) writeGenerated(out io.Writer, parts []*domainLinks, p placement) error {
 	var row [genRowLen]byte
 	var zero [genRowLen]byte
-	next := 0
-	for i := range w.gen {
-		g := &w.gen[i]
-		at := max(int(home(g.m, p.genHomes)), next)
-		for ; next < at; next++ {
+	for j, dl := range parts {
+		pp := &p.parts[j]
+		next := 0
+		for i := range dl.gen {
+			g := &dl.gen[i]
+			at := max(int(home(g.m, pp.genHomes)), next)
+			for ; next < at; next++ {
+				if _, err := out.Write(zero[:]); err != nil {
+					return err
+				}
+			}
+			w0, w1 := w.words(g.rec, g.meta, g.idx, p.changeVersion)
+			le.PutUint64(row[:], unmix(g.m)|w0)
+			le.PutUint64(row[8:], w1)
+			if _, err := out.Write(row[:]); err != nil {
+				return err
+			}
+			next++
+		}
+		for ; next < pp.genRows; next++ {
 			if _, err := out.Write(zero[:]); err != nil {
 				return err
 			}
-		}
-		w0, w1 := w.words(g.rec, g.meta, g.idx, p.changeVersion)
-		le.PutUint64(row[:], unmix(g.m)|w0)
-		le.PutUint64(row[8:], w1)
-		if _, err := out.Write(row[:]); err != nil {
-			return err
-		}
-		next++
-	}
-	for ; next < p.genRows; next++ {
-		if _, err := out.Write(zero[:]); err != nil {
-			return err
 		}
 	}
 	return nil
 }
 
-func (w *Writer) writeCustom(out io.Writer, p placement) error {
+func (w *Writer) writeCustom(out io.Writer, parts []*domainLinks, p placement) error {
 	var row [customRowLen]byte
 	var zero [customRowLen]byte
-	next := 0
-	for i := range w.custom {
-		c := &w.custom[i]
-		at := max(int(home(c.hash, p.customHomes)), next)
-		for ; next < at; next++ {
+	for j, dl := range parts {
+		pp := &p.parts[j]
+		next := 0
+		for i := range dl.custom {
+			c := &dl.custom[i]
+			at := max(int(home(c.hash, pp.customHomes)), next)
+			for ; next < at; next++ {
+				if _, err := out.Write(zero[:]); err != nil {
+					return err
+				}
+			}
+			w0, w1 := w.words(c.rec, c.meta, c.idx, p.changeVersion)
+			le.PutUint64(row[:], (w.codes.offset(c.code)+1)|w0)
+			le.PutUint64(row[8:], w1)
+			le.PutUint64(row[16:], c.hash)
+			if _, err := out.Write(row[:]); err != nil {
+				return err
+			}
+			next++
+		}
+		for ; next < pp.customRows; next++ {
 			if _, err := out.Write(zero[:]); err != nil {
 				return err
 			}
-		}
-		w0, w1 := w.words(c.rec, c.meta, c.idx, p.changeVersion)
-		le.PutUint64(row[:], (w.codes.offset(c.code)+1)|w0)
-		le.PutUint64(row[8:], w1)
-		le.PutUint64(row[16:], c.hash)
-		if _, err := out.Write(row[:]); err != nil {
-			return err
-		}
-		next++
-	}
-	for ; next < p.customRows; next++ {
-		if _, err := out.Write(zero[:]); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// arena holds bytes in chunks of at most 64 MiB, so that neither growing
-// it nor holding it needs one allocation the size of all the targets. An
-// address is a chunk number and an offset in it; offset gives the byte's
-// place once the chunks are written one after the other.
-type arena struct {
-	chunks [][]byte
-	base   []uint64 // each chunk's offset in the written bytes (index)
-}
-
-const (
-	chunkBits  = 26
-	chunkSize  = 1 << chunkBits
-	restChunks = maxRestBytes >> chunkBits  // the rest offset's 40 bits
-	codeChunks = (keyMask + 1) >> chunkBits // the custom key's 36 bits
-)
-
-// fits reports whether n more bytes fit in an arena of at most max chunks.
-func (a *arena) fits(n, maxChunks int) bool {
-	k := len(a.chunks)
-	return k < maxChunks || (k == maxChunks && len(a.chunks[k-1])+n <= chunkSize)
-}
-
-func (a *arena) add(b string) uint64 {
-	if k := len(a.chunks); k == 0 || len(a.chunks[k-1])+len(b) > chunkSize {
-		a.chunks = append(a.chunks, make([]byte, 0, max(4096, 2*len(b))))
-	}
-	k := len(a.chunks) - 1
-	off := len(a.chunks[k])
-	a.chunks[k] = append(a.chunks[k], b...)
-	a.base = nil
-	return uint64(k)<<chunkBits | uint64(off)
-}
-
-// at returns a code's bytes: its length byte and the code.
-func (a *arena) at(addr uint64) []byte {
-	c, off := a.chunks[addr>>chunkBits], addr&(chunkSize-1)
-	return c[off : off+1+uint64(c[off])]
-}
-
-func (a *arena) index() {
-	a.base = make([]uint64, len(a.chunks))
-	var n uint64
-	for i, c := range a.chunks {
-		a.base[i] = n
-		n += uint64(len(c))
-	}
-}
-
-func (a *arena) offset(addr uint64) uint64 {
-	if len(a.chunks) == 0 {
-		return 0
-	}
-	return a.base[addr>>chunkBits] + addr&(chunkSize-1)
-}
-
-func (a *arena) writeTo(out io.Writer) error {
-	for _, c := range a.chunks {
-		if _, err := out.Write(c); err != nil {
-			return err
 		}
 	}
 	return nil
