@@ -1,5 +1,5 @@
 // Package clickroll is control's consumer of the CLICKS stream: it rolls
-// clicks up per link per day (with referrer, device, status and edge
+// clicks up per link (a domain and a code) per day (with referrer, device, status and edge
 // breakdowns, bots apart), per tenant per day and per day overall, merges
 // the edges' service-time histograms per day, and records what every edge
 // process reported it offered and dropped.
@@ -27,6 +27,7 @@ import (
 
 	"github.com/edgelink/edgelink/internal/retry"
 	"github.com/edgelink/edgelink/shared/clicks"
+	"github.com/edgelink/edgelink/shared/link"
 )
 
 // Store is the part of the authority the roller uses.
@@ -40,8 +41,9 @@ type Store interface {
 	// ApplyClicks applies r and moves the position from r.Prev to r.Last
 	// in one transaction: a rollup is applied entirely or not at all,
 	// exactly once. If the stored position is not r.Prev it applies
-	// nothing and returns an error wrapping ErrPositionMoved. Clicks on
-	// codes the authority has no link for count as unknown clicks only.
+	// nothing and returns an error wrapping ErrPositionMoved. Clicks on a
+	// (domain, code) the authority has no link for count as unknown
+	// clicks only (a code another domain has is no link of this one).
 	// A link row's Tenant, when set, is taken as its link's tenant; on
 	// success ApplyClicks sets the Tenant of every link row it looked up
 	// and found (a link's tenant never changes, so a caller may remember
@@ -84,8 +86,9 @@ type Rollup struct {
 	Latency   []LatencyBucket
 }
 
-// LinkDay is one link's clicks on one day.
+// LinkDay is one link's clicks on one day: the link of Code on Domain.
 type LinkDay struct {
+	Domain            link.DomainID
 	Code              string
 	Day               time.Time // UTC midnight
 	Clicks, BotClicks int64
@@ -97,6 +100,7 @@ type LinkDay struct {
 // BreakdownDay is one link's clicks on one day with one value of a
 // dimension: "referrer", "device", "status" or "edge".
 type BreakdownDay struct {
+	Domain                 link.DomainID
 	Code, Dimension, Value string
 	Day                    time.Time
 	Clicks, BotClicks      int64
@@ -382,13 +386,13 @@ func (r *Roller) commit(ctx context.Context, w *window) (uint64, error) {
 	if w.last > w.prev {
 		rollup := w.rollup()
 		for i := range rollup.Links {
-			rollup.Links[i].Tenant = r.tenants.get(rollup.Links[i].Code)
+			rollup.Links[i].Tenant = r.tenants.get(linkKey{rollup.Links[i].Domain, rollup.Links[i].Code})
 		}
 		if err := r.store.ApplyClicks(ctx, rollup); err != nil {
 			return w.prev, fmt.Errorf("apply clicks after %d: %w", w.prev, err)
 		}
 		for _, l := range rollup.Links {
-			r.tenants.put(l.Code, l.Tenant)
+			r.tenants.put(linkKey{l.Domain, l.Code}, l.Tenant)
 		}
 		r.txs.Add(1)
 		r.applied.Add(uint64(w.clicks))
@@ -434,43 +438,49 @@ func (r *Roller) firstSeq(ctx context.Context) (uint64, error) {
 // maxTenants bounds the tenants a roller remembers (some 50 MB of them).
 const maxTenants = 1 << 20
 
-// tenants remembers the tenant of each link code the store found, so the
+// linkKey is a link: codes are unique per domain only.
+type linkKey struct {
+	domain link.DomainID
+	code   string
+}
+
+// tenants remembers the tenant of each link the store found, so the
 // store need not look a hot link up again (a million index lookups and
-// heap reads a minute under a campaign). A code's tenant never changes
-// and codes are never reused, so an entry never goes stale; codes the
-// authority does not have are not remembered. Two generations bound it:
+// heap reads a minute under a campaign). A link's tenant never changes
+// and codes are never reused on a domain, so an entry never goes stale;
+// links the authority does not have are not remembered. Two generations bound it:
 // when the newer holds half the limit it becomes the older, and the older
 // is forgotten. Not safe for concurrent use.
 type tenants struct {
-	cur, old map[string]int64
+	cur, old map[linkKey]int64
 	max      int
 }
 
 func newTenants(max int) *tenants {
-	return &tenants{cur: map[string]int64{}, old: map[string]int64{}, max: max}
+	return &tenants{cur: map[linkKey]int64{}, old: map[linkKey]int64{}, max: max}
 }
 
-// get is code's tenant, or 0 if unknown.
-func (t *tenants) get(code string) int64 {
-	if id, ok := t.cur[code]; ok {
+// get is the link's tenant, or 0 if unknown.
+func (t *tenants) get(k linkKey) int64 {
+	if id, ok := t.cur[k]; ok {
 		return id
 	}
-	if id, ok := t.old[code]; ok {
-		t.put(code, id)
+	if id, ok := t.old[k]; ok {
+		t.put(k, id)
 		return id
 	}
 	return 0
 }
 
-func (t *tenants) put(code string, id int64) {
+func (t *tenants) put(k linkKey, id int64) {
 	if id == 0 {
 		return
 	}
-	if _, ok := t.cur[code]; ok {
+	if _, ok := t.cur[k]; ok {
 		return
 	}
 	if len(t.cur) >= t.max/2 {
-		t.old, t.cur = t.cur, make(map[string]int64, len(t.cur))
+		t.old, t.cur = t.cur, make(map[linkKey]int64, len(t.cur))
 	}
-	t.cur[code] = id
+	t.cur[k] = id
 }

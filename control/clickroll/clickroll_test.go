@@ -2,6 +2,7 @@ package clickroll_test
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"sync"
@@ -17,6 +18,7 @@ import (
 	"github.com/edgelink/edgelink/internal/pgtest"
 	"github.com/edgelink/edgelink/internal/poll"
 	"github.com/edgelink/edgelink/shared/clicks"
+	"github.com/edgelink/edgelink/shared/link"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
@@ -60,7 +62,7 @@ func (e *env) publish(t *testing.T, edge string, msgs, per int) int {
 		b := clicks.AppendHeader(nil, clicks.Source{Edge: edge, Boot: "boot", Offered: uint64(sent + per)}, per)
 		for i := range per {
 			code := fmt.Sprintf("code-%d", (m*per+i)%10+1)
-			b = clicks.AppendClick(b, []byte(code), day.UnixMilli()+int64(i), 302, clicks.DeviceMobile, i%3 == 0, []byte("t.co"))
+			b = clicks.AppendClick(b, link.DefaultDomain, []byte(code), day.UnixMilli()+int64(i), 302, clicks.DeviceMobile, i%3 == 0, []byte("t.co"))
 		}
 		if _, err := e.js.Publish(context.Background(), clicks.Subject(edge), b); err != nil {
 			t.Fatal(err)
@@ -293,5 +295,101 @@ func TestLostCommitIsAppliedAgain(t *testing.T) {
 	}
 	if got, _, breakdown := e.total(t); got != int64(sent) || breakdown != got {
 		t.Fatalf("rolled up %d clicks (%d by device); want %d", got, breakdown, sent)
+	}
+}
+
+// formatV2 is a click batch as edges published it before domains (format
+// 2, no domain in a click): n clicks on code, none a bot, no referrer.
+func formatV2(edge string, code string, n int) []byte {
+	b := []byte{2, byte(len(edge))}
+	b = append(b, edge...)
+	b = append(b, 4, 'b', 'o', 'o', 't', 0, 0) // boot, offered and dropped 0
+	b = binary.AppendUvarint(b, uint64(n))
+	for i := range n {
+		b = binary.AppendVarint(b, day.UnixMilli()+int64(i))
+		b = binary.AppendUvarint(b, 302)
+		b = append(b, byte(clicks.DeviceDesktop), 0, byte(len(code)))
+		b = append(b, code...)
+	}
+	return b
+}
+
+// TestClicksRollUpByDomain: the same code on two domains is two links of
+// two tenants, rolled up apart from batches that mix them; a batch an edge
+// published before domains (format 2, still in the stream after an
+// upgrade) rolls up on the platform's domain; a code a domain does not
+// have counts as unknown, though another domain has it.
+func TestClicksRollUpByDomain(t *testing.T) {
+	e := newEnv(t, 0)
+	ctx := context.Background()
+	a, err := e.store.TenantByName(ctx, "acme")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := e.store.CreateTenant(ctx, "beta")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.pool.Exec(ctx, `
+INSERT INTO domains (id, host, tenant_id, code_mode, version) VALUES (1, 'go.beta.test', $1, 'sequential', nextval('change_version_seq'))`, b); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.pool.Exec(ctx, `
+INSERT INTO links (id, domain_id, code, tenant_id, code_source, url_original, url, version) VALUES
+	(1, 0, 'same', $2, 'custom', 'u', 'u', nextval('change_version_seq')),
+	($3::bigint + 1, 1, 'same', $1, 'custom', 'u', 'u', nextval('change_version_seq'))`, b, a, int64(link.IDBase(1))); err != nil {
+		t.Fatal(err)
+	}
+	// Two messages mixing the domains, then one in the old format.
+	for m := range 2 {
+		msg := clicks.AppendHeader(nil, clicks.Source{Edge: "e1", Boot: "boot"}, 10)
+		for i := range 10 {
+			d := []link.DomainID{0, 1, 2, 0}[i%4] // domain 2 has no link "same"
+			msg = clicks.AppendClick(msg, d, []byte("same"), day.UnixMilli()+int64(m*10+i), 302, clicks.DeviceMobile, false, nil)
+		}
+		if _, err := e.js.Publish(ctx, clicks.Subject("e1"), msg); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := e.js.Publish(ctx, clicks.Subject("old"), formatV2("old", "same", 7)); err != nil {
+		t.Fatal(err)
+	}
+	r := clickroll.New(e.store, e.js, clickroll.Config{FetchWait: 100 * time.Millisecond})
+	run(t, r)
+	e.waitPosition(t, 3)
+	if st := r.Stats(); st.Bad != 0 || st.Clicks != 27 {
+		t.Fatalf("roller applied %d clicks, %d messages undecodable; want 27 and 0", st.Clicks, st.Bad)
+	}
+	// Of each message's 10 clicks, i = 0, 3, 4, 7, 8 are on domain 0, i =
+	// 1, 5, 9 on domain 1 and i = 2, 6 on domain 2.
+	for _, tt := range []struct {
+		d                  link.DomainID
+		clicks, mobile     int64
+		desktop, status302 int64
+	}{{0, 10 + 7, 10, 7, 17}, {1, 6, 6, 0, 6}} {
+		days, br, err := e.store.LinkClicks(ctx, tt.d, "same", day, day, 10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(days) != 1 || days[0].Clicks != tt.clicks {
+			t.Errorf("domain %d: days %+v; want %d clicks", tt.d, days, tt.clicks)
+		}
+		got := map[string]int64{}
+		for _, v := range br {
+			got[v.Dimension+"="+v.Value] = v.Clicks
+		}
+		if got["device=mobile"] != tt.mobile || got["device=desktop"] != tt.desktop || got["status=302"] != tt.status302 {
+			t.Errorf("domain %d: breakdown %v; want %d mobile, %d desktop, %d status 302", tt.d, got, tt.mobile, tt.desktop, tt.status302)
+		}
+	}
+	for _, tt := range []struct{ tenant, want int64 }{{a, 17}, {b, 6}} {
+		days, _, err := e.store.TenantClicks(ctx, tt.tenant, day, day)
+		if err != nil || len(days) != 1 || days[0].Clicks != tt.want {
+			t.Errorf("tenant %d: %+v, %v; want %d clicks", tt.tenant, days, err, tt.want)
+		}
+	}
+	var unknown int64
+	if err := e.pool.QueryRow(ctx, `SELECT unknown_clicks FROM clicks_daily WHERE day = $1`, day).Scan(&unknown); err != nil || unknown != 4 {
+		t.Fatalf("unknown clicks %d, %v; want 4 (domain 2's)", unknown, err)
 	}
 }

@@ -1,6 +1,7 @@
 package clickroll
 
 import (
+	"encoding/binary"
 	"strconv"
 	"strings"
 	"time"
@@ -8,11 +9,12 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/edgelink/edgelink/shared/clicks"
+	"github.com/edgelink/edgelink/shared/link"
 )
 
 // window is one transaction's messages, rolled up as they arrive. Clicks
-// are summed per link and day and per link, day and dimension value: a
-// click's code is hashed once, its device, status and edge mostly land in
+// are summed per link and day and per link, day and dimension value, a
+// link being a (domain, code): a click's key is hashed once, its device, status and edge mostly land in
 // fixed slots of its link's sums, and only its referrer (and a rare value)
 // takes a lookup of its own; adding a click allocates nothing once its link
 // and values have been seen. A window is reused, maps and all, by the next
@@ -26,9 +28,10 @@ type window struct {
 
 	dict  *values
 	view  clicks.View
-	short map[uint64]int32 // a code of up to 8 bytes, packed → index in links of its first day's slot
-	codes map[string]int32 // a longer code → the same
-	days  map[uint64]int32 // (link slot of the code's first day, day) → slot, for a code's other days
+	short map[shortKey]int32 // a code of up to 8 bytes, packed, and its domain → index in links of its first day's slot
+	codes map[string]int32   // a longer code after its domain's 4 bytes → the same
+	key   []byte             // scratch for a longer code's key
+	days  map[uint64]int32   // (link slot of the code's first day, day) → slot, for a code's other days
 	links []linkSum
 	dims  map[uint64]int32 // (link slot, value id) → index in sums
 	sums  []dimSum
@@ -47,8 +50,9 @@ func (c *counts) add(bot bool) {
 }
 
 type linkSum struct {
-	code string
-	day  int32 // days since 1970-01-01, UTC
+	domain link.DomainID
+	code   string
+	day    int32 // days since 1970-01-01, UTC
 	counts
 	device [8]counts // by clicks.Device (below 8: the decoder allows fewer)
 	status [len(commonStatuses)]counts
@@ -83,8 +87,14 @@ type latKey struct {
 	bucket int
 }
 
+// shortKey is a link whose code packs into 8 bytes (packCode).
+type shortKey struct {
+	domain link.DomainID
+	code   uint64
+}
+
 func newWindow(pos uint64, dict *values) *window {
-	w := &window{dict: dict, short: make(map[uint64]int32), codes: make(map[string]int32), days: make(map[uint64]int32),
+	w := &window{dict: dict, short: make(map[shortKey]int32), codes: make(map[string]int32), days: make(map[uint64]int32),
 		dims: make(map[uint64]int32), sources: make(map[[2]string]*SourceReport), latency: make(map[latKey]int64)}
 	w.reset(pos)
 	return w
@@ -144,7 +154,7 @@ func (w *window) add(data []byte, edge string) error {
 	edgeID := w.dict.id(dimEdge, b.Edge) + 1
 	for i := range b.Clicks {
 		c := &b.Clicks[i]
-		slot := w.slot(c.Code, dayOf(c.At))
+		slot := w.slot(c.Domain, c.Code, dayOf(c.At))
 		l := &w.links[slot]
 		l.add(c.Bot)
 		l.device[c.Device&7].add(c.Bot)
@@ -180,24 +190,27 @@ func packCode(code []byte) (uint64, bool) {
 	return k, true
 }
 
-// slot is the index in links of code on day, added if new. Generated
-// codes (6 bytes) are looked up as numbers: no string to hash or compare.
-func (w *window) slot(code []byte, day int32) int32 {
+// slot is the index in links of code of domain d on day, added if new.
+// Generated codes (6 bytes) are looked up as numbers: no string to hash or
+// compare.
+func (w *window) slot(d link.DomainID, code []byte, day int32) int32 {
 	var first int32
 	var ok bool
 	k, short := packCode(code)
 	if short {
-		first, ok = w.short[k]
+		first, ok = w.short[shortKey{d, k}]
 	} else {
-		first, ok = w.codes[string(code)]
+		w.key = binary.BigEndian.AppendUint32(w.key[:0], uint32(d))
+		w.key = append(w.key, code...)
+		first, ok = w.codes[string(w.key)]
 	}
 	if !ok {
 		first = int32(len(w.links))
-		w.links = append(w.links, linkSum{code: string(code), day: day})
+		w.links = append(w.links, linkSum{domain: d, code: string(code), day: day})
 		if short {
-			w.short[k] = first
+			w.short[shortKey{d, k}] = first
 		} else {
-			w.codes[w.links[first].code] = first
+			w.codes[string(w.key)] = first
 		}
 		return first
 	}
@@ -208,7 +221,7 @@ func (w *window) slot(code []byte, day int32) int32 {
 	s, ok := w.days[dk]
 	if !ok {
 		s = int32(len(w.links))
-		w.links = append(w.links, linkSum{code: w.links[first].code, day: day})
+		w.links = append(w.links, linkSum{domain: d, code: w.links[first].code, day: day})
 		w.days[dk] = s
 	}
 	return s
@@ -234,9 +247,9 @@ func (w *window) rollup() *Rollup {
 	for i := range w.links {
 		l := &w.links[i]
 		day := dayTime(l.day)
-		r.Links[i] = LinkDay{Code: l.code, Day: day, Clicks: l.clicks, BotClicks: l.bots}
+		r.Links[i] = LinkDay{Domain: l.domain, Code: l.code, Day: day, Clicks: l.clicks, BotClicks: l.bots}
 		row := func(v dimValue, c counts) {
-			r.Breakdown = append(r.Breakdown, BreakdownDay{Code: l.code, Day: day, Dimension: v.dim, Value: v.value, Clicks: c.clicks, BotClicks: c.bots})
+			r.Breakdown = append(r.Breakdown, BreakdownDay{Domain: l.domain, Code: l.code, Day: day, Dimension: v.dim, Value: v.value, Clicks: c.clicks, BotClicks: c.bots})
 		}
 		for d, c := range l.device {
 			if c.clicks != 0 {
@@ -254,7 +267,7 @@ func (w *window) rollup() *Rollup {
 	}
 	for _, s := range w.sums {
 		l, v := &r.Links[s.slot], w.dict.at(s.val)
-		r.Breakdown = append(r.Breakdown, BreakdownDay{Code: l.Code, Day: l.Day, Dimension: v.dim, Value: v.value, Clicks: s.clicks, BotClicks: s.bots})
+		r.Breakdown = append(r.Breakdown, BreakdownDay{Domain: l.Domain, Code: l.Code, Day: l.Day, Dimension: v.dim, Value: v.value, Clicks: s.clicks, BotClicks: s.bots})
 	}
 	for _, s := range w.sources {
 		r.Sources = append(r.Sources, *s)

@@ -14,6 +14,7 @@ import (
 	"github.com/edgelink/edgelink/control/clickroll"
 	"github.com/edgelink/edgelink/control/clickstats"
 	"github.com/edgelink/edgelink/shared/clicks"
+	"github.com/edgelink/edgelink/shared/link"
 )
 
 // Advisory locks of the click roller (one active consumer) and of the
@@ -34,8 +35,10 @@ func (s *Store) ClickPosition(ctx context.Context, stream string) (uint64, error
 	return uint64(seq), translate(err)
 }
 
-// ApplyClicks implements clickroll.Store. Clicks on codes the links table
-// does not have are counted in clicks_daily.unknown_clicks only.
+// ApplyClicks implements clickroll.Store. Rollups are keyed by (domain,
+// code) (schema 015), and a link's tenant is looked up by both: clicks on
+// a (domain, code) the links table does not have are counted in
+// clicks_daily.unknown_clicks only, even when another domain has the code.
 //
 // Its cost is PostgreSQL's, per row written: a link's device and status
 // counts and its clicks without a referrer are columns of its day row
@@ -118,10 +121,11 @@ func clickColumn(dim, value string) int {
 }
 
 // clickArrays are a rollup's rows as the columns of one statement: the
-// link rows sorted by (code, day), with the counts of the column values;
+// link rows sorted by (domain, code, day), with the counts of the column values;
 // the other breakdown rows in the order of their links, each naming its
 // link row by ordinal (1-based) rather than by code and day.
 type clickArrays struct {
+	domains      []int32
 	codes        []string
 	days         []int32 // days since 1970-01-01
 	clicks, bots []int64
@@ -143,15 +147,17 @@ func clickRows(r *clickroll.Rollup) *clickArrays {
 	}
 	slices.SortFunc(order, func(i, j int) int {
 		a, b := &r.Links[i], &r.Links[j]
-		return cmp.Or(strings.Compare(a.Code, b.Code), a.Day.Compare(b.Day))
+		return cmp.Or(cmp.Compare(a.Domain, b.Domain), strings.Compare(a.Code, b.Code), a.Day.Compare(b.Day))
 	})
 	type linkKey struct {
-		code string
-		day  int32
+		domain link.DomainID
+		code   string
+		day    int32
 	}
 	ord := make(map[linkKey]int32, len(order))
 	a := &clickArrays{cols: make([][]int64, 2*len(clickColumns))}
-	addLink := func(i int, code string, day int32, clicks, bots, tenant int64) int32 {
+	addLink := func(i int, domain link.DomainID, code string, day int32, clicks, bots, tenant int64) int32 {
+		a.domains = append(a.domains, int32(domain))
 		a.codes, a.days = append(a.codes, code), append(a.days, day)
 		a.clicks, a.bots, a.tenants = append(a.clicks, clicks), append(a.bots, bots), append(a.tenants, tenant)
 		for c := range a.cols {
@@ -159,12 +165,12 @@ func clickRows(r *clickroll.Rollup) *clickArrays {
 		}
 		a.rollup = append(a.rollup, i)
 		n := int32(len(a.codes))
-		ord[linkKey{code, day}] = n
+		ord[linkKey{domain, code, day}] = n
 		return n
 	}
 	for _, i := range order {
 		l := &r.Links[i]
-		addLink(i, l.Code, epochDay(l.Day), l.Clicks, l.BotClicks, l.Tenant)
+		addLink(i, l.Domain, l.Code, epochDay(l.Day), l.Clicks, l.BotClicks, l.Tenant)
 	}
 	// Column values go to their link's row; the other breakdown rows are
 	// grouped by their link's ordinal (a counting sort: stable, linear),
@@ -173,10 +179,10 @@ func clickRows(r *clickroll.Rollup) *clickArrays {
 	perLink := make([]int32, len(a.codes)+2)
 	for i, b := range r.Breakdown {
 		day := epochDay(b.Day)
-		n, ok := ord[linkKey{b.Code, day}]
+		n, ok := ord[linkKey{b.Domain, b.Code, day}]
 		if !ok {
 			// A breakdown without its link's row: the link row adds nothing.
-			n = addLink(-1, b.Code, day, 0, 0, 0)
+			n = addLink(-1, b.Domain, b.Code, day, 0, 0, 0)
 			perLink = append(perLink, 0)
 		}
 		if c := clickColumn(b.Dimension, b.Value); c >= 0 {
@@ -213,25 +219,25 @@ var applyClicksSQL = func() string {
 	var params, names, sets []string
 	for i, c := range clickColumns {
 		for j, col := range []string{c.column, c.column + "_bots"} {
-			params = append(params, fmt.Sprintf("$%d::bigint[]", 6+2*i+j))
+			params = append(params, fmt.Sprintf("$%d::bigint[]", 7+2*i+j))
 			names = append(names, col)
 			sets = append(sets, col+" = t."+col+" + excluded."+col)
 		}
 	}
-	v := 6 + len(params) // the value rows' parameters
+	v := 7 + len(params) // the value rows' parameters
 	return `
 WITH u AS MATERIALIZED (
 	-- A scalar subquery per link the caller did not know: an index
-	-- lookup each, where a join would be planned as a scan of every link
-	-- for a large rollup.
+	-- lookup each (links_domain_code), where a join would be planned as a
+	-- scan of every link for a large rollup.
 	SELECT u.*, date '1970-01-01' + u.d AS day,
-		coalesce(nullif(u.known, 0), (SELECT l.tenant_id FROM links l WHERE l.code = u.code)) AS tenant_id
-	FROM unnest($1::text[], $2::int[], $3::bigint[], $4::bigint[], $5::bigint[], ` + strings.Join(params, ", ") + `)
-		WITH ORDINALITY AS u (code, d, clicks, bots, known, ` + strings.Join(names, ", ") + `, ord)
+		coalesce(nullif(u.known, 0), (SELECT l.tenant_id FROM links l WHERE l.domain_id = u.domain_id AND l.code = u.code)) AS tenant_id
+	FROM unnest($1::int[], $2::text[], $3::int[], $4::bigint[], $5::bigint[], $6::bigint[], ` + strings.Join(params, ", ") + `)
+		WITH ORDINALITY AS u (domain_id, code, d, clicks, bots, known, ` + strings.Join(names, ", ") + `, ord)
 ), per_link AS (
-	INSERT INTO link_clicks_daily AS t (code, day, clicks, bot_clicks, ` + strings.Join(names, ", ") + `)
-	SELECT code, day, clicks, bots, ` + strings.Join(names, ", ") + ` FROM u WHERE tenant_id IS NOT NULL
-	ON CONFLICT (code, day) DO UPDATE SET clicks = t.clicks + excluded.clicks, bot_clicks = t.bot_clicks + excluded.bot_clicks,
+	INSERT INTO link_clicks_daily AS t (domain_id, code, day, clicks, bot_clicks, ` + strings.Join(names, ", ") + `)
+	SELECT domain_id, code, day, clicks, bots, ` + strings.Join(names, ", ") + ` FROM u WHERE tenant_id IS NOT NULL
+	ON CONFLICT (domain_id, code, day) DO UPDATE SET clicks = t.clicks + excluded.clicks, bot_clicks = t.bot_clicks + excluded.bot_clicks,
 		` + strings.Join(sets, ", ") + `
 ), per_tenant AS (
 	INSERT INTO tenant_clicks_daily AS t (tenant_id, day, clicks, bot_clicks)
@@ -243,12 +249,12 @@ WITH u AS MATERIALIZED (
 	ON CONFLICT (day) DO UPDATE SET clicks = t.clicks + excluded.clicks, bot_clicks = t.bot_clicks + excluded.bot_clicks,
 		unknown_clicks = t.unknown_clicks + excluded.unknown_clicks
 ), per_value AS (
-	INSERT INTO link_click_values_daily AS t (code, day, dimension, value, clicks, bot_clicks)
-	SELECT u.code, u.day, b.dim, b.val, b.clicks, b.bots
+	INSERT INTO link_click_values_daily AS t (domain_id, code, day, dimension, value, clicks, bot_clicks)
+	SELECT u.domain_id, u.code, u.day, b.dim, b.val, b.clicks, b.bots
 	FROM unnest(` + fmt.Sprintf("$%d::int[], $%d::text[], $%d::text[], $%d::bigint[], $%d::bigint[]", v, v+1, v+2, v+3, v+4) + `) AS b (link, dim, val, clicks, bots)
 	JOIN u ON u.ord = b.link
 	WHERE u.tenant_id IS NOT NULL
-	ON CONFLICT (code, day, dimension, value) DO UPDATE SET clicks = t.clicks + excluded.clicks, bot_clicks = t.bot_clicks + excluded.bot_clicks
+	ON CONFLICT (domain_id, code, day, dimension, value) DO UPDATE SET clicks = t.clicks + excluded.clicks, bot_clicks = t.bot_clicks + excluded.bot_clicks
 ), total AS (
 	UPDATE counters SET value = value + (SELECT coalesce(sum(clicks), 0) FROM u) WHERE name = 'redirects_total'
 )
@@ -261,7 +267,7 @@ func (a *clickArrays) apply(ctx context.Context, tx pgx.Tx, r *clickroll.Rollup)
 	if len(a.codes) == 0 {
 		return nil
 	}
-	args := []any{a.codes, a.days, a.clicks, a.bots, a.tenants}
+	args := []any{a.domains, a.codes, a.days, a.clicks, a.bots, a.tenants}
 	for _, c := range a.cols {
 		args = append(args, c)
 	}
@@ -395,13 +401,42 @@ ON CONFLICT (tenant_id, stripe) DO UPDATE SET n = c.n + excluded.n`, d.TenantID,
 	return drifts, nil
 }
 
-// LinkClicks returns code's clicks per day from from to to (inclusive UTC
-// days; days without clicks are absent) and per dimension value, largest
-// first, at most perDimension values per dimension. The caller checks
-// that the code is the tenant's.
-func (s *Store) LinkClicks(ctx context.Context, code string, from, to time.Time, perDimension int) ([]clickstats.Day, []clickstats.Breakdown, error) {
+// linkBreakdownSQL reads one link's clicks per dimension value over a range
+// of days ($1 domain, $2 code, $3 and $4 the days, $5 the values per
+// dimension), largest first: from the value rows and the column values of
+// its day rows (schema 010), as the view link_click_breakdown_daily
+// unpivots them, but read from the tables, which carry the domain (schema
+// 015) where the view does not.
+var linkBreakdownSQL = func() string {
+	var vals []string
+	for _, c := range clickColumns {
+		vals = append(vals, fmt.Sprintf("('%s', '%s', d.%s, d.%s_bots)", c.dim, c.value, c.column, c.column))
+	}
+	return `
+SELECT dimension, value, clicks, bot_clicks FROM (
+	SELECT dimension, value, sum(clicks)::bigint AS clicks, sum(bot_clicks)::bigint AS bot_clicks,
+		row_number() OVER (PARTITION BY dimension ORDER BY sum(clicks) DESC, value) AS rank
+	FROM (
+		SELECT dimension, value, clicks, bot_clicks FROM link_click_values_daily
+		WHERE domain_id = $1 AND code = $2 AND day BETWEEN $3 AND $4
+		UNION ALL
+		SELECT v.dimension, v.value, v.clicks, v.bot_clicks
+		FROM link_clicks_daily d
+		CROSS JOIN LATERAL (VALUES ` + strings.Join(vals, ", ") + `) AS v (dimension, value, clicks, bot_clicks)
+		WHERE d.domain_id = $1 AND d.code = $2 AND d.day BETWEEN $3 AND $4 AND v.clicks <> 0
+	) b
+	GROUP BY dimension, value
+) r WHERE rank <= $5 ORDER BY dimension, rank`
+}()
+
+// LinkClicks returns the clicks of code on domain d per day from from to to
+// (inclusive UTC days; days without clicks are absent) and per dimension
+// value, largest first, at most perDimension values per dimension. The
+// same code on another domain is another link, never counted here. The
+// caller checks that the link is the tenant's.
+func (s *Store) LinkClicks(ctx context.Context, d link.DomainID, code string, from, to time.Time, perDimension int) ([]clickstats.Day, []clickstats.Breakdown, error) {
 	rows, err := s.pool.Query(ctx, `SELECT day, clicks, bot_clicks FROM link_clicks_daily
-		WHERE code = $1 AND day BETWEEN $2 AND $3 ORDER BY day`, code, from, to)
+		WHERE domain_id = $1 AND code = $2 AND day BETWEEN $3 AND $4 ORDER BY day`, int32(d), code, from, to)
 	if err != nil {
 		return nil, nil, translate(err)
 	}
@@ -409,13 +444,7 @@ func (s *Store) LinkClicks(ctx context.Context, code string, from, to time.Time,
 	if err != nil {
 		return nil, nil, translate(err)
 	}
-	rows, err = s.pool.Query(ctx, `
-SELECT dimension, value, clicks, bot_clicks FROM (
-	SELECT dimension, value, sum(clicks)::bigint AS clicks, sum(bot_clicks)::bigint AS bot_clicks,
-		row_number() OVER (PARTITION BY dimension ORDER BY sum(clicks) DESC, value) AS rank
-	FROM link_click_breakdown_daily WHERE code = $1 AND day BETWEEN $2 AND $3
-	GROUP BY dimension, value
-) r WHERE rank <= $4 ORDER BY dimension, rank`, code, from, to, perDimension)
+	rows, err = s.pool.Query(ctx, linkBreakdownSQL, int32(d), code, from, to, perDimension)
 	if err != nil {
 		return nil, nil, translate(err)
 	}

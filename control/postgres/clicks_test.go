@@ -15,6 +15,7 @@ import (
 	"github.com/edgelink/edgelink/control/clickroll"
 	"github.com/edgelink/edgelink/control/clickstats"
 	"github.com/edgelink/edgelink/shared/clicks"
+	"github.com/edgelink/edgelink/shared/link"
 )
 
 // seedClickLinks writes n active links of a new tenant straight into the
@@ -155,7 +156,7 @@ func TestApplyClicksOnceAtAPosition(t *testing.T) {
 	if pos, err := st.ClickPosition(ctx, clicks.Stream); err != nil || pos != 7 {
 		t.Fatalf("position %d, %v; want 7", pos, err)
 	}
-	days, br, err := st.LinkClicks(ctx, "c-1", day, day, 10)
+	days, br, err := st.LinkClicks(ctx, link.DefaultDomain, "c-1", day, day, 10)
 	if err != nil || len(days) != 1 || days[0].Clicks != 10 || days[0].BotClicks != 3 || len(br) != 1 || br[0].Value != "t.co" {
 		t.Fatalf("link clicks %+v %+v %v", days, br, err)
 	}
@@ -283,6 +284,113 @@ func TestApplyClicksTrustsAndReportsTenants(t *testing.T) {
 	}
 }
 
+// seedDomain adds domain d of tenant, and n links on it with the codes
+// c-1 … c-n (the codes seedClickLinks gives the platform's domain), IDs in
+// the domain's range.
+func seedDomain(t *testing.T, pool *pgxpool.Pool, d link.DomainID, host string, tenant int64, n int) {
+	t.Helper()
+	ctx := context.Background()
+	if _, err := pool.Exec(ctx, `INSERT INTO domains (id, host, tenant_id, code_mode, version)
+VALUES ($1, $2, $3, 'sequential', nextval('change_version_seq'))`, int32(d), host, tenant); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pool.Exec(ctx, `
+INSERT INTO links (id, domain_id, code, tenant_id, code_source, url_original, url, version)
+SELECT $1::bigint + i, $2, 'c-' || i, $3, 'custom', 'https://example.com/', 'https://example.com/', nextval('change_version_seq')
+FROM generate_series(1, $4::bigint) i`, int64(link.IDBase(d)), int32(d), tenant, n); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestApplyClicksByDomain: codes are unique per domain only, so the same
+// code on two domains is two links: their clicks roll up apart (day rows,
+// breakdowns, each its own tenant's), a rollup of one never reads in the
+// other, and a code one domain lacks counts as unknown there even though
+// another domain has it.
+func TestApplyClicksByDomain(t *testing.T) {
+	st, pool := newStore(t)
+	ctx := context.Background()
+	a := seedClickLinks(t, pool, "a", 1, 2) // c-1, c-2 on the platform's domain
+	bt, err := st.CreateTenant(ctx, "b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	seedDomain(t, pool, 1, "go.b.test", bt, 1) // c-1 on go.b.test, tenant b's
+	day := time.Date(2030, 1, 2, 0, 0, 0, 0, time.UTC)
+	r := &clickroll.Rollup{Stream: clicks.Stream, Last: 1,
+		Links: []clickroll.LinkDay{
+			{Code: "c-1", Day: day, Clicks: 10, BotClicks: 1},
+			{Domain: 1, Code: "c-1", Day: day, Clicks: 3},
+			{Domain: 1, Code: "c-2", Day: day, Clicks: 4}, // c-2 is only the platform's
+		},
+		Breakdown: []clickroll.BreakdownDay{
+			{Code: "c-1", Day: day, Dimension: "referrer", Value: "t.co", Clicks: 10, BotClicks: 1},
+			{Code: "c-1", Day: day, Dimension: "device", Value: "mobile", Clicks: 10, BotClicks: 1},
+			{Domain: 1, Code: "c-1", Day: day, Dimension: "referrer", Value: "news.example", Clicks: 3},
+			{Domain: 1, Code: "c-1", Day: day, Dimension: "device", Value: "desktop", Clicks: 3},
+			{Domain: 1, Code: "c-2", Day: day, Dimension: "referrer", Value: "x.test", Clicks: 4},
+		},
+	}
+	if err := st.ApplyClicks(ctx, r); err != nil {
+		t.Fatal(err)
+	}
+	if got := []int64{r.Links[0].Tenant, r.Links[1].Tenant, r.Links[2].Tenant}; !slices.Equal(got, []int64{a, bt, 0}) {
+		t.Fatalf("tenants after the apply %v; want [%d %d 0]", got, a, bt)
+	}
+	for _, tt := range []struct {
+		d                link.DomainID
+		clicks, bots     int64
+		referrer, device string
+	}{{0, 10, 1, "t.co", "mobile"}, {1, 3, 0, "news.example", "desktop"}} {
+		days, br, err := st.LinkClicks(ctx, tt.d, "c-1", day, day, 10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(days) != 1 || days[0].Clicks != tt.clicks || days[0].BotClicks != tt.bots {
+			t.Errorf("domain %d: c-1 days %+v; want %d clicks, %d bots", tt.d, days, tt.clicks, tt.bots)
+		}
+		want := []clickstats.Breakdown{{Dimension: "device", Value: tt.device, Clicks: tt.clicks, BotClicks: tt.bots},
+			{Dimension: "referrer", Value: tt.referrer, Clicks: tt.clicks, BotClicks: tt.bots}}
+		if !slices.Equal(br, want) {
+			t.Errorf("domain %d: c-1 breakdown %+v; want %+v", tt.d, br, want)
+		}
+	}
+	if days, br, err := st.LinkClicks(ctx, 1, "c-2", day, day, 10); err != nil || len(days) != 0 || len(br) != 0 {
+		t.Errorf("c-2 on domain 1, which has no such link: %+v %+v %v; want nothing", days, br, err)
+	}
+	if days, _, err := st.LinkClicks(ctx, 0, "c-2", day, day, 10); err != nil || len(days) != 0 {
+		t.Errorf("c-2 on the platform's domain got clicks of domain 1's c-2: %+v %v", days, err)
+	}
+	for _, tt := range []struct {
+		tenant, want int64
+	}{{a, 10}, {bt, 3}} {
+		days, _, err := st.TenantClicks(ctx, tt.tenant, day, day)
+		if err != nil || len(days) != 1 || days[0].Clicks != tt.want {
+			t.Errorf("tenant %d clicks %+v, %v; want %d", tt.tenant, days, err, tt.want)
+		}
+	}
+	var unknown int64
+	if err := pool.QueryRow(ctx, `SELECT unknown_clicks FROM clicks_daily WHERE day = $1`, day).Scan(&unknown); err != nil || unknown != 4 {
+		t.Fatalf("unknown clicks %d, %v; want 4 (domain 1's c-2)", unknown, err)
+	}
+	// A second rollup adds to each link's own rows.
+	r = &clickroll.Rollup{Stream: clicks.Stream, Prev: 1, Last: 2, Links: []clickroll.LinkDay{
+		{Domain: 1, Code: "c-1", Day: day, Clicks: 2, Tenant: bt}, {Code: "c-1", Day: day, Clicks: 1, Tenant: a}}}
+	if err := st.ApplyClicks(ctx, r); err != nil {
+		t.Fatal(err)
+	}
+	var rows int64
+	if err := pool.QueryRow(ctx, `SELECT count(*) FROM link_clicks_daily WHERE code = 'c-1'`).Scan(&rows); err != nil || rows != 2 {
+		t.Fatalf("%d day rows of c-1, %v; want 2 (one a domain)", rows, err)
+	}
+	for d, want := range []int64{11, 5} {
+		days, _, err := st.LinkClicks(ctx, link.DomainID(d), "c-1", day, day, 10)
+		if err != nil || len(days) != 1 || days[0].Clicks != want {
+			t.Errorf("domain %d: c-1 after two rollups %+v, %v; want %d", d, days, err, want)
+		}
+	}
+}
+
 // TestClickColumnsMigration: schema 010 moves the device, status and
 // no-referrer rows counted before it into columns of link_clicks_daily and
 // loses nothing:
@@ -305,7 +413,18 @@ func TestClickColumnsMigration(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	exec(down) // the tables as schema 010 left them
+	// The tables as schema 010 found them: domains (015) taken out first,
+	// since 010's down part knows the keys of before.
+	b15, err := os.ReadFile("../../schema/015_domains.sql")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, down15, ok := strings.Cut(string(b15), "---- create above / drop below ----")
+	if !ok {
+		t.Fatal("015 has no down part")
+	}
+	exec(down15)
+	exec(down)
 	exec(`INSERT INTO link_clicks_daily (code, day, clicks, bot_clicks) VALUES
 	('a', '2030-01-01', 10, 2), ('a', '2030-01-02', 1, 0), ('b', '2030-01-01', 5, 5)`)
 	exec(`INSERT INTO link_click_breakdown_daily (code, day, dimension, value, clicks, bot_clicks) VALUES
