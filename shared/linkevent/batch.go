@@ -14,7 +14,15 @@ import (
 // shape controls before batching wrote: JSON starts with '{' or white space,
 // never with this byte. A new layout takes a new format byte, and edges,
 // upgraded before control, learn it first.
-const FormatBatch byte = 0x01
+//
+// Format 2 carries each link event's domain and domain events; Batch writes
+// it. Decode still reads FormatBatchNoDomains, what controls before
+// domains wrote, as links of link.DefaultDomain.
+const FormatBatch byte = 0x02
+
+// FormatBatchNoDomains is the batch format before domains: no domain in a
+// link event and no domain events.
+const FormatBatchNoDomains byte = 0x01
 
 // batchHeader is the format byte and the event count (uint32, little
 // endian), fixed-width so a Batch fills the count in when it is done.
@@ -24,6 +32,7 @@ const batchHeader = 5
 const (
 	kindLink    byte = 1
 	kindSegment byte = 2
+	kindDomain  byte = 3
 
 	statusActive   byte = 1
 	statusDisabled byte = 2
@@ -31,6 +40,12 @@ const (
 
 	segOpened byte = 1
 	segSealed byte = 2
+
+	domainActive  byte = 1
+	domainRemoved byte = 2
+
+	modeSequential byte = 1
+	modeFF1        byte = 2
 )
 
 // Batch builds one batch message. Events are added in stream order and must
@@ -106,8 +121,17 @@ func EncodedSize(e *Event) int {
 	switch e.Kind {
 	case KindLink:
 		n += 2 + varintLen(int64(e.RedirectType)) + varintLen(e.ExpiresAt) + stringLen(e.Code) + stringLen(e.URL)
+		n += uvarintLen(uint64(e.Domain))
 	case KindSegment:
 		n += 2 + stringLen(e.Namespace) + uvarintLen(e.SegStart) + uvarintLen(e.SegEnd-e.SegStart)
+	case KindDomain:
+		if c := e.Conf; c != nil {
+			n += 3 + uvarintLen(uint64(c.ID)) + uvarintLen(uint64(c.TenantID)) + stringLen(c.Host) +
+				stringLen(c.RootRedirect) + stringLen(c.NotFoundRedirect) + stringLen(c.Robots) + uvarintLen(uint64(len(c.KeyIDs)))
+			for _, k := range c.KeyIDs {
+				n += stringLen(k)
+			}
+		}
 	}
 	return n
 }
@@ -141,8 +165,29 @@ func appendEvent(dst []byte, e *Event, delta uint64) []byte {
 		dst = append(dst, kindLink, statusCode(e.Status))
 		dst = binary.AppendVarint(dst, int64(e.RedirectType))
 		dst = binary.AppendVarint(dst, e.ExpiresAt)
+		dst = binary.AppendUvarint(dst, uint64(e.Domain))
 		dst = appendString(dst, e.Code)
 		dst = appendString(dst, e.URL)
+	case KindDomain:
+		c := e.Conf
+		status, mode := domainActive, modeSequential
+		if c.Status == link.DomainRemoved {
+			status = domainRemoved
+		}
+		if c.CodeMode == link.CodesFF1 {
+			mode = modeFF1
+		}
+		dst = append(dst, kindDomain, status, mode)
+		dst = binary.AppendUvarint(dst, uint64(c.ID))
+		dst = binary.AppendUvarint(dst, uint64(c.TenantID))
+		dst = appendString(dst, c.Host)
+		dst = appendString(dst, c.RootRedirect)
+		dst = appendString(dst, c.NotFoundRedirect)
+		dst = appendString(dst, c.Robots)
+		dst = binary.AppendUvarint(dst, uint64(len(c.KeyIDs)))
+		for _, k := range c.KeyIDs {
+			dst = appendString(dst, k)
+		}
 	case KindSegment:
 		state := segOpened
 		if e.SegState == SegmentSealed {
@@ -172,13 +217,14 @@ func statusCode(s link.Status) byte {
 	}
 }
 
-// Decode reads one stream message, either shape: a batch (FormatBatch) or
-// one JSON event. It appends the events to dst[:0] in stream order, each
+// Decode reads one stream message, any shape: a batch (FormatBatch, or
+// FormatBatchNoDomains with every link on link.DefaultDomain) or one JSON
+// event. A domain event's Conf is its own, with Conf.Version the event's. It appends the events to dst[:0] in stream order, each
 // with its Prev, and returns it. A message that is malformed anywhere is an
 // error and yields no events, never some of them.
 func Decode(b []byte, dst []Event) ([]Event, error) {
 	dst = dst[:0]
-	if len(b) == 0 || b[0] != FormatBatch {
+	if len(b) == 0 || (b[0] != FormatBatch && b[0] != FormatBatchNoDomains) {
 		dst = append(dst, Event{})
 		if err := Unmarshal(b, &dst[0]); err != nil {
 			return dst[:0], err
@@ -189,7 +235,7 @@ func Decode(b []byte, dst []Event) ([]Event, error) {
 		return dst, fmt.Errorf("%w: batch of %d bytes has no header", errInvalid, len(b))
 	}
 	n := binary.LittleEndian.Uint32(b[1:batchHeader])
-	r := reader{b: b[batchHeader:]}
+	r := reader{b: b[batchHeader:], domains: b[0] == FormatBatch}
 	prev := r.uvarint("first prev")
 	if n == 0 {
 		r.fail("empty batch")
@@ -228,8 +274,10 @@ func growEvents(dst []Event, n int) []Event {
 const truncated = "runs past the end of the message"
 
 type reader struct {
-	b   []byte
-	err error
+	b []byte
+	// domains: the format carries link domains and domain events.
+	domains bool
+	err     error
 }
 
 func (r *reader) fail(what string) {
@@ -292,7 +340,64 @@ func (r *reader) string(what string, max int) string {
 const (
 	maxURL       = 1 << 16
 	maxNamespace = 1 << 10
+	maxHost      = 253
 )
+
+// domain reads a domain number, refusing one past link.MaxDomainID.
+func (r *reader) domain() link.DomainID {
+	d := r.uvarint("domain")
+	if r.err == nil && d > uint64(link.MaxDomainID) {
+		r.fail(fmt.Sprintf("domain %d", d))
+	}
+	return link.DomainID(d)
+}
+
+// domainConf reads a domain event's configuration into a new Conf.
+func (r *reader) domainConf(e *Event) {
+	c := &link.Domain{Version: e.Version}
+	switch st := r.byte("domain status"); st {
+	case domainActive:
+		c.Status = link.DomainActive
+	case domainRemoved:
+		c.Status = link.DomainRemoved
+	default:
+		r.fail(fmt.Sprintf("domain status %d", st))
+		return
+	}
+	switch m := r.byte("code mode"); m {
+	case modeSequential:
+		c.CodeMode = link.CodesSequential
+	case modeFF1:
+		c.CodeMode = link.CodesFF1
+	default:
+		r.fail(fmt.Sprintf("code mode %d", m))
+		return
+	}
+	c.ID = r.domain()
+	tenant := r.uvarint("tenant")
+	if r.err == nil && tenant > math.MaxInt64 {
+		r.fail("tenant past int64")
+	}
+	c.TenantID = int64(tenant)
+	c.Host = r.string("host", maxHost)
+	c.RootRedirect = r.string("root redirect", MaxRedirectLen)
+	c.NotFoundRedirect = r.string("not-found redirect", MaxRedirectLen)
+	c.Robots = r.string("robots", link.MaxRobotsLen)
+	n := r.uvarint("key id count")
+	if r.err == nil && n > link.MaxKeyIDs {
+		r.fail(fmt.Sprintf("%d key ids", n))
+	}
+	if r.err != nil {
+		return
+	}
+	if n > 0 {
+		c.KeyIDs = make([]string, n)
+		for i := range c.KeyIDs {
+			c.KeyIDs[i] = r.string("key id", link.MaxKeyIDLen)
+		}
+	}
+	e.Conf = c
+}
 
 // event reads one event that follows version prev.
 func (r *reader) event(e *Event, prev uint64) {
@@ -321,8 +426,18 @@ func (r *reader) event(e *Event, prev uint64) {
 		}
 		e.RedirectType = link.RedirectType(r.varint("redirect type"))
 		e.ExpiresAt = r.varint("expiry")
+		if r.domains {
+			e.Domain = r.domain()
+		}
 		e.Code = r.string("code", link.MaxCodeLen)
 		e.URL = r.string("url", maxURL)
+	case kindDomain:
+		if !r.domains {
+			r.fail("a domain event in a format without domains")
+			return
+		}
+		e.Kind = KindDomain
+		r.domainConf(e)
 	case kindSegment:
 		e.Kind = KindSegment
 		switch st := r.byte("segment state"); st {

@@ -3,6 +3,7 @@ package linkevent
 import (
 	"bytes"
 	"encoding/binary"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"strings"
@@ -14,7 +15,8 @@ import (
 )
 
 // run is a chained run of every kind of event, holes in the versions
-// included (rolled-back transactions).
+// included (rolled-back transactions), on several domains: the same code
+// on two of them is two links.
 func run() []Event {
 	return []Event{
 		{Version: 41, Prev: 40, Kind: KindLink, Code: "00000A", URL: "https://example.com/a?utm_source=x", RedirectType: 302, Status: link.Active},
@@ -22,7 +24,50 @@ func run() []Event {
 		{Version: 45, Prev: 42, Kind: KindLink, Code: "summer-sale", URL: "https://example.com/", RedirectType: 307, Status: link.Active, ExpiresAt: 1893456000000},
 		{Version: 46, Prev: 45, Kind: KindLink, Code: "old_one", URL: "https://example.com/old", RedirectType: 301, Status: link.Disabled, ExpiresAt: -1},
 		{Version: 47, Prev: 46, Kind: KindSegment, Namespace: "default", SegStart: 1, SegEnd: 100_001, SegState: SegmentOpened},
-		{Version: 1 << 40, Prev: 47, Kind: KindSegment, Namespace: "campaigns", SegStart: 62*62*62*62*62*62 - 10, SegEnd: 62 * 62 * 62 * 62 * 62 * 62, SegState: SegmentSealed},
+		{Version: 50, Prev: 47, Kind: KindDomain, Conf: &link.Domain{ID: 7, Host: "go.acme.com", TenantID: 3, RootRedirect: "https://acme.com/",
+			NotFoundRedirect: "https://acme.com/404?from=short", Robots: "User-agent: *\nAllow: /\n", CodeMode: link.CodesFF1,
+			KeyIDs: []string{"k2026", "k2025.old"}, Status: link.DomainActive, Version: 50}},
+		{Version: 51, Prev: 50, Kind: KindLink, Domain: 7, Code: "00000A", URL: "https://acme.com/a", RedirectType: 302, Status: link.Active},
+		{Version: 52, Prev: 51, Kind: KindLink, Domain: link.MaxDomainID, Code: "summer-sale", URL: "https://b.example/", RedirectType: 308, Status: link.Active},
+		{Version: 53, Prev: 52, Kind: KindDomain, Conf: &link.Domain{ID: 0, Host: "s.example.net", CodeMode: link.CodesSequential,
+			Status: link.DomainActive, Version: 53}},
+		{Version: 54, Prev: 53, Kind: KindDomain, Conf: &link.Domain{ID: 9, Host: "xn--bcher-kva.example", TenantID: 1 << 40,
+			CodeMode: link.CodesSequential, Status: link.DomainRemoved, Version: 54}},
+		{Version: 1 << 40, Prev: 54, Kind: KindSegment, Namespace: "campaigns", SegStart: 62*62*62*62*62*62 - 10, SegEnd: 62 * 62 * 62 * 62 * 62 * 62, SegState: SegmentSealed},
+	}
+}
+
+// format1 is a batch as a control from before domains wrote it (format 1,
+// written by that release's Batch): it must keep decoding, every link on
+// the platform's domain.
+const format1 = "010400000028010101dc0400063030303030412268747470733a2f2f6578616d706c652e636f6d2f613f75746d5f736f757263653d78" +
+	"01010300000630303030306100030101e60480d0adac9b6e0b73756d6d65722d73616c651468747470733a2f2f6578616d706c652e636f6d2f" +
+	"0202020764656661756c7401a08d06"
+
+func TestDecodeFormat1(t *testing.T) {
+	msg, err := hex.DecodeString(format1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []Event{
+		{Version: 41, Prev: 40, Kind: KindLink, Code: "00000A", URL: "https://example.com/a?utm_source=x", RedirectType: 302, Status: link.Active},
+		{Version: 42, Prev: 41, Kind: KindLink, Code: "00000a", Status: link.Deleted},
+		{Version: 45, Prev: 42, Kind: KindLink, Code: "summer-sale", URL: "https://example.com/", RedirectType: 307, Status: link.Active, ExpiresAt: 1893456000000},
+		{Version: 47, Prev: 45, Kind: KindSegment, Namespace: "default", SegStart: 1, SegEnd: 100_001, SegState: SegmentSealed},
+	}
+	got, err := Decode(msg, nil)
+	if err != nil {
+		t.Fatalf("Decode of a format 1 batch: %v", err)
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("format 1 batch (-want +got):\n%s", diff)
+	}
+	// Format 1 has no domain events: kind 3 there is corruption, not a
+	// domain.
+	bad := bytes.Clone(msg)
+	bad[batchHeader+2] = kindDomain
+	if got, err := Decode(bad, nil); err == nil {
+		t.Errorf("a domain kind in format 1 decoded to %+v", got)
 	}
 }
 
@@ -152,34 +197,70 @@ func TestDecodeRejects(t *testing.T) {
 		return b
 	}
 	// A link event after prev 0, byte by byte, with one field replaced.
-	linkEvent := func(delta, kind, status byte, code, url string) []byte {
+	linkEventIn := func(domain uint64, delta, kind, status byte, code, url string) []byte {
 		b := []byte{FormatBatch, 1, 0, 0, 0, 0, delta, kind, status}
 		b = binary.AppendVarint(b, 302)
 		b = binary.AppendVarint(b, 0)
+		b = binary.AppendUvarint(b, domain)
 		b = appendString(b, code)
 		return appendString(b, url)
 	}
+	linkEvent := func(delta, kind, status byte, code, url string) []byte {
+		return linkEventIn(0, delta, kind, status, code, url)
+	}
+	// A domain event after prev 0, with its fields given.
+	domainEvent := func(status, mode byte, id uint64, host string, keys ...string) []byte {
+		b := []byte{FormatBatch, 1, 0, 0, 0, 0, 1, kindDomain, status, mode}
+		b = binary.AppendUvarint(b, id)
+		b = binary.AppendUvarint(b, 4)
+		b = appendString(b, host)
+		b = appendString(b, "")
+		b = appendString(b, "")
+		b = appendString(b, "")
+		b = binary.AppendUvarint(b, uint64(len(keys)))
+		for _, k := range keys {
+			b = appendString(b, k)
+		}
+		return b
+	}
+	if _, err := Decode(domainEvent(domainActive, modeFF1, 3, "go.acme.com", "k1"), nil); err != nil {
+		t.Fatalf("the hand-built domain event itself is refused: %v", err)
+	}
+
 	const url = "https://x/"
 	if _, err := Decode(linkEvent(1, kindLink, statusActive, "00000A", url), nil); err != nil {
 		t.Fatalf("the hand-built event itself is refused: %v", err)
 	}
+	if _, err := Decode(linkEventIn(uint64(link.MaxDomainID), 1, kindLink, statusActive, "00000A", url), nil); err != nil {
+		t.Fatalf("the hand-built event on the last domain is refused: %v", err)
+	}
 	cases := map[string][]byte{
-		"header only":       valid[:batchHeader-1],
-		"no prev":           valid[:batchHeader],
-		"count zero":        withCount(0),
-		"count too high":    withCount(uint32(len(run()) + 1)),
-		"count too low":     withCount(uint32(len(run()) - 1)),
-		"count huge":        withCount(1 << 31),
-		"trailing byte":     append(bytes.Clone(valid), 0),
-		"version delta 0":   linkEvent(0, kindLink, statusActive, "00000A", url),
-		"unknown kind":      linkEvent(1, 9, statusActive, "00000A", url),
-		"unknown status":    linkEvent(1, kindLink, 7, "00000A", url),
-		"bad code":          linkEvent(1, kindLink, statusActive, "a b", url),
-		"code too long":     linkEvent(1, kindLink, statusActive, strings.Repeat("a", link.MaxCodeLen+1), url),
-		"active no url":     linkEvent(1, kindLink, statusActive, "00000A", ""),
-		"unknown format":    {0x02, 1, 0, 0, 0, 0},
-		"json not an event": []byte(`[1]`),
-		"empty":             nil,
+		"header only":         valid[:batchHeader-1],
+		"no prev":             valid[:batchHeader],
+		"count zero":          withCount(0),
+		"count too high":      withCount(uint32(len(run()) + 1)),
+		"count too low":       withCount(uint32(len(run()) - 1)),
+		"count huge":          withCount(1 << 31),
+		"trailing byte":       append(bytes.Clone(valid), 0),
+		"version delta 0":     linkEvent(0, kindLink, statusActive, "00000A", url),
+		"unknown kind":        linkEvent(1, 9, statusActive, "00000A", url),
+		"unknown status":      linkEvent(1, kindLink, 7, "00000A", url),
+		"bad code":            linkEvent(1, kindLink, statusActive, "a b", url),
+		"code too long":       linkEvent(1, kindLink, statusActive, strings.Repeat("a", link.MaxCodeLen+1), url),
+		"active no url":       linkEvent(1, kindLink, statusActive, "00000A", ""),
+		"unknown format":      {0x03, 1, 0, 0, 0, 0},
+		"domain too large":    linkEventIn(uint64(link.MaxDomainID)+1, 1, kindLink, statusActive, "00000A", url),
+		"domain status":       domainEvent(7, modeFF1, 3, "go.acme.com", "k1"),
+		"code mode":           domainEvent(domainActive, 9, 3, "go.acme.com", "k1"),
+		"domain id too large": domainEvent(domainActive, modeFF1, uint64(link.MaxDomainID)+1, "go.acme.com", "k1"),
+		"host upper case":     domainEvent(domainActive, modeFF1, 3, "Go.Acme.com", "k1"),
+		"host with port":      domainEvent(domainActive, modeFF1, 3, "go.acme.com:80", "k1"),
+		"host empty":          domainEvent(domainActive, modeSequential, 3, ""),
+		"ff1 without keys":    domainEvent(domainActive, modeFF1, 3, "go.acme.com"),
+		"bad key id":          domainEvent(domainActive, modeFF1, 3, "go.acme.com", "k 1"),
+		"too many key ids":    domainEvent(domainActive, modeFF1, 3, "go.acme.com", "a", "b", "c", "d", "e", "f", "g", "h", "i"),
+		"json not an event":   []byte(`[1]`),
+		"empty":               nil,
 	}
 	// Every cut of a valid batch is refused, never read as fewer events.
 	for i := 0; i < len(valid); i++ {
@@ -213,9 +294,16 @@ func TestDecodeReusesDst(t *testing.T) {
 func normal(e Event) Event {
 	switch e.Kind {
 	case KindLink:
-		e.Namespace, e.SegStart, e.SegEnd, e.SegState = "", 0, 0, ""
+		e.Namespace, e.SegStart, e.SegEnd, e.SegState, e.Conf = "", 0, 0, "", nil
 	case KindSegment:
-		e.Code, e.URL, e.RedirectType, e.Status, e.ExpiresAt = "", "", 0, "", 0
+		e.Domain, e.Code, e.URL, e.RedirectType, e.Status, e.ExpiresAt, e.Conf = 0, "", "", 0, "", 0, nil
+	case KindDomain:
+		c := *e.Conf
+		c.Version = e.Version
+		if len(c.KeyIDs) == 0 {
+			c.KeyIDs = nil
+		}
+		e = Event{Version: e.Version, Prev: e.Prev, Kind: KindDomain, Conf: &c}
 	}
 	return e
 }
@@ -226,6 +314,10 @@ func FuzzDecode(f *testing.F) {
 	f.Add(encode(f, run()[4:]))
 	f.Add([]byte(`{"v":1,"k":"link","c":"00000A","s":"active","u":"https://x","t":302}`))
 	f.Add([]byte(`{"v":4,"p":2,"k":"segment","ns":"default","ss":1,"se":1001,"st":"sealed"}`))
+	f.Add([]byte(`{"v":5,"p":4,"k":"domain","dc":{"id":3,"host":"go.acme.com","code_mode":"ff1","key_ids":["k1"],"status":"active"}}`))
+	f.Add([]byte(`{"v":6,"p":5,"k":"link","d":3,"c":"00000A","s":"active","u":"https://x","t":302}`))
+	old, _ := hex.DecodeString(format1)
+	f.Add(old)
 	f.Fuzz(func(t *testing.T, msg []byte) {
 		events, err := Decode(msg, nil)
 		if err != nil {

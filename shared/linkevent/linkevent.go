@@ -71,7 +71,9 @@ type Event struct {
 	SegEnd    uint64 `json:"se,omitempty"`
 	SegState  string `json:"st,omitempty"`
 
-	// Domain events: the configuration (Conf.ID is the domain).
+	// Domain events: the configuration (Conf.ID is the domain; Domain is
+	// 0 or the same). Its Version is 0 or the event's: decoders set it to
+	// the event's, the version edges compare a snapshot's domain table by.
 	Conf *link.Domain `json:"dc,omitempty"`
 }
 
@@ -91,13 +93,22 @@ func Marshal(e *Event) ([]byte, error) {
 }
 
 // Unmarshal decodes and validates an event; a malformed event is an error,
-// never a half-filled value.
+// never a half-filled value. A domain event's Conf.Version is the event's
+// Version, as every decoder gives it.
 func Unmarshal(b []byte, e *Event) error {
 	*e = Event{}
 	if err := json.Unmarshal(b, e); err != nil {
+		*e = Event{}
 		return fmt.Errorf("linkevent: %w", err)
 	}
-	return e.validate()
+	if err := e.validate(); err != nil {
+		*e = Event{}
+		return err
+	}
+	if e.Kind == KindDomain {
+		e.Conf.Version = e.Version
+	}
+	return nil
 }
 
 var errInvalid = errors.New("linkevent: invalid event")
@@ -118,6 +129,13 @@ func (e *Event) validate() error {
 		}
 		if e.Status == link.Active && (e.URL == "" || !e.RedirectType.Valid()) {
 			return fmt.Errorf("%w: version %d: active link without url or redirect type", errInvalid, e.Version)
+		}
+		if e.Domain > link.MaxDomainID {
+			return fmt.Errorf("%w: version %d: domain %d", errInvalid, e.Version, e.Domain)
+		}
+	case KindDomain:
+		if err := validateDomain(e); err != nil {
+			return fmt.Errorf("%w: version %d: %s", errInvalid, e.Version, err)
 		}
 	case KindSegment:
 		if e.Namespace == "" || e.SegStart == 0 || e.SegEnd <= e.SegStart {
