@@ -1,5 +1,5 @@
 // Package redirect is the edge's fasthttp handler: GET or HEAD /{code}
-// answered from memory.
+// answered from memory, on the domain the request's Host names (host.go).
 package redirect
 
 import (
@@ -25,10 +25,11 @@ type Finder interface {
 	Find(d link.DomainID, code []byte) (store.Hit, bool)
 }
 
-// Resolver answers a code neither the overlay nor the snapshot holds: the
-// long-tail cache and the authority. It may block for a bounded time.
+// Resolver answers a code of domain dom neither the overlay nor the
+// snapshot holds: the long-tail cache and the authority. It may block for
+// a bounded time.
 type Resolver interface {
-	Resolve(code []byte) (*store.Entry, resolve.Outcome)
+	Resolve(dom *store.DomainState, code []byte) (*store.Entry, resolve.Outcome)
 }
 
 // Limiter is the abuse policy on 404s: it takes a token for a client IP and
@@ -38,12 +39,12 @@ type Limiter interface {
 	Allow(ip netip.Addr) bool
 }
 
-// ClickRecorder takes a click per redirect: the code, the request's
-// Referer and User-Agent (the recorder keeps what it needs; never the
-// client's IP), the status answered and the time. It must not block,
-// allocate or keep the slices.
+// ClickRecorder takes a click per redirect: the link (domain and code),
+// the request's Referer and User-Agent (the recorder keeps what it needs;
+// never the client's IP), the status answered and the time. It must not
+// block, allocate or keep the slices.
 type ClickRecorder interface {
-	Record(code, referer, userAgent []byte, status int, atMillis int64)
+	Record(d link.DomainID, code, referer, userAgent []byte, status int, atMillis int64)
 }
 
 // Counters are the handler's outcome counts; fields are updated atomically.
@@ -55,20 +56,35 @@ type Counters struct {
 	// those taken from the overlay and Resolved those the resolver found
 	// (long-tail cache or authority): the layers that answered.
 	SnapshotHits, OverlayHits, Resolved atomic.Uint64
+	// UnknownHost counts requests for a host no active domain has,
+	// answered with the platform's plain 404 (or 429 past the client's
+	// budget). RootRedirects counts "/" answered by a domain's root
+	// redirect and NotFoundRedirects the unknown codes answered by a
+	// domain's not-found redirect (counted in NotFound or BadCode too).
+	UnknownHost, RootRedirects, NotFoundRedirects atomic.Uint64
 }
 
-// Handler answers redirects. Store holds the overlay and the snapshot
-// (the newer version of a code wins); Miss (optional) resolves what both
-// lack, else a miss is a 404. NotFoundLimit (optional) is the per-client
-// budget of 404s, past which a 404 is answered 429; ClientIP (optional) says
-// who the client is (default: the socket's peer). Started backs
-// /-/startupz, Ready /-/readyz and Live /-/livez (nil: always OK), Metrics
-// (optional) /-/metrics; Now is injectable for expiry tests.
+// Handler answers redirects. Domains (optional) maps the request's host to
+// its domain (host.go); without it, or before it has received a table,
+// every host is the platform's domain. Store holds the overlay and the
+// snapshot (the newer version of a link wins); Miss (optional) resolves
+// what both lack, else a miss is a 404. NotFoundLimit (optional) is the
+// per-client budget of 404s, past which a 404 is answered 429; ClientIP
+// (optional) says who the client is (default: the socket's peer);
+// FromProxy (optional) says whether the request came from a trusted proxy,
+// whose X-Forwarded-Host then names the host. Started backs /-/startupz,
+// Ready /-/readyz and Live /-/livez (nil: always OK), Metrics (optional)
+// /-/metrics; Now is injectable for expiry tests.
 type Handler struct {
+	// Domains is the concrete table, not an interface: the host key is
+	// built in a stack buffer, which a call through an interface would
+	// move to the heap on every request.
+	Domains       *store.Domains
 	Store         Finder
 	Miss          Resolver
 	NotFoundLimit Limiter
 	ClientIP      func(ctx *fasthttp.RequestCtx) netip.Addr
+	FromProxy     func(ctx *fasthttp.RequestCtx) bool
 	Clicks        ClickRecorder
 	Started       func() error
 	Ready         func() error
@@ -101,9 +117,10 @@ var (
 	headerRetry    = []byte(fasthttp.HeaderRetryAfter)
 	retryAfter     = []byte("1")
 	textPlain      = []byte("text/plain; charset=utf-8")
-	robotsTxt      = []byte("User-agent: *\nDisallow:\n")
 	// The edge's own paths: none is one path segment of code characters,
-	// so no code can shadow them (link.EdgeRoutes).
+	// so no code can shadow them (link.EdgeRoutes). Those under /-/ are
+	// the operator's and answer on any host; the rest are the domain's.
+	pathOps      = "/-/"
 	pathMetrics  = "/-/metrics"
 	pathLivez    = "/-/livez"
 	pathReadyz   = "/-/readyz"
@@ -124,29 +141,40 @@ func (h *Handler) Serve(ctx *fasthttp.RequestCtx) {
 		return
 	}
 	path := ctx.Path()
+	if hasPrefix(path, pathOps) {
+		h.serveOps(ctx, path) // probes and scrapes come by address, on any host
+		return
+	}
+	dom, ok := h.domain(ctx)
+	if !ok {
+		// Never another domain's links, and nothing of any domain's: the
+		// platform's own plain 404.
+		h.notFound(ctx, nil, &h.Counters.UnknownHost)
+		return
+	}
 	if len(path) < 2 || !link.ValidCodeSyntax(path[1:]) {
-		h.serveOwn(ctx, path)
+		h.serveDomain(ctx, dom, path)
 		return
 	}
 	code := path[1:]
-	hit, ok := h.Store.Find(link.DefaultDomain, code)
+	hit, ok := h.Store.Find(dom.Conf.ID, code)
 	switch {
 	case !ok:
-		e := h.resolve(ctx, code)
+		e := h.resolve(ctx, dom, code)
 		if e == nil {
 			return
 		}
 		h.Counters.Resolved.Add(1)
-		h.answer(ctx, code, !e.Missing && e.Status == link.Active, e.ExpiresAt, e.RedirectType,
-			unsafe.Slice(unsafe.StringData(e.URL), len(e.URL)), nil)
+		h.answer(ctx, dom.Conf.ID, code, !e.Missing && e.Status == link.Active, e.ExpiresAt, e.RedirectType,
+			bytesOf(e.URL), nil)
 	case hit.Overlay:
 		h.Counters.OverlayHits.Add(1)
 		r := &hit.Rec
-		h.answer(ctx, code, r.Status == link.Active, r.ExpiresAt, r.RedirectType, r.Origin, r.Rest)
+		h.answer(ctx, dom.Conf.ID, code, r.Status == link.Active, r.ExpiresAt, r.RedirectType, r.Origin, r.Rest)
 	default:
 		h.Counters.SnapshotHits.Add(1)
 		s := &hit.Snap
-		h.answer(ctx, code, s.Status == link.Active, s.ExpiresAt, s.RedirectType, s.Origin, s.Rest)
+		h.answer(ctx, dom.Conf.ID, code, s.Status == link.Active, s.ExpiresAt, s.RedirectType, s.Origin, s.Rest)
 	}
 	// Origin and Rest point into the mapped snapshot file or an overlay
 	// arena chunk, which stay mapped only while the hit is reachable: keep
@@ -160,7 +188,7 @@ var locationBufs = sync.Pool{New: func() any { b := make([]byte, 0, 512); return
 
 // answer writes the redirect or 410 for a known link whose target is origin
 // followed by rest. It does not allocate.
-func (h *Handler) answer(ctx *fasthttp.RequestCtx, code []byte, active bool, expiresAt int64, rt link.RedirectType, origin, rest []byte) {
+func (h *Handler) answer(ctx *fasthttp.RequestCtx, d link.DomainID, code []byte, active bool, expiresAt int64, rt link.RedirectType, origin, rest []byte) {
 	// Expiry is evaluated here, at read time: a link stops redirecting the
 	// instant it expires, whatever the stream says.
 	now := h.now(ctx).UnixMilli()
@@ -171,7 +199,7 @@ func (h *Handler) answer(ctx *fasthttp.RequestCtx, code []byte, active bool, exp
 	}
 	h.Counters.Hits.Add(1)
 	if h.Clicks != nil {
-		h.Clicks.Record(code, ctx.Request.Header.Referer(), ctx.Request.Header.UserAgent(), int(rt), now)
+		h.Clicks.Record(d, code, ctx.Request.Header.Referer(), ctx.Request.Header.UserAgent(), int(rt), now)
 	}
 	// SetCanonical: the keys are already canonical, so fasthttp need not
 	// normalize them on every hit.
@@ -189,14 +217,14 @@ func (h *Handler) answer(ctx *fasthttp.RequestCtx, code []byte, active bool, exp
 	ctx.Response.SetStatusCode(int(rt))
 }
 
-// resolve handles an overlay miss. It returns the entry to answer from, or
-// nil after writing the answer itself.
-func (h *Handler) resolve(ctx *fasthttp.RequestCtx, code []byte) *store.Entry {
+// resolve handles a miss of code on dom. It returns the entry to answer
+// from, or nil after writing the answer itself.
+func (h *Handler) resolve(ctx *fasthttp.RequestCtx, dom *store.DomainState, code []byte) *store.Entry {
 	if h.Miss == nil {
-		h.notFound(ctx, &h.Counters.NotFound)
+		h.notFound(ctx, dom, &h.Counters.NotFound)
 		return nil
 	}
-	e, outcome := h.Miss.Resolve(code)
+	e, outcome := h.Miss.Resolve(dom, code)
 	switch outcome {
 	case resolve.Found:
 		return e
@@ -205,15 +233,17 @@ func (h *Handler) resolve(ctx *fasthttp.RequestCtx, code []byte) *store.Entry {
 		ctx.Response.Header.SetCanonical(headerRetry, retryAfter)
 		h.text(ctx, fasthttp.StatusServiceUnavailable, textUnavail)
 	default:
-		h.notFound(ctx, &h.Counters.NotFound)
+		h.notFound(ctx, dom, &h.Counters.NotFound)
 	}
 	return nil
 }
 
-// notFound answers 404, counted in n, or 429 once the client has spent its
-// budget of 404s: the abuse policy against scans, which never touches a
-// code that exists (that one was answered before it got here).
-func (h *Handler) notFound(ctx *fasthttp.RequestCtx, n *atomic.Uint64) {
+// notFound answers a miss, counted in n: dom's not-found redirect (302)
+// if it has one (dom nil: none), else 404; or 429 once the client has
+// spent its budget of them: the abuse policy against scans, which never
+// touches a code that exists (that one was answered before it got here).
+// A not-found redirect spends the budget too: to a scanner it is a 404.
+func (h *Handler) notFound(ctx *fasthttp.RequestCtx, dom *store.DomainState, n *atomic.Uint64) {
 	if h.NotFoundLimit != nil && !h.NotFoundLimit.Allow(h.clientIP(ctx)) {
 		h.Counters.Limited.Add(1)
 		ctx.Response.Header.SetCanonical(headerRetry, retryAfter)
@@ -221,7 +251,21 @@ func (h *Handler) notFound(ctx *fasthttp.RequestCtx, n *atomic.Uint64) {
 		return
 	}
 	n.Add(1)
+	if dom != nil && dom.Conf.NotFoundRedirect != "" {
+		h.Counters.NotFoundRedirects.Add(1)
+		h.redirectTo(ctx, dom.Conf.NotFoundRedirect)
+		return
+	}
 	h.text(ctx, fasthttp.StatusNotFound, textNotFound)
+}
+
+// redirectTo answers 302 to a domain's own target (its root or not-found
+// page), which no intermediary may cache either: the domain's settings
+// change.
+func (h *Handler) redirectTo(ctx *fasthttp.RequestCtx, target string) {
+	ctx.Response.Header.SetCanonical(headerCache, cacheControl)
+	ctx.Response.Header.SetCanonical(headerLocation, bytesOf(target))
+	ctx.Response.SetStatusCode(fasthttp.StatusFound)
 }
 
 func (h *Handler) clientIP(ctx *fasthttp.RequestCtx) netip.Addr {
@@ -241,9 +285,8 @@ func (h *Handler) now(ctx *fasthttp.RequestCtx) time.Time {
 	return ctx.Time()
 }
 
-// serveOwn answers a path that is not a code: the edge's own routes, and
-// 404 for anything else.
-func (h *Handler) serveOwn(ctx *fasthttp.RequestCtx, path []byte) {
+// serveOps answers the operator's paths, under /-/, on any host.
+func (h *Handler) serveOps(ctx *fasthttp.RequestCtx, path []byte) {
 	switch string(path) {
 	case pathLivez:
 		h.probe(ctx, h.Live)
@@ -265,12 +308,33 @@ func (h *Handler) serveOwn(ctx *fasthttp.RequestCtx, path []byte) {
 		ctx.Response.Header.SetBytesKV(headerCache, cacheControl)
 		ctx.SetContentType("text/plain; version=0.0.4; charset=utf-8")
 		h.Metrics(ctx)
+	default:
+		h.notFound(ctx, nil, &h.Counters.BadCode)
+	}
+}
+
+// serveDomain answers a path of dom that is not a code: "/" (the domain's
+// root redirect, else 404), its robots.txt and favicon, and for anything
+// else what an unknown code gets.
+func (h *Handler) serveDomain(ctx *fasthttp.RequestCtx, dom *store.DomainState, path []byte) {
+	switch string(path) {
+	case "/":
+		if dom.Conf.RootRedirect != "" {
+			h.Counters.RootRedirects.Add(1)
+			h.redirectTo(ctx, dom.Conf.RootRedirect)
+			return
+		}
+		h.notFound(ctx, nil, &h.Counters.BadCode)
 	case pathRobots:
-		h.text(ctx, fasthttp.StatusOK, robotsTxt)
+		robots := dom.Conf.Robots
+		if robots == "" {
+			robots = link.DefaultRobots
+		}
+		h.text(ctx, fasthttp.StatusOK, bytesOf(robots))
 	case pathFavicon:
 		ctx.SetStatusCode(fasthttp.StatusNoContent)
 	default:
-		h.notFound(ctx, &h.Counters.BadCode)
+		h.notFound(ctx, dom, &h.Counters.BadCode)
 	}
 }
 
@@ -293,3 +357,11 @@ func (h *Handler) text(ctx *fasthttp.RequestCtx, status int, body []byte) {
 }
 
 func equal(a, b []byte) bool { return string(a) == string(b) }
+
+func hasPrefix(b []byte, prefix string) bool {
+	return len(b) >= len(prefix) && string(b[:len(prefix)]) == prefix
+}
+
+// bytesOf is s as bytes without a copy, for fasthttp setters that copy
+// what they are given; the bytes must not be modified.
+func bytesOf(s string) []byte { return unsafe.Slice(unsafe.StringData(s), len(s)) }

@@ -40,7 +40,7 @@ func (l *lookupRecorder) Find(d link.DomainID, code []byte) (store.Hit, bool) {
 // found, by code.
 type mapResolver map[string]*store.Entry
 
-func (m mapResolver) Resolve(code []byte) (*store.Entry, resolve.Outcome) {
+func (m mapResolver) Resolve(_ *store.DomainState, code []byte) (*store.Entry, resolve.Outcome) {
 	if string(code) == "unav01" {
 		return nil, resolve.Unavailable
 	}

@@ -123,7 +123,7 @@ type fixedResolver struct {
 	outcome resolve.Outcome
 }
 
-func (f fixedResolver) Resolve(code []byte) (*store.Entry, resolve.Outcome) {
+func (f fixedResolver) Resolve(_ *store.DomainState, code []byte) (*store.Entry, resolve.Outcome) {
 	return f.e, f.outcome
 }
 
