@@ -16,7 +16,9 @@ import (
 // StatsReader is what the stats endpoints read: the click rollups, the
 // live-link counter and the merged latency histograms.
 type StatsReader interface {
-	LinkClicks(ctx context.Context, code string, from, to time.Time, perDimension int) ([]clickstats.Day, []clickstats.Breakdown, error)
+	// LinkClicks reads the link of code on domain d: the same code on
+	// another domain is another link.
+	LinkClicks(ctx context.Context, d link.DomainID, code string, from, to time.Time, perDimension int) ([]clickstats.Day, []clickstats.Breakdown, error)
 	TenantClicks(ctx context.Context, tenantID int64, from, to time.Time) ([]clickstats.Day, int64, error)
 	RedirectLatency(ctx context.Context, from, to time.Time) (map[time.Time]*clicks.Histogram, error)
 	ClickPipelineStats(ctx context.Context) (clickstats.Pipeline, error)
@@ -161,7 +163,7 @@ func (s *Server) linkStats(w http.ResponseWriter, r *http.Request, tenant int64)
 		s.writeError(w, r, err)
 		return
 	}
-	days, breakdown, err := s.cfg.Stats.LinkClicks(r.Context(), l.Code, from, to, topValues)
+	days, breakdown, err := s.cfg.Stats.LinkClicks(r.Context(), l.DomainID, l.Code, from, to, topValues)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
