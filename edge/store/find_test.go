@@ -60,7 +60,7 @@ func TestFindLayers(t *testing.T) {
 	}
 	l := a.Snapshots.Current()
 	for code, want := range map[string]bool{"00000A": false, "00000B": true, "00000C": true} {
-		i, _ := l.Snap.Find([]byte(code))
+		i, _ := l.Snap.Find(link.DefaultDomain, []byte(code))
 		if l.isOverridden(i) != want {
 			t.Errorf("%s overridden = %v; want %v", code, !want, want)
 		}

@@ -84,7 +84,7 @@ func TestStreamFedLinksCostWhatSnapshotLinksCost(t *testing.T) {
 	}
 	var buf []byte
 	for _, c := range codes {
-		e, ok := l.Snap.Lookup([]byte(c))
+		e, ok := l.Snap.Lookup(link.DefaultDomain, []byte(c))
 		if !ok {
 			t.Fatalf("%s missing from the snapshot", c)
 		}

@@ -83,22 +83,41 @@ func newLoaded(name string, snap *snapshot.Snapshot) (*Loaded, error) {
 		overridden: make([]atomic.Uint64, words), dirty: make([]atomic.Uint64, (words+63)/64)}, nil
 }
 
-// decodeBlooms decodes the bloom section of each domain of snap.
+// decodeBlooms decodes the bloom of each domain of snap: the platform's
+// alone in a file without a domain table (format 1 and 2), which must have
+// it; every domain's of the table in one with, where a domain without a
+// bloom has no code in the file.
 func decodeBlooms(snap *snapshot.Snapshot) (map[link.DomainID]*bloom.BloomFilter, error) {
-	f, err := decodeBloom(snap.Bloom())
-	if err != nil {
-		return nil, err
+	domains := snap.Domains()
+	if domains == nil {
+		f, err := decodeBloom(link.DefaultDomain, snap.Bloom(link.DefaultDomain))
+		if err != nil {
+			return nil, err
+		}
+		return map[link.DomainID]*bloom.BloomFilter{link.DefaultDomain: f}, nil
 	}
-	return map[link.DomainID]*bloom.BloomFilter{link.DefaultDomain: f}, nil
+	m := make(map[link.DomainID]*bloom.BloomFilter, len(domains))
+	for _, d := range domains {
+		b := snap.Bloom(d.ID)
+		if len(b) == 0 {
+			continue
+		}
+		f, err := decodeBloom(d.ID, b)
+		if err != nil {
+			return nil, err
+		}
+		m[d.ID] = f
+	}
+	return m, nil
 }
 
-func decodeBloom(b []byte) (*bloom.BloomFilter, error) {
+func decodeBloom(d link.DomainID, b []byte) (*bloom.BloomFilter, error) {
 	f := new(bloom.BloomFilter)
 	if _, err := f.ReadFrom(bytes.NewReader(b)); err != nil {
-		return nil, fmt.Errorf("%w: bloom section: %v", snapshot.ErrCorrupt, err)
+		return nil, fmt.Errorf("%w: domain %d's bloom: %v", snapshot.ErrCorrupt, d, err)
 	}
 	if f.Cap() == 0 || f.K() == 0 {
-		return nil, fmt.Errorf("%w: bloom section: empty filter", snapshot.ErrCorrupt)
+		return nil, fmt.Errorf("%w: domain %d's bloom: empty filter", snapshot.ErrCorrupt, d)
 	}
 	return f, nil
 }
@@ -128,19 +147,7 @@ func (s *Snapshots) Lookup(d link.DomainID, code []byte) (snapshot.Entry, bool) 
 	if l == nil {
 		return snapshot.Entry{}, false
 	}
-	i, ok := snapFind(l.Snap, d, code)
-	if !ok {
-		return snapshot.Entry{}, false
-	}
-	return l.Snap.At(i), true
-}
-
-// snapFind is the snapshot's index of (d, code).
-func snapFind(s *snapshot.Snapshot, d link.DomainID, code []byte) (int, bool) {
-	if d != link.DefaultDomain {
-		return 0, false
-	}
-	return s.Find(code)
+	return l.Snap.Lookup(d, code)
 }
 
 // Current is the snapshot in service, or nil.
@@ -168,7 +175,8 @@ func (s *Snapshots) retire(old, next *Loaded) {
 // lookup that misses a pruned entry sees that the snapshot changed since it
 // loaded the pointer and looks again in the new one, which holds that code
 // at a version at least as new (Layers.Find). The snapshot it replaces is
-// retired: its pages are released, its file unmapped once unreachable.
+// retired: its pages are released, its file unmapped once unreachable. The
+// file's domain table goes to Domains (Replace) before its pointer.
 func (a *Layers) Install(l *Loaded) (pruned int) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -177,7 +185,7 @@ func (a *Layers) Install(l *Loaded) (pruned int) {
 	// among them whose code the file holds override it.
 	a.Overlay.Range(func(d link.DomainID, code []byte, r Record) bool {
 		if r.Version > cv {
-			if i, ok := snapFind(l.Snap, d, code); ok {
+			if i, ok := l.Snap.Find(d, code); ok {
 				l.override(i)
 			}
 		}
@@ -185,6 +193,14 @@ func (a *Layers) Install(l *Loaded) (pruned int) {
 	})
 	if a.Hint != nil {
 		a.Hint.SetBase(l.Blooms)
+	}
+	// The file's domains before its links: a host it brings resolves by
+	// the time its codes are found (until then they are asked of the
+	// authority, never answered for another domain). An invalid entry of
+	// the table is skipped and counted (Domains.Refused); a file without
+	// a table leaves the table as it is.
+	if a.Domains != nil {
+		_ = a.Domains.Replace(l.Snap.Domains())
 	}
 	old := a.Snapshots.cur.Swap(l)
 	if a.Segments != nil {
@@ -200,7 +216,7 @@ func (a *Layers) Install(l *Loaded) (pruned int) {
 		if r.Version > cv {
 			return false
 		}
-		_, ok := snapFind(l.Snap, d, code)
+		_, ok := l.Snap.Find(d, code)
 		return ok
 	})
 	a.Snapshots.retire(old, l)
@@ -227,7 +243,7 @@ func (a *Layers) Resynced(l *Loaded) (dropped int) {
 		if r.Version > cv {
 			return false
 		}
-		_, ok := snapFind(l.Snap, d, code)
+		_, ok := l.Snap.Find(d, code)
 		return !ok
 	})
 	if a.Cache != nil {

@@ -102,7 +102,7 @@ func TestLoadFileDefersEntryChecks(t *testing.T) {
 	if err != nil {
 		t.Fatalf("LoadFile refused a damaged entry section before Verify: %v", err)
 	}
-	if e, ok := l.Snap.Lookup([]byte("00000A")); !ok || string(e.AppendURL(nil)) != "https://a.example/y" {
+	if e, ok := l.Snap.Lookup(link.DefaultDomain, []byte("00000A")); !ok || string(e.AppendURL(nil)) != "https://a.example/y" {
 		t.Fatalf("before Verify, the file answers what it holds: %q, %v", e.AppendURL(nil), ok)
 	}
 	if err := l.Verify(context.Background()); !errors.Is(err, snapshot.ErrCorrupt) || !strings.Contains(err.Error(), "checksum mismatch") {
@@ -129,11 +129,11 @@ func TestLoadFormat1(t *testing.T) {
 		if l.Snap.Format() != 1 || !l.Snap.Verified() {
 			t.Fatalf("format %d verified %v, want a verified format 1 file", l.Snap.Format(), l.Snap.Verified())
 		}
-		e, ok := l.Snap.Lookup([]byte("summer-sale"))
+		e, ok := l.Snap.Lookup(link.DefaultDomain, []byte("summer-sale"))
 		if !ok || string(e.AppendURL(nil)) != "https://shop.example.com/sale?x=1" || e.RedirectType != 307 || e.ExpiresAt != 1893456000000 {
 			t.Errorf("summer-sale = %+v, %v", e, ok)
 		}
-		if e, ok := l.Snap.Lookup([]byte("00000B")); !ok || e.Version != 12 || !l.Blooms[link.DefaultDomain].TestString("00000C") {
+		if e, ok := l.Snap.Lookup(link.DefaultDomain, []byte("00000B")); !ok || e.Version != 12 || !l.Blooms[link.DefaultDomain].TestString("00000C") {
 			t.Errorf("00000B = %+v, %v; or the bloom lost 00000C", e, ok)
 		}
 	}

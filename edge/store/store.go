@@ -68,6 +68,10 @@ type Layers struct {
 	// Cache, when set, forgets each code applied (Cache.Forget), and is
 	// cleared by a re-sync from a memory-budget snapshot (Resynced).
 	Cache *Cache
+	// Domains, when set, is the edge's domain table: the stream's domain
+	// events (ApplyDomain) and each installed snapshot's table (Install)
+	// update it.
+	Domains *Domains
 
 	// mu orders Apply against Install: an entry applied while a snapshot
 	// is being installed is either marked by the install or by the apply.
@@ -83,7 +87,7 @@ func (a *Layers) Apply(e *Entry) bool {
 	ok := a.Overlay.Apply(e)
 	if ok && a.Snapshots != nil {
 		if l := a.Snapshots.Current(); l != nil {
-			if i, found := snapFind(l.Snap, e.Domain, codeBytes(e.Code)); found {
+			if i, found := l.Snap.Find(e.Domain, codeBytes(e.Code)); found {
 				l.override(i)
 			}
 		}
@@ -96,6 +100,15 @@ func (a *Layers) Apply(e *Entry) bool {
 		a.Cache.Forget(e.Domain, codeBytes(e.Code))
 	}
 	return ok
+}
+
+// ApplyDomain applies a domain's configuration from the stream to Domains
+// (nothing without one); see Domains.Apply.
+func (a *Layers) ApplyDomain(c link.Domain) error {
+	if a.Domains == nil {
+		return nil
+	}
+	return a.Domains.Apply(c)
 }
 
 // codeBytes is a code as bytes for a lookup, without a copy; the lookup
@@ -137,7 +150,7 @@ func (a *Layers) Find(d link.DomainID, code []byte) (Hit, bool) {
 // cannot be trusted: look again.
 func (a *Layers) findIn(l *Loaded, d link.DomainID, code []byte) (h Hit, ok, stale bool) {
 	if l != nil {
-		if i, ok := snapFind(l.Snap, d, code); ok {
+		if i, ok := l.Snap.Find(d, code); ok {
 			s := l.Snap.At(i)
 			if !l.isOverridden(i) {
 				return Hit{Snap: s}, true, false

@@ -1,0 +1,304 @@
+package store
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/edgelink/edgelink/shared/ff1"
+	"github.com/edgelink/edgelink/shared/link"
+)
+
+// testKeys is a key file with the keys k1 and k2 (test keys, not secrets).
+func testKeys(t testing.TB) *ff1.Keys {
+	t.Helper()
+	k, err := ff1.ParseKeys(strings.NewReader("k1 AAECAwQFBgcICQoLDA0ODw==\nk2 EBESExQVFhcYGRobHB0eHw==\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k
+}
+
+func domainConf(id link.DomainID, host string, version uint64) link.Domain {
+	return link.Domain{ID: id, Host: host, TenantID: int64(id), CodeMode: link.CodesFF1, KeyIDs: []string{"k1"},
+		Status: link.DomainActive, Version: version}
+}
+
+func byHost(t *testing.T, d *Domains, host string) (link.DomainID, bool) {
+	t.Helper()
+	s, ok := d.ByHost([]byte(host))
+	if !ok {
+		return 0, false
+	}
+	return s.Conf.ID, true
+}
+
+func TestDomainsApply(t *testing.T) {
+	d := NewDomains(testKeys(t))
+	if d.Known() {
+		t.Fatal("an empty table reports Known")
+	}
+	if s, ok := d.Get(link.DefaultDomain); !ok || s.Conf.CodeMode != link.CodesSequential {
+		t.Fatalf("Get(platform) before any table = %+v, %v; want a sequential platform domain", s, ok)
+	}
+	if err := d.Apply(domainConf(3, "go.acme.test", 5)); err != nil {
+		t.Fatal(err)
+	}
+	if d.Known() {
+		t.Error("a tenant's domain alone made the table Known: the platform's host would 404")
+	}
+	s, ok := d.ByHost([]byte("go.acme.test"))
+	if !ok || s.Conf.ID != 3 || s.Undecodable || len(s.Codes) != 1 || s.Codes[0].Domain() != "go.acme.test" {
+		t.Fatalf("ByHost(go.acme.test) = %+v, %v; want domain 3 with k1's decoder", s, ok)
+	}
+	if _, ok := d.ByHost([]byte("acme.test")); ok {
+		t.Error("an unknown host resolved")
+	}
+	// An older or equal version changes nothing.
+	older := domainConf(3, "old.acme.test", 5)
+	if err := d.Apply(older); err != nil {
+		t.Fatal(err)
+	}
+	if id, ok := byHost(t, d, "go.acme.test"); !ok || id != 3 {
+		t.Errorf("an equal version replaced the domain: go.acme.test → %d, %v", id, ok)
+	}
+	if _, ok := d.ByHost([]byte("old.acme.test")); ok {
+		t.Error("an equal version's host resolved")
+	}
+	// A move: the old host stops resolving.
+	if err := d.Apply(domainConf(3, "acme.test", 6)); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := d.ByHost([]byte("go.acme.test")); ok {
+		t.Error("the old host still resolves after the domain moved")
+	}
+	if id, ok := byHost(t, d, "acme.test"); !ok || id != 3 {
+		t.Errorf("acme.test → %d, %v; want 3", id, ok)
+	}
+	// The platform's domain makes the table Known.
+	platform := link.Domain{ID: 0, Host: "edge.test", CodeMode: link.CodesSequential, Status: link.DomainActive, Version: 7}
+	if err := d.Apply(platform); err != nil {
+		t.Fatal(err)
+	}
+	if !d.Known() {
+		t.Error("the platform's domain applied, yet not Known")
+	}
+	if s, ok := d.Get(link.DefaultDomain); !ok || s.Conf.Host != "edge.test" {
+		t.Errorf("Get(platform) = %+v, %v; want the applied one", s, ok)
+	}
+}
+
+func TestDomainsRemoved(t *testing.T) {
+	d := NewDomains(testKeys(t))
+	must(t, d.Apply(domainConf(4, "short.test", 1)))
+	removed := domainConf(4, "short.test", 2)
+	removed.Status = link.DomainRemoved
+	must(t, d.Apply(removed))
+	if _, ok := d.ByHost([]byte("short.test")); ok {
+		t.Fatal("a removed domain's host still resolves")
+	}
+	if s, ok := d.Get(4); !ok || s.Conf.Status != link.DomainRemoved {
+		t.Errorf("Get(4) = %+v, %v; want it, removed", s, ok)
+	}
+	// The event that made it active, replayed, does not bring it back.
+	must(t, d.Apply(domainConf(4, "short.test", 1)))
+	if _, ok := d.ByHost([]byte("short.test")); ok {
+		t.Error("a replayed older event brought a removed domain back")
+	}
+	// Another domain may take the host afterwards.
+	must(t, d.Apply(domainConf(9, "short.test", 3)))
+	if id, ok := byHost(t, d, "short.test"); !ok || id != 9 {
+		t.Errorf("short.test → %d, %v; want the new domain 9", id, ok)
+	}
+}
+
+func TestDomainsReplaceKeepsNewerApplied(t *testing.T) {
+	d := NewDomains(testKeys(t))
+	// Applied from the stream after the snapshot was built.
+	must(t, d.Apply(domainConf(2, "new-host.test", 20)))
+	must(t, d.Apply(domainConf(5, "only-stream.test", 21)))
+	if err := d.Replace(nil); err != nil || d.Known() {
+		t.Fatalf("Replace(nil) = %v, Known %v; want no change", err, d.Known())
+	}
+	must(t, d.Replace([]link.Domain{
+		{ID: 0, Host: "edge.test", CodeMode: link.CodesSequential, Status: link.DomainActive, Version: 1},
+		domainConf(2, "old-host.test", 10),
+		domainConf(3, "third.test", 11),
+	}))
+	if !d.Known() {
+		t.Error("a snapshot's table did not make the table Known")
+	}
+	for host, want := range map[string]link.DomainID{"edge.test": 0, "new-host.test": 2, "third.test": 3, "only-stream.test": 5} {
+		if id, ok := byHost(t, d, host); !ok || id != want {
+			t.Errorf("%s → %d, %v; want %d", host, id, ok, want)
+		}
+	}
+	if _, ok := d.ByHost([]byte("old-host.test")); ok {
+		t.Error("the snapshot's older host of domain 2 replaced the stream's newer one")
+	}
+	// A newer snapshot wins over what was applied.
+	must(t, d.Replace([]link.Domain{domainConf(2, "newest.test", 30)}))
+	if id, ok := byHost(t, d, "newest.test"); !ok || id != 2 {
+		t.Errorf("newest.test → %d, %v; want 2", id, ok)
+	}
+	if _, ok := d.ByHost([]byte("new-host.test")); ok {
+		t.Error("domain 2's previous host still resolves")
+	}
+}
+
+func TestDomainsUndecodable(t *testing.T) {
+	d := NewDomains(testKeys(t))
+	missing := domainConf(6, "rotated.test", 1)
+	missing.KeyIDs = []string{"k3", "k1"} // the current key is not in the edge's file
+	must(t, d.Apply(missing))
+	must(t, d.Apply(domainConf(7, "fine.test", 1)))
+	sequential := domainConf(8, "seq.test", 1)
+	sequential.CodeMode, sequential.KeyIDs = link.CodesSequential, nil
+	must(t, d.Apply(sequential))
+	s, ok := d.ByHost([]byte("rotated.test"))
+	if !ok || !s.Undecodable || s.Codes != nil {
+		t.Fatalf("a domain with a missing key = %+v, %v; want Undecodable without decoders", s, ok)
+	}
+	if s, _ := d.ByHost([]byte("seq.test")); s.Undecodable || s.Codes != nil {
+		t.Errorf("a sequential domain = %+v; want no decoders, decodable", s)
+	}
+	if n := d.Undecodable(); n != 1 {
+		t.Errorf("Undecodable() = %d; want 1", n)
+	}
+	// Rotating to keys the file has makes it decodable, with both keys in
+	// order.
+	fixed := domainConf(6, "rotated.test", 2)
+	fixed.KeyIDs = []string{"k2", "k1"}
+	must(t, d.Apply(fixed))
+	s, _ = d.ByHost([]byte("rotated.test"))
+	if s.Undecodable || len(s.Codes) != 2 || d.Undecodable() != 0 {
+		t.Fatalf("after the rotation: %+v, Undecodable() %d; want 2 decoders", s, d.Undecodable())
+	}
+	code, err := s.Codes[0].Encode(12345)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if id, ok := s.Codes[0].Decode(code[:]); !ok || id != 12345 {
+		t.Errorf("the current key's decoder: %s → %d, %v", code, id, ok)
+	}
+	// Without a key file at all every FF1 domain is undecodable.
+	none := NewDomains(nil)
+	must(t, none.Apply(domainConf(7, "fine.test", 1)))
+	if s, _ := none.ByHost([]byte("fine.test")); !s.Undecodable {
+		t.Error("an FF1 domain decodes without any key")
+	}
+}
+
+func TestDomainsRefuseInvalid(t *testing.T) {
+	d := NewDomains(testKeys(t))
+	must(t, d.Apply(domainConf(2, "good.test", 1)))
+	for name, c := range map[string]link.Domain{
+		"host not canonical": domainConf(2, "Good.TEST", 2),
+		"host with a port":   domainConf(2, "good.test:8080", 2),
+		"no host":            domainConf(2, "", 2),
+		"mode":               {ID: 2, Host: "good.test", CodeMode: "rot13", Status: link.DomainActive, Version: 2},
+		"status":             {ID: 2, Host: "good.test", CodeMode: link.CodesSequential, Status: "gone", Version: 2},
+		"number":             domainConf(link.MaxDomainID+1, "other.test", 2),
+	} {
+		if err := d.Apply(c); !errors.Is(err, errDomainConf) {
+			t.Errorf("%s: Apply = %v; want errDomainConf", name, err)
+		}
+	}
+	if id, ok := byHost(t, d, "good.test"); !ok || id != 2 || d.Refused.Load() != 6 {
+		t.Errorf("after refusals: good.test → %d, %v, Refused %d; want 2 unchanged, 6 refused", id, ok, d.Refused.Load())
+	}
+	// Replace skips the bad entry and keeps the good ones.
+	err := d.Replace([]link.Domain{domainConf(3, "BAD", 1), domainConf(4, "four.test", 1)})
+	if !errors.Is(err, errDomainConf) {
+		t.Errorf("Replace with a bad entry = %v; want errDomainConf", err)
+	}
+	if id, ok := byHost(t, d, "four.test"); !ok || id != 4 {
+		t.Errorf("four.test → %d, %v; want 4 despite its bad neighbour", id, ok)
+	}
+}
+
+func TestDomainsByHostDoesNotAllocate(t *testing.T) {
+	d := NewDomains(testKeys(t))
+	must(t, d.Apply(domainConf(2, "go.acme.test", 1)))
+	var buf [64]byte
+	host := []byte("Go.Acme.Test:8443")
+	if n := testing.AllocsPerRun(100, func() {
+		key, ok := link.AppendHostKey(buf[:0], host)
+		if s, found := d.ByHost(key); !ok || !found || s.Conf.ID != 2 {
+			t.Fatal("go.acme.test not found")
+		}
+		if _, found := d.ByHost([]byte("unknown.test")); found {
+			t.Fatal("unknown.test found")
+		}
+	}); n != 0 {
+		t.Errorf("ByHost allocated %v times", n)
+	}
+}
+
+// Readers see one whole table or the next, never a mix, while writers
+// apply and replace concurrently (run with -race).
+func TestDomainsConcurrent(t *testing.T) {
+	d := NewDomains(testKeys(t))
+	const domains, versions = 8, 200
+	var stop atomic.Bool
+	var wg sync.WaitGroup
+	for r := 0; r < 4; r++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for !stop.Load() {
+				for i := 1; i <= domains; i++ {
+					// Domain i lives at d<i>-<version>.test: whatever a
+					// reader finds at a host must be domain i.
+					for _, host := range []string{fmt.Sprintf("d%d-%d.test", i, versions), fmt.Sprintf("d%d-1.test", i)} {
+						if s, ok := d.ByHost([]byte(host)); ok && (s.Conf.ID != link.DomainID(i) || s.Conf.Host != host) {
+							t.Errorf("%s → domain %d at %s", host, s.Conf.ID, s.Conf.Host)
+							return
+						}
+					}
+					d.Known()
+					d.Get(link.DomainID(i))
+				}
+			}
+		}()
+	}
+	var writers sync.WaitGroup
+	for i := 1; i <= domains; i++ {
+		writers.Add(1)
+		go func() {
+			defer writers.Done()
+			for v := uint64(1); v <= versions; v++ {
+				c := domainConf(link.DomainID(i), fmt.Sprintf("d%d-%d.test", i, v), v)
+				if v%10 == 0 {
+					must(t, d.Replace([]link.Domain{c}))
+				} else {
+					must(t, d.Apply(c))
+				}
+			}
+		}()
+	}
+	writers.Wait()
+	stop.Store(true)
+	wg.Wait()
+	for i := 1; i <= domains; i++ {
+		if id, ok := byHost(t, d, fmt.Sprintf("d%d-%d.test", i, versions)); !ok || id != link.DomainID(i) {
+			t.Errorf("domain %d not at its last host", i)
+		}
+		if _, ok := d.ByHost([]byte(fmt.Sprintf("d%d-%d.test", i, versions-1))); ok {
+			t.Errorf("domain %d still at its previous host", i)
+		}
+	}
+	if d.Len() != domains {
+		t.Errorf("Len() = %d; want %d", d.Len(), domains)
+	}
+}
+
+func must(t testing.TB, err error) {
+	t.Helper()
+	if err != nil {
+		t.Error(err)
+	}
+}
