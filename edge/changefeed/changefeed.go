@@ -16,6 +16,7 @@ import (
 
 	"github.com/edgelink/edgelink/edge/store"
 	"github.com/edgelink/edgelink/internal/retry"
+	"github.com/edgelink/edgelink/shared/link"
 	"github.com/edgelink/edgelink/shared/linkevent"
 )
 
@@ -27,6 +28,14 @@ type Applier interface {
 // SegmentSealer takes sealed-segment events; an Applier may implement it.
 type SegmentSealer interface {
 	Seal(start, end uint64)
+}
+
+// DomainApplier takes domain events, a domain's whole configuration each;
+// an Applier may implement it (store.Layers does). They are applied in
+// stream order with the link events, so a link on a new domain never
+// arrives before its domain.
+type DomainApplier interface {
+	ApplyDomain(c link.Domain) error
 }
 
 // Feed consumes the change stream. Its counters are safe to read while Run
@@ -41,8 +50,11 @@ type Feed struct {
 	pending atomic.Uint64 // messages on the stream after the last applied one
 	gaps    atomic.Uint64 // events whose Prev did not match what was applied
 	bad     atomic.Uint64 // undecodable messages, skipped whole
-	caught  atomic.Bool   // pending has reached 0 at least once
-	lastAt  atomic.Int64  // Unix nanoseconds of the last applied event
+	// badDomains counts domain events the store refused (an invalid
+	// configuration): the domain keeps its previous state.
+	badDomains atomic.Uint64
+	caught     atomic.Bool  // pending has reached 0 at least once
+	lastAt     atomic.Int64 // Unix nanoseconds of the last applied event
 
 	pauseMu sync.Mutex
 	paused  chan struct{} // non-nil while paused; closed on Resume
@@ -68,12 +80,14 @@ func New(js jetstream.JetStream, s Applier, log *slog.Logger) *Feed {
 
 // Position is the feed's progress.
 type Position struct {
-	Seq      uint64 // last applied stream sequence
-	Version  uint64 // version of the last applied event
-	Pending  uint64 // known messages not yet applied (a message carries a run of changes): the lag
-	Gaps     uint64
-	Bad      uint64
-	CaughtUp bool
+	Seq     uint64 // last applied stream sequence
+	Version uint64 // version of the last applied event
+	Pending uint64 // known messages not yet applied (a message carries a run of changes): the lag
+	Gaps    uint64
+	Bad     uint64
+	// BadDomains counts domain events refused as invalid.
+	BadDomains uint64
+	CaughtUp   bool
 	// LastApplied is when the last event was applied (zero before any).
 	LastApplied time.Time
 }
@@ -82,7 +96,7 @@ type Position struct {
 func (f *Feed) Position() Position {
 	return Position{
 		Seq: f.seq.Load(), Version: f.version.Load(), Pending: f.pending.Load(),
-		Gaps: f.gaps.Load(), Bad: f.bad.Load(), CaughtUp: f.caught.Load(),
+		Gaps: f.gaps.Load(), Bad: f.bad.Load(), BadDomains: f.badDomains.Load(), CaughtUp: f.caught.Load(),
 		LastApplied: lastApplied(f.lastAt.Load()),
 	}
 }
@@ -305,8 +319,33 @@ func (f *Feed) applyEvent(ev *linkevent.Event) {
 		if s, ok := f.store.(SegmentSealer); ok && ev.SegState == linkevent.SegmentSealed {
 			s.Seal(ev.SegStart, ev.SegEnd)
 		}
+	case linkevent.KindDomain:
+		f.applyDomain(ev)
 	}
 	if ev.Version > f.version.Load() {
 		f.version.Store(ev.Version)
+	}
+}
+
+// applyDomain hands a domain event's configuration to the store. The
+// configuration's own Version orders it against the snapshot's table; an
+// event whose configuration lacks one is as new as the event.
+func (f *Feed) applyDomain(ev *linkevent.Event) {
+	d, ok := f.store.(DomainApplier)
+	if !ok {
+		return
+	}
+	if ev.Conf == nil {
+		f.badDomains.Add(1)
+		f.log.Error("domain event without a configuration skipped", "version", ev.Version)
+		return
+	}
+	c := *ev.Conf
+	if c.Version == 0 {
+		c.Version = ev.Version
+	}
+	if err := d.ApplyDomain(c); err != nil {
+		f.badDomains.Add(1)
+		f.log.Error("domain event refused", "domain", c.ID, "version", ev.Version, "err", err)
 	}
 }

@@ -3,6 +3,7 @@ package changefeed
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -12,6 +13,7 @@ import (
 	"github.com/edgelink/edgelink/edge/store"
 	"github.com/edgelink/edgelink/internal/natstest"
 	"github.com/edgelink/edgelink/internal/poll"
+	"github.com/edgelink/edgelink/shared/ff1"
 	"github.com/edgelink/edgelink/shared/link"
 	"github.com/edgelink/edgelink/shared/linkevent"
 )
@@ -188,5 +190,89 @@ func TestBatchGaps(t *testing.T) {
 				t.Fatalf("applied %v, complete %v, bad %d; want %v, a gap, %d bad", got, f.Complete(), f.Position().Bad, tc.applied, tc.bad)
 			}
 		})
+	}
+}
+
+// ordered records, for each link applied, whether its domain was known by
+// then, and forwards everything to the layers.
+type ordered struct {
+	*store.Layers
+	mu     sync.Mutex
+	events []string
+}
+
+func (o *ordered) Apply(e *store.Entry) bool {
+	_, known := o.Domains.Get(e.Domain)
+	o.mu.Lock()
+	o.events = append(o.events, fmt.Sprintf("link %d/%s v%d domain known %v", e.Domain, e.Code, e.Version, known))
+	o.mu.Unlock()
+	return o.Layers.Apply(e)
+}
+
+func (o *ordered) ApplyDomain(c link.Domain) error {
+	o.mu.Lock()
+	o.events = append(o.events, fmt.Sprintf("domain %d %s v%d", c.ID, c.Status, c.Version))
+	o.mu.Unlock()
+	return o.Layers.ApplyDomain(c)
+}
+
+func (o *ordered) seen() string {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return fmt.Sprint(o.events)
+}
+
+// TestDomainEvents: domain events reach the layers' domain table in stream
+// order with the link events, in both message shapes: a link on a new
+// domain arrives after its domain; the same code on two domains is two
+// links; a removed domain's host stops resolving, its links stay.
+func TestDomainEvents(t *testing.T) {
+	_, js := natstest.Start(t).Connect(t)
+	natstest.ChangeStream(t, js)
+	acme := link.Domain{ID: 3, Host: "go.acme.test", TenantID: 9, CodeMode: link.CodesFF1, KeyIDs: []string{"k1"}, Status: link.DomainActive}
+	removed := acme
+	removed.Status = link.DomainRemoved
+	platform := link.Domain{ID: 0, Host: "edge.test", CodeMode: link.CodesSequential, Status: link.DomainActive}
+	on := func(v uint64, d link.DomainID, url string) linkevent.Event {
+		return linkevent.Event{Version: v, Prev: v - 1, Kind: linkevent.KindLink, Domain: d, Code: "00000A", URL: url,
+			RedirectType: 302, Status: link.Active}
+	}
+	dom := func(v uint64, c link.Domain) linkevent.Event {
+		return linkevent.Event{Version: v, Prev: v - 1, Kind: linkevent.KindDomain, Conf: &c}
+	}
+	natstest.PublishChanges(t, js, dom(1, platform), dom(2, acme), on(3, 3, "https://acme.example/"), on(4, 0, "https://platform.example/"))
+	ev := dom(5, removed)
+	natstest.PublishChange(t, js, &ev) // a single JSON event, as an older relay sends
+
+	keys, err := ff1.ParseKeys(strings.NewReader("k1 AAECAwQFBgcICQoLDA0ODw==\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	layers := &store.Layers{Overlay: store.NewOverlay(), Hint: store.NewHint(1000, 0.01), Segments: new(store.Segments),
+		Domains: store.NewDomains(keys)}
+	o := &ordered{Layers: layers}
+	f := New(js, o, nil)
+	startFeed(t, f)
+	waitPos(t, f, &recorder{}, "apply all 5", func(p Position) bool { return p.CaughtUp && p.Version == 5 })
+	want := "[domain 0 active v1 domain 3 active v2 link 3/00000A v3 domain known true link 0/00000A v4 domain known true domain 3 removed v5]"
+	if got := o.seen(); got != want {
+		t.Fatalf("applied %s;\nwant %s", got, want)
+	}
+	if p := f.Position(); p.Bad != 0 || p.BadDomains != 0 || !f.Complete() {
+		t.Errorf("position %+v; want nothing refused and no gap", p)
+	}
+	for d, url := range map[link.DomainID]string{0: "https://platform.example/", 3: "https://acme.example/"} {
+		if h, ok := layers.Find(d, []byte("00000A")); !ok || h.Rec.URL() != url {
+			t.Errorf("Find(%d, 00000A) = %+v, %v; want %s", d, h.Rec, ok, url)
+		}
+	}
+	if _, ok := layers.Domains.ByHost([]byte("go.acme.test")); ok {
+		t.Error("the removed domain's host still resolves")
+	}
+	if s, ok := layers.Domains.ByHost([]byte("edge.test")); !ok || s.Conf.ID != 0 || !layers.Domains.Known() {
+		t.Errorf("the platform's host: %+v, %v, known %v", s, ok, layers.Domains.Known())
+	}
+	if s, ok := layers.Domains.Get(3); !ok || s.Conf.Status != link.DomainRemoved || s.Conf.Version != 5 {
+		t.Errorf("Get(3) = %+v, %v; want removed at version 5", s, ok)
 	}
 }
