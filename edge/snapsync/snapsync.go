@@ -432,15 +432,26 @@ func (s *Syncer) install(l *store.Loaded) {
 		s.stopVerify() // the snapshot it verifies leaves service
 		s.stopVerify = nil
 	}
+	var refused int64
+	if d := s.layers.Domains; d != nil {
+		refused = d.Refused.Load()
+	}
+	// Install hands the file's domain table to the layers' Domains
+	// (Replace) before its links serve.
 	pruned := s.layers.Install(l)
 	s.Swaps.Add(1)
+	if d := s.layers.Domains; d != nil {
+		if n := d.Refused.Load() - refused; n > 0 {
+			s.log.Error("snapshot: domains of its table refused as invalid; they keep their previous state", "name", l.Name, "refused", n)
+		}
+	}
 	if s.booted.Load() && l.Snap.Verified() {
 		// A swap while running: off the start-up path. Boot's snapshot is
 		// locked by VerifyInService once Run starts.
 		s.lock(l)
 	}
 	h := l.Snap.Header
-	s.log.Info("snapshot in service", "name", l.Name, "entries", h.Entries, "bytes", l.Size, "mapped", l.Snap.Mapped(),
+	s.log.Info("snapshot in service", "name", l.Name, "entries", h.Entries, "domains", len(l.Snap.Domains()), "bytes", l.Size, "mapped", l.Snap.Mapped(),
 		"verified", l.Snap.Verified(), "change_version", h.ChangeVersion, "stream_seq", h.StreamSeq, "overlay_pruned", pruned)
 }
 

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/bits-and-blooms/bloom/v3"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/edgelink/edgelink/edge/changefeed"
@@ -627,5 +628,90 @@ func TestLockSnapshot(t *testing.T) {
 	}
 	if err := s.VerifyInService(context.Background()); err != nil || !cur.Snap.Locked() {
 		t.Fatalf("local copy after VerifyInService: %v, locked %v; want it locked", err, cur.Snap.Locked())
+	}
+}
+
+// domainFile is a snapshot at version v with the domain table domains and
+// one link, code 00000A, on each domain, targeting a URL naming the domain
+// and v.
+func domainFile(t *testing.T, v uint64, domains []link.Domain) []byte {
+	t.Helper()
+	var w snapshot.Writer
+	blooms := map[link.DomainID][]byte{}
+	for _, d := range domains {
+		if err := w.Add(snapshot.Link{Domain: d.ID, Code: "00000A", URL: fmt.Sprintf("https://d%d.example/?v=%d", d.ID, v),
+			RedirectType: 302, Status: link.Active, Version: v}); err != nil {
+			t.Fatal(err)
+		}
+		f := bloom.NewWithEstimates(1000, 0.01)
+		f.AddString("00000A")
+		var b bytes.Buffer
+		if _, err := f.WriteTo(&b); err != nil {
+			t.Fatal(err)
+		}
+		blooms[d.ID] = b.Bytes()
+	}
+	var out bytes.Buffer
+	if err := w.Write(&out, snapshot.Header{ChangeVersion: v, StreamSeq: v + 100}, nil, domains,
+		func(d link.DomainID) ([]byte, uint64) { return blooms[d], 1 }); err != nil {
+		t.Fatal(err)
+	}
+	return out.Bytes()
+}
+
+// TestSnapshotDomainTable: the domain table of each snapshot put in
+// service reaches the layers' Domains, before its links serve, without
+// undoing a newer domain change the stream applied meanwhile.
+func TestSnapshotDomainTable(t *testing.T) {
+	_, js := natstest.Start(t).Connect(t)
+	conf := func(id link.DomainID, host string, v uint64) link.Domain {
+		mode := link.CodesFF1
+		var keys []string
+		if id == link.DefaultDomain {
+			mode = link.CodesSequential
+		} else {
+			keys = []string{"k1"}
+		}
+		return link.Domain{ID: id, Host: host, CodeMode: mode, KeyIDs: keys, Status: link.DomainActive, Version: v}
+	}
+	publish(t, js, snapshot.ObjectName(10), domainFile(t, 10, []link.Domain{conf(0, "edge.test", 1), conf(1, "one.test", 2)}))
+	layers := newLayers()
+	layers.Domains = store.NewDomains(nil)
+	s := New(js, layers, newFeed(), Config{})
+	if err := s.Boot(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	resolves := func(host string) (link.DomainID, bool) {
+		d, ok := layers.Domains.ByHost([]byte(host))
+		if !ok {
+			return 0, false
+		}
+		return d.Conf.ID, true
+	}
+	if id, ok := resolves("one.test"); !ok || id != 1 || !layers.Domains.Known() {
+		t.Fatalf("after boot: one.test → %d, %v (known %v); want domain 1", id, ok, layers.Domains.Known())
+	}
+	if e, ok := layers.Snapshots.Lookup(1, []byte("00000A")); !ok || string(e.AppendURL(nil)) != "https://d1.example/?v=10" {
+		t.Fatalf("domain 1's 00000A: %v", ok)
+	}
+	// The stream moves domain 1 (version 30) before a snapshot at 20
+	// arrives that still has it on one.test and adds domain 2.
+	if err := layers.ApplyDomain(conf(1, "uno.test", 30)); err != nil {
+		t.Fatal(err)
+	}
+	publish(t, js, snapshot.ObjectName(20), domainFile(t, 20, []link.Domain{conf(0, "edge.test", 1), conf(1, "one.test", 2), conf(2, "two.test", 15)}))
+	if err := s.Sync(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if cur := layers.Snapshots.Current(); cur == nil || cur.Snap.Header.ChangeVersion != 20 {
+		t.Fatal("the snapshot at 20 is not in service")
+	}
+	for host, want := range map[string]link.DomainID{"edge.test": 0, "uno.test": 1, "two.test": 2} {
+		if id, ok := resolves(host); !ok || id != want {
+			t.Errorf("after the sync: %s → %d, %v; want %d", host, id, ok, want)
+		}
+	}
+	if _, ok := resolves("one.test"); ok {
+		t.Error("the snapshot's older host of domain 1 came back")
 	}
 }
