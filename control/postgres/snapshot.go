@@ -11,22 +11,34 @@ import (
 )
 
 // ReadLinks implements snapshots.Authority in one REPEATABLE READ, READ
-// ONLY transaction: its count, its sealed segments and its links are all of
-// one snapshot of the database.
-func (s *Store) ReadLinks(ctx context.Context, begin func(total int64, sealed []snapshot.Sealed) error, each func(snapshot.Link) error) error {
+// ONLY transaction: its counts, its sealed segments, its domains and its
+// links are all of one snapshot of the database.
+func (s *Store) ReadLinks(ctx context.Context, begin func(counts map[link.DomainID]int64, sealed []snapshot.Sealed, domains []link.Domain) error, each func(snapshot.Link) error) error {
 	err := pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
-		var total int64
-		if err := tx.QueryRow(ctx, `SELECT count(*) FROM links`).Scan(&total); err != nil {
+		counts := map[link.DomainID]int64{}
+		rows, err := tx.Query(ctx, `SELECT domain_id, count(*) FROM links GROUP BY domain_id`)
+		if err != nil {
+			return err
+		}
+		var (
+			d link.DomainID
+			n int64
+		)
+		if _, err := pgx.ForEachRow(rows, []any{&d, &n}, func() error { counts[d] = n; return nil }); err != nil {
 			return err
 		}
 		sealed, err := readSealed(ctx, tx)
 		if err != nil {
 			return err
 		}
-		if err := begin(total, sealed); err != nil {
+		domains, err := readSnapshotDomains(ctx, tx)
+		if err != nil {
 			return err
 		}
-		rows, err := tx.Query(ctx, `SELECT code, url, redirect_type, status, expires_at, version FROM links`)
+		if err := begin(counts, sealed, domains); err != nil {
+			return err
+		}
+		rows, err = tx.Query(ctx, `SELECT domain_id, code, url, redirect_type, status, expires_at, version FROM links`)
 		if err != nil {
 			return err
 		}
@@ -39,7 +51,7 @@ func (s *Store) ReadLinks(ctx context.Context, begin func(total int64, sealed []
 			version int64
 		)
 		for rows.Next() {
-			if err := rows.Scan(&l.Code, &l.URL, &rt, &status, &expires, &version); err != nil {
+			if err := rows.Scan(&l.Domain, &l.Code, &l.URL, &rt, &status, &expires, &version); err != nil {
 				return err
 			}
 			l.RedirectType, l.Status, l.Version, l.ExpiresAt = link.RedirectType(rt), link.Status(status), uint64(version), 0
@@ -53,6 +65,30 @@ func (s *Store) ReadLinks(ctx context.Context, begin func(total int64, sealed []
 		return rows.Err()
 	})
 	return translate(err)
+}
+
+// readSnapshotDomains reads every domain, removed ones too, in ascending
+// number: the snapshot's domain table.
+func readSnapshotDomains(ctx context.Context, tx pgx.Tx) ([]link.Domain, error) {
+	rows, err := tx.Query(ctx, `
+		SELECT id, host, coalesce(tenant_id, 0), coalesce(root_redirect, ''), coalesce(not_found_redirect, ''),
+		       coalesce(robots, ''), code_mode, key_ids, status, version
+		FROM domains ORDER BY id`)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (link.Domain, error) {
+		var (
+			d       link.Domain
+			version int64
+		)
+		err := r.Scan(&d.ID, &d.Host, &d.TenantID, &d.RootRedirect, &d.NotFoundRedirect, &d.Robots, &d.CodeMode, &d.KeyIDs, &d.Status, &version)
+		if len(d.KeyIDs) == 0 {
+			d.KeyIDs = nil
+		}
+		d.Version = uint64(version)
+		return d, err
+	})
 }
 
 // readSealed merges each namespace's sealed audit intervals.

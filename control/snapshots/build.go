@@ -20,20 +20,21 @@ import (
 	"github.com/edgelink/edgelink/shared/snapshot"
 )
 
-// BloomFalsePositive is the bloom section's target false-positive rate: 1%
-// costs about 1.2 bytes per code.
-const BloomFalsePositive = 0.01
+// BloomFalsePositive is each domain's bloom's target false-positive rate:
+// 1% costs about 1.2 bytes per code.
+const BloomFalsePositive = snapshot.BloomFalsePositive
 
-// Authority is what a build reads: the links and sealed segments, in one
-// consistent view.
+// Authority is what a build reads: the links, the domains and the sealed
+// segments, in one consistent view.
 type Authority interface {
 	// ReadLinks reads one consistent, read-only view of the authority,
 	// taken after the call starts: it calls begin with the number of links
-	// and every namespace's sealed segments (adjacent ones merged into one
-	// interval), then each with every link in turn, its URL included
-	// whatever its status. An error from begin or each
+	// of each domain, every namespace's sealed segments (adjacent ones
+	// merged into one interval) and every domain (removed ones too, with
+	// their status), then each with every link in turn, its domain set and
+	// its URL included whatever its status. An error from begin or each
 	// ends the read and is returned.
-	ReadLinks(ctx context.Context, begin func(total int64, sealed []snapshot.Sealed) error, each func(snapshot.Link) error) error
+	ReadLinks(ctx context.Context, begin func(counts map[link.DomainID]int64, sealed []snapshot.Sealed, domains []link.Domain) error, each func(snapshot.Link) error) error
 }
 
 // Builder reads the authority and writes snapshots. Safe for concurrent use.
@@ -48,17 +49,18 @@ type Builder struct {
 }
 
 // Hotness ranks links for a memory-budget snapshot. Hottest returns at most
-// n codes, hottest first; codes it does not know are ignored. The
+// n links by (domain, code), hottest first; links it does not know are
+// ignored. The
 // click-based source belongs to the analytics side (per-link click
 // rollups); any other ranking (a list of campaign codes, say) plugs in
 // the same way.
 type Hotness interface {
-	Hottest(ctx context.Context, n int) ([]string, error)
+	Hottest(ctx context.Context, n int) ([]snapshot.Key, error)
 }
 
 // WithBudget returns a Builder that keeps only the n hottest links by hot in
-// its snapshots' entries (flagged partial) and still puts every code in the
-// bloom, so an edge answers a cold link from its cache or the authority and
+// its snapshots' entries (flagged partial) and still puts every code in its
+// domain's bloom, so an edge answers a cold link from its cache or the authority and
 // an unknown code without one. n <= 0 or a nil hot keeps every link.
 func (b *Builder) WithBudget(n int, hot Hotness) *Builder {
 	c := *b
@@ -80,16 +82,18 @@ func New(auth Authority, js jetstream.JetStream, log *slog.Logger) *Builder {
 // Progress is told how many links have been read of the total.
 type Progress func(done, total int64)
 
-// Build writes a snapshot of every link to w and returns its header.
+// Build writes a snapshot of every link of every domain to w, with the
+// domain table and each domain's bloom, and returns its header.
 //
 // Consistency: it first reads the newest message on the change stream
 // (sequence S, the version V of its last event), then reads the authority in one consistent snapshot
 // (Authority.ReadLinks: a REPEATABLE READ transaction in PostgreSQL).
 // V was committed before it was published, and every version below V was
 // either published before it or provably never committed (the relay's
-// guarantee), so every change at or below V is in that view. Links changed
-// after V carry their own version in the file. An edge that loads the file
-// and replays the stream after S therefore misses nothing.
+// guarantee), so every change at or below V is in that view, domain
+// changes included. Links changed after V carry their own version in the
+// file. An edge that loads the file and replays the stream after S
+// therefore misses nothing.
 func (b *Builder) Build(ctx context.Context, w io.Writer, progress Progress) (snapshot.Header, error) {
 	h := snapshot.Header{CreatedMillis: b.now().UnixMilli()}
 	var err error
@@ -97,36 +101,46 @@ func (b *Builder) Build(ctx context.Context, w io.Writer, progress Progress) (sn
 		return h, err
 	}
 	var (
-		wr     snapshot.Writer
-		sealed []snapshot.Sealed
-		filter *bloom.BloomFilter
-		keep   map[string]struct{} // memory-budget mode: the codes whose entries stay
-		all    uint64              // codes in the bloom
+		wr      snapshot.Writer
+		sealed  []snapshot.Sealed
+		domains []link.Domain
+		filters map[link.DomainID]*domainBloom
+		keep    map[snapshot.Key]struct{} // memory-budget mode: the links whose entries stay
 	)
 	if b.budget > 0 {
-		codes, err := b.hot.Hottest(ctx, b.budget)
+		keys, err := b.hot.Hottest(ctx, b.budget)
 		if err != nil {
 			return h, fmt.Errorf("snapshot: rank links: %w", err)
 		}
-		keep = make(map[string]struct{}, min(len(codes), b.budget))
-		for _, c := range codes[:min(len(codes), b.budget)] {
-			keep[c] = struct{}{}
+		keep = make(map[snapshot.Key]struct{}, min(len(keys), b.budget))
+		for _, k := range keys[:min(len(keys), b.budget)] {
+			keep[k] = struct{}{}
 		}
 		h.Flags |= snapshot.FlagPartial
 	}
 	var total, done int64
-	err = b.auth.ReadLinks(ctx, func(n int64, s []snapshot.Sealed) error {
-		total = n
-		filter = bloom.NewWithEstimates(uint(max(total, 1000)), BloomFalsePositive)
-		sealed = s
+	var last *domainBloom
+	err = b.auth.ReadLinks(ctx, func(counts map[link.DomainID]int64, s []snapshot.Sealed, ds []link.Domain) error {
+		sealed, domains = s, ds
+		filters = make(map[link.DomainID]*domainBloom, len(ds))
+		for _, d := range ds {
+			n := counts[d.ID]
+			total += n
+			filters[d.ID] = &domainBloom{id: d.ID, f: bloom.NewWithEstimates(uint(max(n, snapshot.BloomMinCodes)), BloomFalsePositive)}
+		}
 		return nil
 	}, func(l snapshot.Link) error {
 		if l.Status != link.Active {
 			l.URL = "" // targets of dead links are not needed to answer 410
 		}
-		filter.AddString(l.Code)
-		all++
-		if _, hot := keep[l.Code]; keep == nil || hot {
+		if last == nil || last.id != l.Domain {
+			if last = filters[l.Domain]; last == nil {
+				return fmt.Errorf("link %q of domain %d, which the domain table lacks", l.Code, l.Domain)
+			}
+		}
+		last.f.AddString(l.Code)
+		last.n++
+		if _, hot := keep[snapshot.Key{Domain: l.Domain, Code: l.Code}]; keep == nil || hot {
 			if err := wr.Add(l); err != nil {
 				return err
 			}
@@ -142,16 +156,33 @@ func (b *Builder) Build(ctx context.Context, w io.Writer, progress Progress) (sn
 	if progress != nil {
 		progress(done, total)
 	}
-	var bloomBytes bytes.Buffer
-	if _, err := filter.WriteTo(&bloomBytes); err != nil {
-		return h, err
+	blooms := make(map[link.DomainID][]byte, len(filters))
+	for id, f := range filters {
+		var bb bytes.Buffer
+		if _, err := f.f.WriteTo(&bb); err != nil {
+			return h, err
+		}
+		blooms[id], f.f = bb.Bytes(), nil // its bytes replace it
 	}
-	h.BloomCount = all
-	h.Entries = uint64(wr.Len())
-	if err := wr.Write(w, h, sealed, bloomBytes.Bytes()); err != nil {
+	err = wr.Write(w, h, sealed, domains, func(d link.DomainID) ([]byte, uint64) {
+		if f := filters[d]; f != nil {
+			return blooms[d], f.n
+		}
+		return nil, 0
+	})
+	if err != nil {
 		return h, fmt.Errorf("snapshot: write: %w", err)
 	}
+	h.Entries = uint64(wr.Len())
+	h.BloomCount = uint64(done)
 	return h, nil
+}
+
+// domainBloom is one domain's bloom as a build fills it.
+type domainBloom struct {
+	id link.DomainID
+	f  *bloom.BloomFilter
+	n  uint64 // codes added
 }
 
 // streamPosition is the change stream's newest message: its sequence and

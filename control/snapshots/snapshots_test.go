@@ -124,11 +124,11 @@ func TestBuildIsConsistentAndComplete(t *testing.T) {
 		t.Errorf("header %+v", snap.Header)
 	}
 	f := new(bloom.BloomFilter)
-	if _, err := f.ReadFrom(bytes.NewReader(snap.Bloom())); err != nil {
+	if _, err := f.ReadFrom(bytes.NewReader(snap.Bloom(link.DefaultDomain))); err != nil {
 		t.Fatal(err)
 	}
 	for _, l := range links {
-		e, ok := snap.Lookup([]byte(l.Code))
+		e, ok := snap.Lookup(link.DefaultDomain, []byte(l.Code))
 		if !ok {
 			t.Fatalf("%s missing from the snapshot", l.Code)
 		}
@@ -203,9 +203,13 @@ func TestBuildIsConsistentAndComplete(t *testing.T) {
 }
 
 // hotList ranks a fixed list, standing in for click rollups.
-type hotList []string
+type hotList []snapshot.Key
 
-func (h hotList) Hottest(_ context.Context, n int) ([]string, error) { return h[:min(n, len(h))], nil }
+func (h hotList) Hottest(_ context.Context, n int) ([]snapshot.Key, error) {
+	return h[:min(n, len(h))], nil
+}
+
+func key(d link.DomainID, code string) snapshot.Key { return snapshot.Key{Domain: d, Code: code} }
 
 // TestBudgetKeepsHottestAndBloomsAll: in memory-budget mode the entries are
 // the hottest links only, flagged partial, and the bloom still covers every
@@ -227,7 +231,7 @@ func TestBudgetKeepsHottestAndBloomsAll(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	hot := hotList{codes[7], "unknown-code", codes[3], codes[11], codes[0]}
+	hot := hotList{key(0, codes[7]), key(0, "unknown-code"), key(0, codes[3]), key(0, codes[11]), key(0, codes[0])}
 	var buf bytes.Buffer
 	h, err := New(postgres.New(pool), js, nil).WithBudget(3, hot).Build(ctx, &buf, nil)
 	if err != nil {
@@ -241,11 +245,11 @@ func TestBudgetKeepsHottestAndBloomsAll(t *testing.T) {
 		t.Fatalf("header %+v: want partial, bloom of 20", snap.Header)
 	}
 	f := new(bloom.BloomFilter)
-	if _, err := f.ReadFrom(bytes.NewReader(snap.Bloom())); err != nil {
+	if _, err := f.ReadFrom(bytes.NewReader(snap.Bloom(link.DefaultDomain))); err != nil {
 		t.Fatal(err)
 	}
 	for _, c := range codes {
-		_, in := snap.Lookup([]byte(c))
+		_, in := snap.Lookup(link.DefaultDomain, []byte(c))
 		if want := c == codes[7] || c == codes[3]; in != want {
 			t.Errorf("%s in the entries: %v, want %v", c, in, want)
 		}
@@ -296,7 +300,7 @@ func TestBuildPositionsInBatchedRuns(t *testing.T) {
 				}
 				if i%5 == 4 { // a change of an earlier link: the replay must override the file
 					c := links.Change{SetURL: true, URL: fmt.Sprintf("https://example.com/changed/%d", id), URLOriginal: "x"}
-					if _, err := st.UpdateLink(ctx, tenant, fmt.Sprintf("w%d-%04d", w, i-2), c); err != nil {
+					if _, err := st.UpdateLink(ctx, tenant, link.DefaultDomain, fmt.Sprintf("w%d-%04d", w, i-2), c); err != nil {
 						errs <- err
 						return
 					}
@@ -350,7 +354,7 @@ func TestBuildPositionsInBatchedRuns(t *testing.T) {
 		h := snap.Header
 		got := map[string]state{}
 		for code := range truth {
-			if e, ok := snap.Lookup([]byte(code)); ok {
+			if e, ok := snap.Lookup(link.DefaultDomain, []byte(code)); ok {
 				got[code] = state{string(e.AppendURL(nil)), e.Status, e.Version}
 			}
 		}
