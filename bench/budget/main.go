@@ -41,6 +41,7 @@ import (
 	"github.com/edgelink/edgelink/internal/atomicfile"
 	"github.com/edgelink/edgelink/internal/stack"
 	"github.com/edgelink/edgelink/shared/base62"
+	"github.com/edgelink/edgelink/shared/link"
 	"github.com/edgelink/edgelink/shared/snapshot"
 )
 
@@ -248,7 +249,7 @@ func (r *edgeRun) measure(ctx context.Context, natsURL, name string, c config, p
 	}
 	r.ready = time.Since(start)
 	parts := e.Parts()
-	r.bloom = parts.Snapshots.Current().Snap.Bloom()
+	r.bloom = parts.Snapshots.Current().Snap.Bloom(link.DefaultDomain)
 	logf("%s: ready in %s; warming with %d requests", r.name, r.ready.Round(time.Millisecond), len(warm))
 	r.warm = drive(ctx, e.URL, p, warm, c.rate, c.workers)
 	h, res, a := &parts.Handler.Counters, parts.Resolver, parts.Authority

@@ -256,7 +256,8 @@ func generate(n int, dir string, withMap, warm, reuse bool, res *results) (snapF
 	}
 	defer out.Close()
 	h := snapshot.Header{ChangeVersion: uint64(n), StreamSeq: uint64(n), BloomCount: uint64(n), CreatedMillis: time.Now().UnixMilli()}
-	if err := w.Write(out, h, nil, bb.Bytes()); err != nil {
+	platform := []link.Domain{{ID: link.DefaultDomain, Host: "platform.invalid", CodeMode: link.CodesSequential, Status: link.DomainActive}}
+	if err := w.Write(out, h, nil, platform, func(link.DomainID) ([]byte, uint64) { return bb.Bytes(), uint64(n) }); err != nil {
 		return "", "", err
 	}
 	if err := out.Sync(); err != nil {
