@@ -24,6 +24,7 @@ import (
 
 	"github.com/edgelink/edgelink/control/authfail"
 	"github.com/edgelink/edgelink/control/links"
+	"github.com/edgelink/edgelink/shared/link"
 )
 
 // Prefix is the path the console is served under; Routes are the first path
@@ -111,10 +112,21 @@ type Links interface {
 	TagLinks(ctx context.Context, tenantID int64, c links.TagChange) ([]*links.Link, error)
 }
 
+// Domains lists the domains a tenant's links may be on
+// (control/domains.Service): the tenant's own, then the platform's.
+type Domains interface {
+	List(ctx context.Context, tenantID int64) ([]link.Domain, error)
+}
+
 // Config tunes the console; zero values take the defaults.
 type Config struct {
-	// PublicURL is the edge's base URL that short links start with.
+	// PublicURL is the edge's base URL that short links start with: a
+	// link on the platform's domain is PublicURL/code, one on another
+	// domain is that host with PublicURL's scheme and port.
 	PublicURL string
+	// Domains, if set, offers the tenant's domains on the create form
+	// and the list's filter. Nil offers the platform's domain alone.
+	Domains Domains
 	// Secure marks the session cookie Secure (and names it with the
 	// __Host- prefix): set it when the console is reached over TLS. Its
 	// default is whether PublicURL is https.
@@ -152,6 +164,7 @@ type Server struct {
 	cfg      Config
 	secure   bool
 	public   string
+	short    shortURLs
 	log      *slog.Logger
 	pages    *pages
 	fails    *authfail.Budget
@@ -186,8 +199,12 @@ func New(sessions Sessions, keys Keys, l Links, cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
+	short, err := newShortURLs(cfg.PublicURL)
+	if err != nil {
+		return nil, err
+	}
 	s := &Server{sessions: sessions, keys: keys, links: l, cfg: cfg, secure: secure,
-		public: strings.TrimRight(cfg.PublicURL, "/"), log: cfg.Log, pages: p,
+		public: strings.TrimRight(cfg.PublicURL, "/"), short: short, log: cfg.Log, pages: p,
 		fails: authfail.New(cfg.SignInFailuresPerSecond, cfg.SignInFailureBurst, 100_000, cfg.Now),
 		mux:   http.NewServeMux()}
 	s.routes()

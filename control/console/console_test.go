@@ -18,9 +18,11 @@ import (
 	"github.com/edgelink/edgelink/control/api"
 	"github.com/edgelink/edgelink/control/console"
 	"github.com/edgelink/edgelink/control/console/pgstore"
+	"github.com/edgelink/edgelink/control/domains"
 	"github.com/edgelink/edgelink/control/links"
 	"github.com/edgelink/edgelink/control/postgres"
 	"github.com/edgelink/edgelink/internal/pgtest"
+	"github.com/edgelink/edgelink/shared/link"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
@@ -28,8 +30,10 @@ func TestMain(m *testing.M) { pgtest.Main(m) }
 // seqIDs hands out IDs in order, far into the code space.
 type seqIDs struct{ n *atomic.Uint64 }
 
-func (s seqIDs) NextID(context.Context) (uint64, error) { return 1_000_000 + s.n.Add(1), nil }
-func (seqIDs) Done(uint64, bool)                        {}
+func (s seqIDs) NextID(_ context.Context, d link.DomainID) (uint64, error) {
+	return link.IDBase(d) + 1_000_000 + s.n.Add(1), nil
+}
+func (seqIDs) Done(uint64, bool) {}
 
 // clock is a time the test moves.
 type clock struct{ ns atomic.Int64 }
@@ -49,13 +53,14 @@ func (s *syncBuf) String() string              { s.mu.Lock(); defer s.mu.Unlock(
 // env is the console on a fresh database with one tenant, its key, and the
 // stores behind it.
 type env struct {
-	h      http.Handler
-	store  *postgres.Store
-	svc    *links.Service
-	tenant int64
-	key    string
-	clock  *clock
-	log    *syncBuf
+	h       http.Handler
+	store   *postgres.Store
+	svc     *links.Service
+	domains *domains.Service
+	tenant  int64
+	key     string
+	clock   *clock
+	log     *syncBuf
 }
 
 func newEnv(t testing.TB, cfg console.Config) *env {
@@ -73,6 +78,19 @@ func newEnv(t testing.TB, cfg console.Config) *env {
 	if cfg.PublicURL == "" {
 		cfg.PublicURL = "http://sho.rt"
 	}
+	// What control does at start: the platform's domain is named by the
+	// public URL's host.
+	pub, err := url.Parse(cfg.PublicURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.EnsureDefaultDomain(context.Background(), pub.Hostname()); err != nil {
+		t.Fatal(err)
+	}
+	ds := domains.New(st, domains.Config{})
+	if cfg.Domains == nil {
+		cfg.Domains = ds
+	}
 	cfg.Now = c.now
 	cfg.Log = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	if cfg.Stats == nil {
@@ -84,7 +102,16 @@ func newEnv(t testing.TB, cfg console.Config) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &env{h: h, store: st, svc: svc, tenant: tenant, key: key, clock: c, log: logs}
+	return &env{h: h, store: st, svc: svc, domains: ds, tenant: tenant, key: key, clock: c, log: logs}
+}
+
+// addDomain gives tenant a domain of its own on host, with sequential
+// codes (FF1 needs a key file, which these tests have no use for).
+func (e *env) addDomain(t testing.TB, tenant int64, host string) {
+	t.Helper()
+	if _, err := e.domains.Create(context.Background(), tenant, domains.Input{Host: host, CodeMode: link.CodesSequential}); err != nil {
+		t.Fatalf("add domain %s: %v", host, err)
+	}
 }
 
 // browser is a cookie jar and the address requests come from.

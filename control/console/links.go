@@ -18,26 +18,18 @@ import (
 // pageSize is how many links a list page shows.
 const pageSize = 50
 
-// row is a link as a page shows it.
-type row struct {
-	*links.Link
-	Short string
-	State link.Status // effective: expired shows as such
-}
-
-func (s *Server) row(l *links.Link) row {
-	return row{Link: l, Short: s.public + "/" + l.Code, State: links.State(&l.Link, s.cfg.Now())}
-}
-
 // listFilter is the list's query string, as typed, so the form shows it
 // back and the next page keeps it.
 type listFilter struct {
-	Q, Tag, Status, From, To string
+	Q, Tag, Status, From, To, Domain string
 }
 
 type listData struct {
 	Filter listFilter
-	Rows   []row
+	// Domains are the filter's choices; none when the tenant has only
+	// the platform's domain.
+	Domains []domainChoice
+	Rows    []row
 	// Next is the next page's path and query, built from url.Values
 	// here (so html/template need not, and must not, escape it again);
 	// empty on the last page.
@@ -51,9 +43,11 @@ var statuses = []string{"", "active", "expired", "disabled", "deleted"}
 // parseList reads the list's filters. Dates are whole UTC days: from is
 // inclusive, to takes the whole day.
 func parseList(q url.Values) (listFilter, links.ListRequest, error) {
-	f := listFilter{Q: q.Get("q"), Tag: q.Get("tag"), Status: q.Get("status"), From: q.Get("from"), To: q.Get("to")}
-	// The service checks the search and the tags (links.Service.List).
-	req := links.ListRequest{Limit: pageSize, Search: strings.TrimSpace(f.Q), Tags: splitTags(f.Tag)}
+	f := listFilter{Q: q.Get("q"), Tag: q.Get("tag"), Status: q.Get("status"), From: q.Get("from"), To: q.Get("to"),
+		Domain: strings.TrimSpace(q.Get("domain"))}
+	// The service checks the search, the tags and the domain
+	// (links.Service.List).
+	req := links.ListRequest{Limit: pageSize, Search: strings.TrimSpace(f.Q), Tags: splitTags(f.Tag), Domain: f.Domain}
 	ok := false
 	for _, st := range statuses {
 		ok = ok || f.Status == st
@@ -95,8 +89,13 @@ func parseList(q url.Values) (listFilter, links.ListRequest, error) {
 }
 
 func (s *Server) listLinks(w http.ResponseWriter, r *http.Request, sess Session) {
+	_, domains, err := s.domainChoices(r, sess)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
 	f, req, err := parseList(r.URL.Query())
-	data := listData{Filter: f, CSRF: sess.CSRF}
+	data := listData{Filter: f, Domains: domains, CSRF: sess.CSRF}
 	if err != nil {
 		data.Problem = "Cannot list: " + err.Error() + "."
 		s.render(w, r, http.StatusBadRequest, "links", page{Title: "Links", Session: &sess, Data: data})
@@ -104,6 +103,11 @@ func (s *Server) listLinks(w http.ResponseWriter, r *http.Request, sess Session)
 	}
 	ls, next, err := s.links.List(r.Context(), sess.TenantID, req)
 	if err != nil {
+		if errors.Is(err, link.ErrNotFound) && req.Domain != "" {
+			data.Problem = "Cannot list: that domain is not one of this tenant's."
+			s.render(w, r, http.StatusBadRequest, "links", page{Title: "Links", Session: &sess, Data: data})
+			return
+		}
 		if msg, ok := userError(err); ok {
 			data.Problem = msg
 			s.render(w, r, http.StatusBadRequest, "links", page{Title: "Links", Session: &sess, Data: data})
@@ -117,7 +121,7 @@ func (s *Server) listLinks(w http.ResponseWriter, r *http.Request, sess Session)
 	}
 	if next != 0 {
 		q := url.Values{}
-		for k, v := range map[string]string{"q": f.Q, "tag": f.Tag, "status": f.Status, "from": f.From, "to": f.To} {
+		for k, v := range map[string]string{"q": f.Q, "tag": f.Tag, "status": f.Status, "from": f.From, "to": f.To, "domain": f.Domain} {
 			if v != "" {
 				q.Set(k, v)
 			}
@@ -148,24 +152,31 @@ func notice(r *http.Request) string {
 // linkForm is the create and edit form, as typed, so a refused post shows
 // everything back.
 type linkForm struct {
+	Domain                                                 string // create only: "" is the platform's
 	URL, Code, Expires, Redirect, Title, Tags              string
 	UTMSource, UTMMedium, UTMCampaign, UTMTerm, UTMContent string
 }
 
 type linkFormData struct {
 	Form    linkForm
+	Domains []domainChoice
 	Problem string
 	CSRF    string
 }
 
 func (s *Server) newLink(w http.ResponseWriter, r *http.Request, sess Session) {
+	choices, _, err := s.domainChoices(r, sess)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
 	s.render(w, r, http.StatusOK, "link_new", page{Title: "New link", Session: &sess,
-		Data: linkFormData{Form: linkForm{Redirect: "302"}, CSRF: sess.CSRF}})
+		Data: linkFormData{Form: linkForm{Redirect: "302", Domain: r.URL.Query().Get("domain")}, Domains: choices, CSRF: sess.CSRF}})
 }
 
 func readLinkForm(r *http.Request) linkForm {
 	v := r.PostForm.Get
-	return linkForm{URL: strings.TrimSpace(v("url")), Code: strings.TrimSpace(v("code")), Expires: v("expires"), Redirect: v("redirect"),
+	return linkForm{Domain: strings.TrimSpace(v("domain")), URL: strings.TrimSpace(v("url")), Code: strings.TrimSpace(v("code")), Expires: v("expires"), Redirect: v("redirect"),
 		Title: strings.TrimSpace(v("title")), Tags: v("tags"),
 		UTMSource: v("utm_source"), UTMMedium: v("utm_medium"), UTMCampaign: v("utm_campaign"), UTMTerm: v("utm_term"), UTMContent: v("utm_content")}
 }
@@ -223,8 +234,14 @@ func parseExpiry(v string) (time.Time, error) {
 
 func (s *Server) createLink(w http.ResponseWriter, r *http.Request, sess Session) {
 	f := readLinkForm(r)
+	choices, _, err := s.domainChoices(r, sess)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
 	refuse := func(status int, msg string) {
-		s.render(w, r, status, "link_new", page{Title: "New link", Session: &sess, Data: linkFormData{Form: f, Problem: msg, CSRF: sess.CSRF}})
+		s.render(w, r, status, "link_new", page{Title: "New link", Session: &sess,
+			Data: linkFormData{Form: f, Domains: choices, Problem: msg, CSRF: sess.CSRF}})
 	}
 	rt, err := parseRedirect(f.Redirect)
 	if err != nil {
@@ -236,9 +253,14 @@ func (s *Server) createLink(w http.ResponseWriter, r *http.Request, sess Session
 		refuse(http.StatusBadRequest, message(err))
 		return
 	}
-	created, err := s.links.Create(r.Context(), sess.TenantID, links.CreateRequest{
+	created, err := s.links.Create(r.Context(), sess.TenantID, links.CreateRequest{Domain: f.Domain,
 		URL: withUTM(f.URL, f), Code: f.Code, ExpiresAt: exp, RedirectType: rt, Title: f.Title, Tags: splitTags(f.Tags)})
 	if err != nil {
+		if errors.Is(err, link.ErrNotFound) {
+			// The service's word for a host the tenant may not use.
+			refuse(http.StatusBadRequest, "That domain is not one of this tenant's: choose one from the list.")
+			return
+		}
 		if msg, ok := userError(err); ok {
 			status := http.StatusBadRequest
 			if errors.Is(err, link.ErrCodeTaken) {
@@ -250,7 +272,7 @@ func (s *Server) createLink(w http.ResponseWriter, r *http.Request, sess Session
 		s.fail(w, r, err)
 		return
 	}
-	http.Redirect(w, r, Prefix+"links/"+url.PathEscape(created.Link.Code)+"?done=created", http.StatusSeeOther)
+	http.Redirect(w, r, linkHref(created.Link, "", "done", "created"), http.StatusSeeOther)
 }
 
 type linkData struct {
@@ -262,7 +284,7 @@ type linkData struct {
 }
 
 func (s *Server) getLink(w http.ResponseWriter, r *http.Request, sess Session) (*links.Link, bool) {
-	l, err := s.links.Get(r.Context(), sess.TenantID, "", r.PathValue("code"))
+	l, err := s.links.Get(r.Context(), sess.TenantID, domainParam(r), r.PathValue("code"))
 	if errors.Is(err, link.ErrNotFound) {
 		s.errorPage(w, r, http.StatusNotFound, "There is no such link in this tenant.")
 		return nil, false
@@ -291,7 +313,7 @@ func (s *Server) linkPage(w http.ResponseWriter, r *http.Request, sess Session) 
 	if !ok {
 		return
 	}
-	s.render(w, r, http.StatusOK, "link", page{Title: "Link " + l.Code, Session: &sess, Notice: notice(r),
+	s.render(w, r, http.StatusOK, "link", page{Title: "Link " + l.Code + " on " + s.row(l).Host, Session: &sess, Notice: notice(r),
 		Data: linkData{Row: s.row(l), Form: s.editForm(l), CSRF: sess.CSRF, QR: s.cfg.QR != nil}})
 }
 
@@ -345,15 +367,15 @@ func (s *Server) editLink(w http.ResponseWriter, r *http.Request, sess Session) 
 	}
 	changed := u.URL != nil || u.RedirectType != nil || u.ExpiresAt != nil || u.Title != nil
 	if !changed && len(tags.Add)+len(tags.Remove) == 0 {
-		http.Redirect(w, r, Prefix+"links/"+url.PathEscape(l.Code), http.StatusSeeOther)
+		http.Redirect(w, r, linkHref(l, ""), http.StatusSeeOther)
 		return
 	}
 	var err error
 	if changed {
-		_, err = s.links.Update(r.Context(), sess.TenantID, "", l.Code, u)
+		_, err = s.links.Update(r.Context(), sess.TenantID, domainParam(r), l.Code, u)
 	}
 	if err == nil && len(tags.Add)+len(tags.Remove) > 0 {
-		tags.Codes = []string{l.Code}
+		tags.Codes, tags.Domain = []string{l.Code}, domainParam(r)
 		_, err = s.links.TagLinks(r.Context(), sess.TenantID, tags)
 	}
 	if err != nil {
@@ -364,7 +386,7 @@ func (s *Server) editLink(w http.ResponseWriter, r *http.Request, sess Session) 
 		s.fail(w, r, err)
 		return
 	}
-	http.Redirect(w, r, Prefix+"links/"+url.PathEscape(l.Code)+"?done=saved", http.StatusSeeOther)
+	http.Redirect(w, r, linkHref(l, "", "done", "saved"), http.StatusSeeOther)
 }
 
 // setStatus enables or disables a link in place: a plain form post that
@@ -377,7 +399,7 @@ func (s *Server) setStatus(w http.ResponseWriter, r *http.Request, sess Session)
 		return
 	}
 	code := r.PathValue("code")
-	l, err := s.links.Update(r.Context(), sess.TenantID, "", code, links.Update{Status: &st})
+	l, err := s.links.Update(r.Context(), sess.TenantID, domainParam(r), code, links.Update{Status: &st})
 	switch {
 	case errors.Is(err, link.ErrNotFound):
 		s.errorPage(w, r, http.StatusNotFound, "There is no such link in this tenant.")
@@ -398,7 +420,7 @@ func (s *Server) setStatus(w http.ResponseWriter, r *http.Request, sess Session)
 	if st == link.Disabled {
 		done = "disabled"
 	}
-	to := Prefix + "links/" + url.PathEscape(l.Code) + "?done=" + done
+	to := linkHref(l, "", "done", done)
 	if r.PostForm.Get("from") == "list" {
 		to = Prefix + "links?done=" + done
 	}
@@ -447,7 +469,7 @@ func (s *Server) confirmDelete(w http.ResponseWriter, r *http.Request, sess Sess
 }
 
 func (s *Server) deleteLink(w http.ResponseWriter, r *http.Request, sess Session) {
-	_, err := s.links.Delete(r.Context(), sess.TenantID, "", r.PathValue("code"))
+	_, err := s.links.Delete(r.Context(), sess.TenantID, domainParam(r), r.PathValue("code"))
 	switch {
 	case errors.Is(err, link.ErrNotFound):
 		s.errorPage(w, r, http.StatusNotFound, "There is no such link in this tenant.")

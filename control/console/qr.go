@@ -54,6 +54,9 @@ func (s *Server) linkQR(w http.ResponseWriter, r *http.Request, sess Session) {
 	if size := r.URL.Query().Get("size"); size != "" {
 		q.Set("size", size)
 	}
+	if d := domainParam(r); d != "" {
+		q.Set("domain", d)
+	}
 	in, err := http.NewRequestWithContext(r.Context(), http.MethodGet, "/api/v1/links/"+code+"/qr?"+q.Encode(), nil)
 	if err != nil {
 		s.fail(w, r, err)
@@ -85,7 +88,13 @@ func (s *Server) linkQR(w http.ResponseWriter, r *http.Request, sess Session) {
 		}
 	}
 	h.Set("Cache-Control", "private, max-age=3600")
-	h.Set("Content-Disposition", fmt.Sprintf("attachment; filename=\"%s.%s\"", code, format))
+	name := code
+	if d, err := link.CanonicalHost(domainParam(r)); err == nil {
+		// Two domains may have the code. A canonical host is letters,
+		// digits, '.', '-' and ':': nothing to quote.
+		name = strings.ReplaceAll(d, ":", "_") + "-" + code
+	}
+	h.Set("Content-Disposition", fmt.Sprintf("attachment; filename=\"%s.%s\"", name, format))
 	w.WriteHeader(http.StatusOK)
 	_, _ = w.Write(rec.Body.Bytes())
 }

@@ -13,12 +13,14 @@ import (
 	"time"
 
 	"github.com/edgelink/edgelink/control/clickstats"
+	"github.com/edgelink/edgelink/shared/link"
 )
 
 // StatsReader is what the stats pages read: the same store methods the
-// API's stats endpoints read, so a page's numbers are the API's.
+// API's stats endpoints read, so a page's numbers are the API's. A link's
+// clicks are read by (domain, code).
 type StatsReader interface {
-	LinkClicks(ctx context.Context, code string, from, to time.Time, perDimension int) ([]clickstats.Day, []clickstats.Breakdown, error)
+	LinkClicks(ctx context.Context, d link.DomainID, code string, from, to time.Time, perDimension int) ([]clickstats.Day, []clickstats.Breakdown, error)
 	TenantClicks(ctx context.Context, tenantID int64, from, to time.Time) ([]clickstats.Day, int64, error)
 }
 
@@ -54,7 +56,10 @@ type breakdown struct {
 }
 
 type statsData struct {
-	Code       string // empty on the tenant's page
+	Code string // empty on the tenant's page
+	// Link is the link's row (nil on the tenant's page): its domain, and
+	// its pages' paths.
+	Link       *row
 	Form       statsForm
 	Problem    string
 	From, To   string // the range shown
@@ -146,7 +151,8 @@ func (s *Server) stats(w http.ResponseWriter, r *http.Request, sess Session, for
 		if !ok {
 			return data, false
 		}
-		data.Code = l.Code
+		lr := s.row(l)
+		data.Code, data.Link = l.Code, &lr
 		title = "Statistics of " + l.Code
 	}
 	if s.cfg.Stats == nil {
@@ -163,7 +169,7 @@ func (s *Server) stats(w http.ResponseWriter, r *http.Request, sess Session, for
 	var days []clickstats.Day
 	var bs []clickstats.Breakdown
 	if forLink {
-		days, bs, err = s.cfg.Stats.LinkClicks(r.Context(), data.Code, from, to, topValues)
+		days, bs, err = s.cfg.Stats.LinkClicks(r.Context(), data.Link.DomainID, data.Code, from, to, topValues)
 	} else {
 		days, data.LiveLinks, err = s.cfg.Stats.TenantClicks(r.Context(), sess.TenantID, from, to)
 	}
@@ -182,18 +188,17 @@ func (s *Server) stats(w http.ResponseWriter, r *http.Request, sess Session, for
 	if forLink {
 		data.Breakdowns = breakdowns(bs)
 	}
-	q := url.Values{"from": {data.From}, "to": {data.To}}.Encode()
 	if forLink {
-		data.CSV = template.URL(Prefix + "links/" + url.PathEscape(data.Code) + "/stats.csv?" + q)
+		data.CSV = data.Link.Href("stats.csv", "from", data.From, "to", data.To)
 	} else {
-		data.CSV = template.URL(Prefix + "stats.csv?" + q)
+		data.CSV = template.URL(Prefix + "stats.csv?" + url.Values{"from": {data.From}, "to": {data.To}}.Encode())
 	}
 	return data, true
 }
 
 func (s *Server) linkStats(w http.ResponseWriter, r *http.Request, sess Session) {
 	if data, ok := s.stats(w, r, sess, true); ok {
-		data.Chart = dailyChart("daily", "Clicks per day of "+data.Code+", "+data.From+" to "+data.To, data.Days)
+		data.Chart = dailyChart("daily", "Clicks per day of "+data.Link.Host+"/"+data.Code+", "+data.From+" to "+data.To, data.Days)
 		s.render(w, r, http.StatusOK, "stats", page{Title: "Statistics of " + data.Code, Session: &sess, Data: data})
 	}
 }
@@ -207,7 +212,7 @@ func (s *Server) tenantStats(w http.ResponseWriter, r *http.Request, sess Sessio
 
 func (s *Server) linkStatsCSV(w http.ResponseWriter, r *http.Request, sess Session) {
 	if data, ok := s.stats(w, r, sess, true); ok {
-		s.writeStatsCSV(w, r, "edgelink-"+data.Code, data)
+		s.writeStatsCSV(w, r, "edgelink-"+fileStem(data.Link), data)
 	}
 }
 
@@ -215,6 +220,17 @@ func (s *Server) tenantStatsCSV(w http.ResponseWriter, r *http.Request, sess Ses
 	if data, ok := s.stats(w, r, sess, false); ok {
 		s.writeStatsCSV(w, r, "edgelink", data)
 	}
+}
+
+// fileStem names a link's downloads: its code, with its domain when
+// that is not the platform's (two domains may have the code). A host's
+// alphabet and a code's need no quoting; an IPv6 literal's colons are
+// made '_' for file systems that refuse them.
+func fileStem(r *row) string {
+	if r.DomainID == link.DefaultDomain {
+		return r.Code
+	}
+	return strings.ReplaceAll(r.Domain, ":", "_") + "-" + r.Code
 }
 
 // writeStatsCSV writes the page's numbers, row for row: the days, then

@@ -359,7 +359,7 @@ func BenchmarkStatsPages(b *testing.B) {
 // downStats is a stats store that cannot answer.
 type downStats struct{}
 
-func (downStats) LinkClicks(context.Context, string, time.Time, time.Time, int) ([]clickstats.Day, []clickstats.Breakdown, error) {
+func (downStats) LinkClicks(context.Context, link.DomainID, string, time.Time, time.Time, int) ([]clickstats.Day, []clickstats.Breakdown, error) {
 	return nil, nil, fmt.Errorf("link clicks: %w", link.ErrUnavailable)
 }
 
