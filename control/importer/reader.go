@@ -14,8 +14,14 @@
 //     the API's {"links": {"link_1": {"shorturl", "url", …}}}).
 //   - Shlink: the web client's CSV export (createdAt, title, shortUrl,
 //     domain, shortCode, longUrl, tags, visits; older ones lack shortCode)
-//     and the API's short URL objects (shortCode, shortUrl, longUrl, …;
-//     JSON: an array or {"shortUrls": {"data": [...]}}).
+//     and the API's short URL objects (shortCode, shortUrl, longUrl,
+//     domain, …; JSON: an array or {"shortUrls": {"data": [...]}}).
+//
+// A row's domain (Record.Domain) is the host the source served it on:
+// Shlink's domain column or key (the web client writes every row's host,
+// its API null for the default domain), and the host of a Bitly short
+// link unless it is one of Bitly's own (bit.ly, j.mp, bitly.com): a
+// branded domain. YOURLS has one host and names none.
 //
 // Header names are compared case-insensitively, ignoring spaces, '_' and
 // '-'. A malformed row (bad quoting, wrong number of fields, oversized, no
@@ -74,6 +80,11 @@ type Record struct {
 	// web client joins them with '|'); JSON's tags are an array of strings.
 	Title string
 	Tags  []string
+	// Domain is the host the source served the link on, as the export
+	// writes it (not canonicalized): "" when it names none, the source's
+	// default domain as the export spells it otherwise (see the package
+	// comment).
+	Domain string
 	// Err, if set, says why the row is malformed; skip it.
 	Err error
 }
@@ -89,7 +100,7 @@ type Reader struct {
 	lines  *csvLines
 	header int // fields in the header (0 headerless)
 	cols   map[string]int
-	pick   func(fields []string) (code, url string)
+	pick   func(fields []string) (code, url, domain string)
 	meta   func(fields []string) (title string, tags []string)
 
 	// JSON
@@ -261,24 +272,27 @@ func (r *Reader) readHeader(br *bufio.Reader) error {
 					strings.Join(yourlsHeadless, ","), fields)
 			}
 		}
-		r.pick = func(f []string) (string, string) { return field(f, code), field(f, urlCol) }
+		r.pick = func(f []string) (string, string, string) { return field(f, code), field(f, urlCol), "" }
 	case Shlink:
-		code, short := col(shlinkCodeCols), col(shlinkURLCols)
+		code, short, domain := col(shlinkCodeCols), col(shlinkURLCols), col([]string{"domain"})
 		if urlCol < 0 || (code < 0 && short < 0) {
 			return fmt.Errorf("a Shlink export needs longUrl and shortCode (or shortUrl); the header has %q", fields)
 		}
-		r.pick = func(f []string) (string, string) {
+		r.pick = func(f []string) (string, string, string) {
 			if c := field(f, code); c != "" {
-				return c, field(f, urlCol)
+				return c, field(f, urlCol), field(f, domain)
 			}
-			return codeFromShortURL(field(f, short)), field(f, urlCol)
+			return codeFromShortURL(field(f, short)), field(f, urlCol), field(f, domain)
 		}
 	case Bitly:
 		code := col(bitlyCodeNames)
 		if urlCol < 0 || code < 0 {
 			return fmt.Errorf("a Bitly export needs long_url and link (or id); the header has %q", fields)
 		}
-		r.pick = func(f []string) (string, string) { return codeFromShortURL(field(f, code)), field(f, urlCol) }
+		r.pick = func(f []string) (string, string, string) {
+			short := field(f, code)
+			return codeFromShortURL(short), field(f, urlCol), bitlyDomain(short)
+		}
 	default:
 		return fmt.Errorf("unknown format %q", r.format)
 	}
@@ -297,22 +311,6 @@ func looksLikeURL(s string) bool {
 	return strings.HasPrefix(s, "http://") || strings.HasPrefix(s, "https://")
 }
 
-// codeFromShortURL takes the code out of a short link: "https://bit.ly/abc",
-// "bit.ly/abc" and "abc" all give "abc". A path with more segments is kept
-// whole (it is not a code this system can hold; the import re-codes it).
-func codeFromShortURL(s string) string {
-	s = strings.TrimSpace(s)
-	if i := strings.Index(s, "://"); i >= 0 {
-		s = s[i+3:]
-	}
-	if i := strings.IndexByte(s, '/'); i >= 0 {
-		s = s[i+1:]
-	} else if strings.Contains(s, ".") {
-		return "" // a bare host: no code
-	}
-	return strings.TrimRight(s, "/")
-}
-
 func (r *Reader) nextCSV() (Record, error) {
 	fields, line, err := r.lines.record()
 	var bad *errRecord
@@ -328,7 +326,7 @@ func (r *Reader) nextCSV() (Record, error) {
 		rec.Err = fmt.Errorf("row has %d fields, the header %d (an unquoted separator in a field?)", len(fields), r.header)
 		return rec, nil
 	}
-	rec.Code, rec.URL = r.pick(fields)
+	rec.Code, rec.URL, rec.Domain = r.pick(fields)
 	rec.Title, rec.Tags = r.meta(fields)
 	if len(r.lines.taken) > 0 && strings.ContainsAny(rec.Code+rec.URL, "\n") {
 		// A code or URL over several lines is a quote left open that
@@ -551,8 +549,10 @@ func (r *Reader) nextJSON() (Record, error) {
 		if rec.Code == "" {
 			rec.Code = codeFromShortURL(get("shorturl"))
 		}
+		rec.Domain = get("domain") // null on the default domain
 	case Bitly:
-		rec.Code = codeFromShortURL(get(bitlyCodeNames...))
+		short := get(bitlyCodeNames...)
+		rec.Code, rec.Domain = codeFromShortURL(short), bitlyDomain(short)
 	}
 	if rec.URL == "" {
 		rec.Err = errors.New("no URL (a non-empty string) in this element")

@@ -39,7 +39,10 @@ const (
 
 // Outcome is what became of one row.
 type Outcome struct {
-	Line    int
+	Line int
+	// Domain is the host the row's link is on (canonical), "" for the
+	// platform's domain; for a rejected row, the domain it asked for.
+	Domain  string
 	OldCode string
 	NewCode string // the code it has now (Kept, Existing, Recoded)
 	URL     string
@@ -91,6 +94,14 @@ type Options struct {
 	// API's defaults).
 	Namespace    string
 	RedirectType int
+	// DefaultDomains are hosts that stand for the platform's domain: the
+	// source's own default domain as its export names it (Shlink's web
+	// client writes every row's host, the default one's too). A row on
+	// any other host is imported on the tenant's domain of that host, and
+	// rejected by the API when the tenant has none: add the domains
+	// first. A row without a domain, or on Shlink's "DEFAULT", is on the
+	// platform's.
+	DefaultDomains []string
 	// Progress, if set, is called after every chunk (serialized).
 	Progress   func(Progress)
 	BytesTotal int64
@@ -104,6 +115,7 @@ const maxURL = 4096
 
 type item struct {
 	line    int
+	domain  string // canonical host; "" for the platform's
 	oldCode string
 	url     string
 	title   string
@@ -118,10 +130,13 @@ type chunk struct {
 	items []item
 }
 
-// Client is what Run needs of control's API (an *apiclient.Client).
+// Client is what Run needs of control's API (an *apiclient.Client): Get
+// reads a link on the platform's domain, WithDomain's client one on
+// another.
 type Client interface {
 	CreateBatch(ctx context.Context, reqs []apiclient.CreateRequest, key string) (*apiclient.BatchAnswer, error)
 	Get(ctx context.Context, code string) (*apiclient.Link, error)
+	WithDomain(host string) *apiclient.Client
 }
 
 // Run reads every row of rd and imports it through client, chunk by chunk
@@ -145,7 +160,11 @@ func Run(ctx context.Context, rd *Reader, client Client, o Options) (*Summary, e
 	if o.Digest == "" {
 		return nil, errors.New("import: no digest of the export to derive idempotency keys from")
 	}
-	u := &uploader{client: client, o: o, sum: &Summary{}, rd: rd}
+	defaults, err := defaultDomains(o.DefaultDomains)
+	if err != nil {
+		return nil, err
+	}
+	u := &uploader{client: client, o: o, sum: &Summary{}, rd: rd, defaults: defaults}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 
@@ -196,9 +215,10 @@ func Run(ctx context.Context, rd *Reader, client Client, o Options) (*Summary, e
 }
 
 type uploader struct {
-	client Client
-	o      Options
-	rd     *Reader
+	client   Client
+	o        Options
+	rd       *Reader
+	defaults map[string]bool // canonical hosts of the platform's domain
 
 	progress sync.Mutex // serializes o.Progress calls
 
@@ -282,28 +302,36 @@ func (u *uploader) produce(ctx context.Context, rd *Reader, out chan<- chunk) er
 		u.rows++
 		u.mu.Unlock()
 		if rec.Err != nil {
-			u.add(Outcome{Line: rec.Line, OldCode: rec.Code, URL: rec.URL, Kind: Rejected, Reason: rec.Err.Error()})
+			u.add(Outcome{Line: rec.Line, Domain: truncate(rec.Domain, 80), OldCode: rec.Code, URL: rec.URL, Kind: Rejected, Reason: rec.Err.Error()})
 			continue
 		}
 		if reason := checkURL(rec.URL); reason != "" {
-			u.add(Outcome{Line: rec.Line, OldCode: rec.Code, URL: truncate(rec.URL, 200), Kind: Rejected, Reason: reason})
+			u.add(Outcome{Line: rec.Line, Domain: truncate(rec.Domain, 80), OldCode: rec.Code, URL: truncate(rec.URL, 200), Kind: Rejected, Reason: reason})
 			continue
 		}
-		it := item{line: rec.Line, oldCode: rec.Code, url: rec.URL}
+		dom, reason := u.domain(rec.Domain)
+		if reason != "" {
+			u.add(Outcome{Line: rec.Line, Domain: truncate(rec.Domain, 80), OldCode: rec.Code, URL: rec.URL, Kind: Rejected, Reason: reason})
+			continue
+		}
+		it := item{line: rec.Line, domain: dom, oldCode: rec.Code, url: rec.URL}
 		var notes []string
 		it.title, it.tags, notes = cleanMeta(rec.Title, rec.Tags)
 		it.notes = strings.Join(notes, "; ")
 		if rec.Code != "" {
-			if prev, ok := codes[rec.Code]; ok {
+			// Codes are unique per domain: the same code on two
+			// domains is two links.
+			key := dom + "/" + rec.Code
+			if prev, ok := codes[key]; ok {
 				if prev.url == rec.URL {
-					u.add(Outcome{Line: rec.Line, OldCode: rec.Code, URL: rec.URL, Kind: Duplicate, Reason: fmt.Sprintf("same code and URL as line %d", prev.line)})
+					u.add(Outcome{Line: rec.Line, Domain: dom, OldCode: rec.Code, URL: rec.URL, Kind: Duplicate, Reason: fmt.Sprintf("same code and URL as line %d", prev.line)})
 				} else {
-					u.add(Outcome{Line: rec.Line, OldCode: rec.Code, URL: rec.URL, Kind: Rejected,
+					u.add(Outcome{Line: rec.Line, Domain: dom, OldCode: rec.Code, URL: rec.URL, Kind: Rejected,
 						Reason: fmt.Sprintf("code %q is already used on line %d for another URL", rec.Code, prev.line)})
 				}
 				continue
 			}
-			codes[rec.Code] = seen{rec.Line, rec.URL}
+			codes[key] = seen{rec.Line, rec.URL}
 			if link.ValidCodeSyntax(rec.Code) {
 				it.send = rec.Code
 			} else {
@@ -312,7 +340,7 @@ func (u *uploader) produce(ctx context.Context, rd *Reader, out chan<- chunk) er
 		} else {
 			it.reason = "no code in the export"
 		}
-		size := 2*len(it.url) + len(it.send) + 6*len(it.title) + 64 // JSON may escape some bytes
+		size := 2*len(it.url) + len(it.send) + len(it.domain) + 6*len(it.title) + 80 // JSON may escape some bytes
 		for _, t := range it.tags {
 			size += 6*len(t) + 3
 		}
@@ -365,7 +393,7 @@ func (u *uploader) key(index int, pass string) string {
 }
 
 func (u *uploader) request(code string, it item) apiclient.CreateRequest {
-	return apiclient.CreateRequest{URL: it.url, Code: code, Namespace: u.o.Namespace, RedirectType: u.o.RedirectType,
+	return apiclient.CreateRequest{Domain: it.domain, URL: it.url, Code: code, Namespace: u.o.Namespace, RedirectType: u.o.RedirectType,
 		Title: it.title, Tags: it.tags}
 }
 
@@ -431,7 +459,7 @@ func (u *uploader) upload(ctx context.Context, c chunk) {
 	var unsure error // a taken code could not be looked up
 	for i, r := range ans.Results {
 		it := c.items[i]
-		oc := Outcome{Line: it.line, OldCode: it.oldCode, URL: it.url}
+		oc := Outcome{Line: it.line, Domain: it.domain, OldCode: it.oldCode, URL: it.url}
 		switch {
 		case r.Status == http.StatusCreated && r.Link != nil:
 			oc.NewCode = r.Link.Code
@@ -443,7 +471,7 @@ func (u *uploader) upload(ctx context.Context, c chunk) {
 		case it.send != "" && r.Status == http.StatusConflict:
 			// The code is taken: by this tenant's same link from an
 			// earlier import (keep it), or by another (re-code).
-			l, err := u.client.Get(ctx, it.send)
+			l, err := u.lookup(ctx, it.domain, it.send)
 			if err == nil && l.URLOriginal == it.url && l.Status != "deleted" {
 				oc.NewCode, oc.Kind, oc.Reason = l.Code, Existing, "the code already had this URL"
 				out = append(out, oc)
@@ -460,7 +488,7 @@ func (u *uploader) upload(ctx context.Context, c chunk) {
 			it.reason = "code not accepted: " + problemDetail(r.Error)
 			again = append(again, it)
 		default:
-			oc.Kind, oc.Reason = Rejected, problemDetail(r.Error)
+			oc.Kind, oc.Reason = Rejected, u.refusal(it, r.Error)
 			out = append(out, oc)
 		}
 	}
@@ -486,11 +514,11 @@ func (u *uploader) upload(ctx context.Context, c chunk) {
 		replayed = replayed && ans2.Replayed
 		for i, r := range ans2.Results {
 			it := again[i]
-			oc := Outcome{Line: it.line, OldCode: it.oldCode, URL: it.url, Kind: Recoded, Reason: joinReasons(it.reason, it.notes)}
+			oc := Outcome{Line: it.line, Domain: it.domain, OldCode: it.oldCode, URL: it.url, Kind: Recoded, Reason: joinReasons(it.reason, it.notes)}
 			if r.Status == http.StatusCreated && r.Link != nil {
 				oc.NewCode = r.Link.Code
 			} else {
-				oc.Kind, oc.Reason = Rejected, problemDetail(r.Error)
+				oc.Kind, oc.Reason = Rejected, u.refusal(it, r.Error)
 			}
 			out = append(out, oc)
 		}
@@ -512,7 +540,7 @@ func (u *uploader) fail(items []item, err error) {
 	}
 	ocs := make([]Outcome, len(items))
 	for i, it := range items {
-		ocs[i] = Outcome{Line: it.line, OldCode: it.oldCode, URL: it.url, Kind: Rejected, Reason: reason}
+		ocs[i] = Outcome{Line: it.line, Domain: it.domain, OldCode: it.oldCode, URL: it.url, Kind: Rejected, Reason: reason}
 	}
 	u.mu.Lock()
 	u.addLocked(ocs...)

@@ -15,9 +15,11 @@ import (
 
 	"github.com/edgelink/edgelink/control/api"
 	"github.com/edgelink/edgelink/control/apiclient"
+	"github.com/edgelink/edgelink/control/domains"
 	"github.com/edgelink/edgelink/control/links"
 	"github.com/edgelink/edgelink/control/postgres"
 	"github.com/edgelink/edgelink/internal/pgtest"
+	"github.com/edgelink/edgelink/shared/link"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
@@ -33,8 +35,10 @@ type apiEnv struct {
 
 type seqIDs struct{ n *atomic.Uint64 }
 
-func (s seqIDs) NextID(context.Context) (uint64, error) { return s.n.Add(1), nil }
-func (seqIDs) Done(uint64, bool)                        {}
+func (s seqIDs) NextID(_ context.Context, d link.DomainID) (uint64, error) {
+	return link.IDBase(d) + s.n.Add(1), nil
+}
+func (seqIDs) Done(uint64, bool) {}
 
 func newAPIEnv(t *testing.T) *apiEnv {
 	t.Helper()
@@ -57,6 +61,15 @@ func (e *apiEnv) client(t *testing.T, tenant string) (*apiclient.Client, int64) 
 		t.Fatal(err)
 	}
 	return c, id
+}
+
+// addDomain gives tenant a domain of its own on host, with sequential
+// codes (FF1 needs a key file, which these tests have no use for).
+func (e *apiEnv) addDomain(t *testing.T, tenant int64, host string) {
+	t.Helper()
+	if _, err := domains.New(e.st, domains.Config{}).Create(context.Background(), tenant, domains.Input{Host: host, CodeMode: link.CodesSequential}); err != nil {
+		t.Fatalf("add domain %s: %v", host, err)
+	}
 }
 
 func (e *apiEnv) count(t *testing.T, tenant int64) int {
