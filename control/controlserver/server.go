@@ -20,6 +20,7 @@ import (
 	"github.com/edgelink/edgelink/control/clickroll"
 	"github.com/edgelink/edgelink/control/console"
 	"github.com/edgelink/edgelink/control/console/pgstore"
+	"github.com/edgelink/edgelink/control/domains"
 	"github.com/edgelink/edgelink/control/idalloc"
 	"github.com/edgelink/edgelink/control/idalloc/kvwitness"
 	"github.com/edgelink/edgelink/control/links"
@@ -30,6 +31,7 @@ import (
 	"github.com/edgelink/edgelink/control/snapshots"
 	"github.com/edgelink/edgelink/internal/natsconn"
 	"github.com/edgelink/edgelink/shared/base62"
+	"github.com/edgelink/edgelink/shared/ff1"
 	"github.com/edgelink/edgelink/shared/link"
 )
 
@@ -129,6 +131,15 @@ type Config struct {
 	// cookie is Secure (the console is reached over TLS); nil takes
 	// whether PublicURL is https.
 	ConsoleSecureCookies *bool
+	// CodeKeysFile is the operator's code key file (--code-keys: lines of
+	// "name base64-key", the same file on every edge): FF1 domains' codes
+	// are made with its keys. Empty: no keys, so no FF1 domain can be
+	// created or used. Control refuses to start when an active FF1
+	// domain's current key is missing from it.
+	CodeKeysFile string
+	// DomainKey is the key name new FF1 domains get when they name none
+	// (--domain-key); it must be in CodeKeysFile.
+	DomainKey string
 }
 
 // Run serves until ctx is done, then shuts down in order: stop taking
@@ -156,6 +167,13 @@ func Run(ctx context.Context, cfg Config) error {
 		return err
 	}
 	store := postgres.New(pool, postgres.WithIdempotencyTTL(keyTTL))
+	keys, err := ff1.LoadKeys(cfg.CodeKeysFile)
+	if err != nil {
+		return err
+	}
+	if err := prepareDomains(ctx, store, keys, cfg); err != nil {
+		return err
+	}
 	// Derived counters converge: whatever drifted (a bug, a manual fix in
 	// SQL) is corrected against the rows, and said.
 	if drifts, err := store.ReconcileLiveLinks(ctx); err != nil {
@@ -195,6 +213,9 @@ func Run(ctx context.Context, cfg Config) error {
 	allocStore := allocstore.New(pool)
 	alloc, err := idalloc.New(ctx, allocStore, idalloc.Config{
 		Namespaces: []idalloc.Namespace{ns}, AbandonAfter: abandon, Logger: log, Instance: cfg.Instance,
+		// Domains' namespaces are made with the domains, here or by
+		// another instance, and learned on their first create.
+		Lookup:  allocStore.LookupNamespace,
 		OnLoad:  met.ObserveLoad,
 		Witness: witness, WitnessBestEffort: cfg.AllocWitness == "best-effort",
 	})
@@ -219,8 +240,12 @@ func Run(ctx context.Context, cfg Config) error {
 		BlockedDomains:      cfg.BlockedDomains,
 		AllowPrivateTargets: cfg.AllowPrivateTargets,
 		Reserved:            append(append(append([]string{}, api.Routes...), console.Routes...), cfg.Reserved...),
+		Keys:                keys,
 		Log:                 log,
 	})
+	doms := domains.New(store, domains.Config{Keys: keys, DefaultKey: cfg.DomainKey,
+		Targets: links.TargetPolicy{Blocked: cfg.BlockedDomains, AllowPrivate: cfg.AllowPrivateTargets}})
+	_ = doms // the API takes it as api.Config.Domains (its field is landing)
 	probes := newOps(alloc, ns, store.Ping, cfg, log)
 	handler := api.New(store, svc, api.Config{PublicURL: cfg.PublicURL, Log: log, Stats: store,
 		Startup: probes.startup, Ready: probes.ready, Live: probes.live,
@@ -348,11 +373,15 @@ func Run(ctx context.Context, cfg Config) error {
 // redirects are unaffected.
 type allocIDs struct {
 	a  *idalloc.Allocator
-	ns string
+	ns string // the platform domain's namespace
 }
 
-func (x allocIDs) NextID(ctx context.Context) (uint64, error) {
-	id, err := x.a.Next(ctx, x.ns)
+func (x allocIDs) NextID(ctx context.Context, d link.DomainID) (uint64, error) {
+	ns := x.ns
+	if d != link.DefaultDomain {
+		ns = link.NamespaceOf(d)
+	}
+	id, err := x.a.Next(ctx, ns)
 	if err != nil {
 		return 0, allocError(err)
 	}

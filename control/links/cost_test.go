@@ -61,10 +61,24 @@ func (m *memStore) InsertLinks(_ context.Context, ls []NewLink) ([]bool, error) 
 	return out, nil
 }
 
+func (m *memStore) DomainByID(_ context.Context, id link.DomainID) (link.Domain, error) {
+	if id != link.DefaultDomain {
+		return link.Domain{}, link.ErrNotFound
+	}
+	return link.Domain{Host: "s.example", CodeMode: link.CodesSequential, Status: link.DomainActive}, nil
+}
+
+func (m *memStore) DomainByHost(context.Context, string) (link.Domain, error) {
+	return link.Domain{}, link.ErrNotFound
+}
+
 type seqIDs struct{ n uint64 }
 
-func (s *seqIDs) NextID(context.Context) (uint64, error) { s.n++; return s.n, nil }
-func (*seqIDs) Done(uint64, bool)                        {}
+func (s *seqIDs) NextID(_ context.Context, d link.DomainID) (uint64, error) {
+	s.n++
+	return link.IDBase(d) + s.n, nil
+}
+func (*seqIDs) Done(uint64, bool) {}
 
 // BenchmarkCreateBatch is the service's own work on a batch of 100
 // marketing links without a key: validation, IDs, codes, answers.

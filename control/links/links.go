@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/edgelink/edgelink/shared/base62"
+	"github.com/edgelink/edgelink/shared/ff1"
 	"github.com/edgelink/edgelink/shared/link"
 )
 
@@ -20,8 +21,11 @@ import (
 // last write that could commit it has ended, saying whether a link with it
 // committed: the allocator seals a segment (so edges may answer misses in it
 // without asking the authority) only when every ID it handed out is done.
+//
+// NextID hands out an ID of domain d, in link.IDRange(d) (the domain's
+// allocator namespace, link.NamespaceOf).
 type IDSource interface {
-	NextID(ctx context.Context) (uint64, error)
+	NextID(ctx context.Context, d link.DomainID) (uint64, error)
 	Done(id uint64, committed bool)
 }
 
@@ -44,8 +48,15 @@ type Config struct {
 	// MaxCoalesce bounds the creates one shared transaction carries
 	// (default 500).
 	MaxCoalesce int
-	Now         func() time.Time
-	Log         *slog.Logger
+	// Keys are the operator's code keys (--code-keys): FF1 domains'
+	// generated codes are made with them. Nil is no keys, so no link can
+	// be created on an FF1 domain.
+	Keys *ff1.Keys
+	// DomainTTL is how long a domain read from the store is trusted
+	// (default DefaultDomainTTL).
+	DomainTTL time.Duration
+	Now       func() time.Time
+	Log       *slog.Logger
 }
 
 // Service creates, reads and changes links. It is safe for concurrent use.
@@ -55,6 +66,7 @@ type Service struct {
 	cfg      Config
 	reserved map[string]bool
 	co       *coalescer
+	domains  *domainCache
 
 	wasted, reservedSkips atomic.Uint64
 }
@@ -74,7 +86,11 @@ func New(store Store, ids IDSource, cfg Config) *Service {
 	if cfg.MaxCoalesce <= 0 {
 		cfg.MaxCoalesce = 500
 	}
-	s := &Service{store: store, ids: ids, cfg: cfg, reserved: Reserved(cfg.Reserved)}
+	if cfg.DomainTTL <= 0 {
+		cfg.DomainTTL = DefaultDomainTTL
+	}
+	s := &Service{store: store, ids: ids, cfg: cfg, reserved: Reserved(cfg.Reserved),
+		domains: newDomainCache(store, cfg.Keys, cfg.DomainTTL, cfg.Now)}
 	s.co = newCoalescer(s.writeCreates, cfg.Writers, cfg.MaxCoalesce)
 	return s
 }
@@ -130,18 +146,24 @@ type Created struct {
 // custom link already holds them.
 const maxGeneratedTries = 8
 
-// Create validates req and stores a new active link for tenantID, in a
-// transaction it may share with concurrent creates. Invalid input answers an
-// error wrapping link.ErrInvalidInput or link.ErrInvalidURL, a taken custom
-// code link.ErrCodeTaken, a reused idempotency key with another request
-// link.ErrIdempotencyConflict; nothing is written in those cases.
+// Create validates req and stores a new active link for tenantID on
+// req.Domain, in a transaction it may share with concurrent creates. Invalid
+// input answers an error wrapping link.ErrInvalidInput or
+// link.ErrInvalidURL, a domain the tenant may not use link.ErrNotFound, a
+// custom code taken on that domain link.ErrCodeTaken, a reused idempotency
+// key with another request link.ErrIdempotencyConflict; nothing is written
+// in those cases.
 func (s *Service) Create(ctx context.Context, tenantID int64, req CreateRequest) (Created, error) {
 	l, err := s.validate(req)
 	if err != nil {
 		return Created{}, err
 	}
-	l.TenantID = tenantID
-	it := &item{link: l, custom: req.Code != "", key: req.IdempotencyKey}
+	d, err := s.domainFor(ctx, tenantID, req.Domain, true)
+	if err != nil {
+		return Created{}, err
+	}
+	l.TenantID, l.DomainID, l.Domain = tenantID, d.ID, d.Host
+	it := &item{link: l, domain: d, custom: req.Code != "", key: req.IdempotencyKey}
 	if it.key != "" {
 		it.hash = requestHash("link", l, req.Code)
 	}
@@ -151,10 +173,14 @@ func (s *Service) Create(ctx context.Context, tenantID int64, req CreateRequest)
 // Get returns one of the tenant's links on domain (a host; "" for the
 // platform's), deleted ones included.
 func (s *Service) Get(ctx context.Context, tenantID int64, domain, code string) (*Link, error) {
+	d, err := s.domainFor(ctx, tenantID, domain, false)
+	if err != nil {
+		return nil, err
+	}
 	if !link.ValidCodeSyntax(code) {
 		return nil, link.ErrNotFound
 	}
-	return s.store.GetLink(ctx, tenantID, code)
+	return s.store.GetLink(ctx, tenantID, d.ID, code)
 }
 
 // Expired is the state of an active link past its expires_at. It is never
@@ -177,9 +203,18 @@ func State(l *link.Link, now time.Time) link.Status {
 const MaxPage = 200
 
 // List returns a page of the tenant's links, newest first, and the cursor of
-// the next page (0 when this is the last). q.Status filters on the
-// effective state (see State) at q.Now, the service's clock when zero.
+// the next page (0 when this is the last): on q.Domain, or on every domain
+// when it is "". q.Status filters on the effective state (see State) at
+// q.Now, the service's clock when zero.
 func (s *Service) List(ctx context.Context, tenantID int64, q ListRequest) ([]*Link, uint64, error) {
+	var only *link.DomainID
+	if q.Domain != "" {
+		d, err := s.domainFor(ctx, tenantID, q.Domain, false)
+		if err != nil {
+			return nil, 0, err
+		}
+		only = &d.ID
+	}
 	if q.Limit <= 0 || q.Limit > MaxPage {
 		return nil, 0, fmt.Errorf("%w: limit must be 1 to %d", link.ErrInvalidInput, MaxPage)
 	}
@@ -208,7 +243,7 @@ func (s *Service) List(ctx context.Context, tenantID int64, q ListRequest) ([]*L
 	}
 	want := q.Limit
 	q.Limit++ // one more tells whether another page exists
-	ls, err := s.store.ListLinks(ctx, tenantID, q)
+	ls, err := s.store.ListLinks(ctx, tenantID, only, q)
 	if err != nil {
 		return nil, 0, err
 	}
@@ -234,6 +269,10 @@ type Update struct {
 // a new version and change event. Unknown and other tenants' codes answer
 // link.ErrNotFound, deleted links link.ErrDeleted.
 func (s *Service) Update(ctx context.Context, tenantID int64, domain, code string, u Update) (*Link, error) {
+	d, err := s.domainFor(ctx, tenantID, domain, false)
+	if err != nil {
+		return nil, err
+	}
 	if !link.ValidCodeSyntax(code) {
 		return nil, link.ErrNotFound
 	}
@@ -272,17 +311,21 @@ func (s *Service) Update(ctx context.Context, tenantID int64, domain, code strin
 		}
 		c.SetStatus, c.Status = true, *u.Status
 	}
-	return s.store.UpdateLink(ctx, tenantID, code, c)
+	return s.store.UpdateLink(ctx, tenantID, d.ID, code, c)
 }
 
 // Delete tombstones one of the tenant's links: it stops redirecting and its
 // code is never handed out again. Deleting a deleted link changes nothing
 // and answers link.ErrDeleted.
 func (s *Service) Delete(ctx context.Context, tenantID int64, domain, code string) (*Link, error) {
+	d, err := s.domainFor(ctx, tenantID, domain, false)
+	if err != nil {
+		return nil, err
+	}
 	if !link.ValidCodeSyntax(code) {
 		return nil, link.ErrNotFound
 	}
-	return s.store.UpdateLink(ctx, tenantID, code, Change{SetStatus: true, Status: link.Deleted})
+	return s.store.UpdateLink(ctx, tenantID, d.ID, code, Change{SetStatus: true, Status: link.Deleted})
 }
 
 func (s *Service) validate(req CreateRequest) (*Link, error) {

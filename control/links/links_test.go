@@ -28,9 +28,10 @@ type counterIDs struct {
 	n    atomic.Uint64
 	gate chan struct{}
 
-	mu     sync.Mutex
-	done   map[uint64][]bool // every Done call per ID
-	handed []uint64          // every ID handed out
+	mu        sync.Mutex
+	done      map[uint64][]bool // every Done call per ID
+	handed    []uint64          // every ID handed out
+	perDomain map[link.DomainID]uint64
 }
 
 func (c *counterIDs) Done(id uint64, committed bool) {
@@ -42,7 +43,9 @@ func (c *counterIDs) Done(id uint64, committed bool) {
 	c.done[id] = append(c.done[id], committed)
 }
 
-func (c *counterIDs) NextID(ctx context.Context) (uint64, error) {
+// NextID hands out the platform domain's IDs from n, and other domains'
+// from a counter of their own each (perDomain), in their ranges.
+func (c *counterIDs) NextID(ctx context.Context, d link.DomainID) (uint64, error) {
 	if c.gate != nil {
 		select {
 		case <-c.gate:
@@ -50,7 +53,18 @@ func (c *counterIDs) NextID(ctx context.Context) (uint64, error) {
 			return 0, ctx.Err()
 		}
 	}
-	id := c.n.Add(1)
+	var id uint64
+	if d == link.DefaultDomain {
+		id = c.n.Add(1)
+	} else {
+		c.mu.Lock()
+		if c.perDomain == nil {
+			c.perDomain = map[link.DomainID]uint64{}
+		}
+		c.perDomain[d]++
+		id = link.IDBase(d) + c.perDomain[d]
+		c.mu.Unlock()
+	}
 	c.mu.Lock()
 	c.handed = append(c.handed, id)
 	c.mu.Unlock()
@@ -229,7 +243,7 @@ func TestCoalescedCreatesKeepTheirOwnAnswers(t *testing.T) {
 		}
 	}
 	want := 100 + 50 + 10 + 20
-	if links, events, keys := count(t, pool, "links"), count(t, pool, "outbox"), count(t, pool, "idempotency_keys"); links != want || events != want || keys != 60 {
+	if links, events, keys := count(t, pool, "links"), count(t, pool, "outbox WHERE kind = 'link'"), count(t, pool, "idempotency_keys"); links != want || events != want || keys != 60 {
 		t.Fatalf("%d links, %d outbox rows, %d keys; want %d, %d, 60", links, events, keys, want, want)
 	}
 	// The held create went alone; the rest fit in one transaction, except

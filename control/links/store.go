@@ -9,6 +9,7 @@ import (
 
 // Store is the authority the service writes to and reads from.
 type Store interface {
+	DomainStore
 	// WriteTx runs fn in a transaction on the primary and commits if fn
 	// returns nil. Nothing fn wrote survives an error.
 	WriteTx(ctx context.Context, fn func(Tx) error) error
@@ -17,21 +18,23 @@ type Store interface {
 	// need no other statement to commit with them, such as InsertLinks
 	// without idempotency keys, at a third of the round trips.
 	Autocommit() Tx
-	// GetLink reads one of a tenant's links. Another tenant's code
-	// answers link.ErrNotFound, exactly as an unknown code does.
-	GetLink(ctx context.Context, tenantID int64, code string) (*Link, error)
+	// GetLink reads one of a tenant's links on domain d. Another tenant's
+	// code, or one on another domain, answers link.ErrNotFound, exactly as
+	// an unknown code does.
+	GetLink(ctx context.Context, tenantID int64, d link.DomainID, code string) (*Link, error)
 	// ListLinks returns up to q.Limit of the tenant's links matching q, in
-	// descending ID order.
-	ListLinks(ctx context.Context, tenantID int64, q ListRequest) ([]*Link, error)
-	// UpdateLink applies c to one of the tenant's links, with a new
-	// version and change event, and returns the new state. An unknown
-	// code, or another tenant's, answers link.ErrNotFound; a deleted link
-	// link.ErrDeleted, and nothing is written in either case.
-	UpdateLink(ctx context.Context, tenantID int64, code string, c Change) (*Link, error)
+	// descending ID order: on domain *d, or on every domain when d is nil
+	// (q.Domain is not read).
+	ListLinks(ctx context.Context, tenantID int64, d *link.DomainID, q ListRequest) ([]*Link, error)
+	// UpdateLink applies c to one of the tenant's links on domain d, with
+	// a new version and change event, and returns the new state. An
+	// unknown code, or another tenant's, answers link.ErrNotFound; a
+	// deleted link link.ErrDeleted, and nothing is written in either case.
+	UpdateLink(ctx context.Context, tenantID int64, d link.DomainID, code string, c Change) (*Link, error)
 	// TagLinks applies c, whose tags are normalized, to the tenant's links
-	// in c.Codes, all or nothing (see Service.TagLinks), and returns them
-	// in c.Codes' order.
-	TagLinks(ctx context.Context, tenantID int64, c TagChange) ([]*Link, error)
+	// on domain d in c.Codes, all or nothing (see Service.TagLinks), and
+	// returns them in c.Codes' order (c.Domain is not read).
+	TagLinks(ctx context.Context, tenantID int64, d link.DomainID, c TagChange) ([]*Link, error)
 }
 
 // Tx is one write transaction of the create path: the coalescer runs many
@@ -58,9 +61,9 @@ type Tx interface {
 	FinishKeys(ctx context.Context, keys []IdemKeyID, responses [][]byte) error
 	// InsertLinks inserts links with their change events and reports, per
 	// link, whether it was inserted; an inserted link has its Version,
-	// Status and timestamps filled in. A link not inserted had its code
-	// (or ID) taken, possibly by another link of the same call. Codes must
-	// be distinct.
+	// Status and timestamps filled in. A link not inserted had its code on
+	// its domain (or its ID) taken, possibly by another link of the same
+	// call. (domain, code) pairs must be distinct.
 	InsertLinks(ctx context.Context, ls []NewLink) ([]bool, error)
 }
 
@@ -85,11 +88,12 @@ type StoredResponse struct {
 }
 
 // NewLink is a link to insert. Link's ID, Code, TenantID, Namespace, URL,
-// URLOriginal, RedirectType and ExpiresAt are inputs, and so are Title
-// (empty: none) and Tags (normalized), which go in with the link or not at
-// all.
+// URLOriginal, RedirectType and ExpiresAt are inputs, and so are Domain
+// (the ID is in its range), Title (empty: none) and Tags (normalized),
+// which go in with the link or not at all.
 type NewLink struct {
 	Link   *link.Link
+	Domain link.DomainID
 	Custom bool
 	Title  string
 	Tags   []string

@@ -139,6 +139,10 @@ type TagChange struct {
 // link.ErrInvalidInput naming it; nothing is changed in either case. Tags
 // change no link's version: edges never see them.
 func (s *Service) TagLinks(ctx context.Context, tenantID int64, c TagChange) ([]*Link, error) {
+	d, err := s.domainFor(ctx, tenantID, c.Domain, false)
+	if err != nil {
+		return nil, err
+	}
 	if len(c.Codes) == 0 || len(c.Codes) > MaxBatch {
 		return nil, fmt.Errorf("%w: codes must hold 1 to %d codes, not %d", link.ErrInvalidInput, MaxBatch, len(c.Codes))
 	}
@@ -168,7 +172,7 @@ func (s *Service) TagLinks(ctx context.Context, tenantID int64, c TagChange) ([]
 			return nil, fmt.Errorf("%w: tag %q is both added and removed", link.ErrInvalidInput, t)
 		}
 	}
-	return s.store.TagLinks(ctx, tenantID, TagChange{Codes: c.Codes, Add: add, Remove: remove})
+	return s.store.TagLinks(ctx, tenantID, d.ID, TagChange{Domain: c.Domain, Codes: c.Codes, Add: add, Remove: remove})
 }
 
 // checkSearch accepts a search term of at most MaxSearchLen characters

@@ -10,13 +10,13 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/edgelink/edgelink/shared/base62"
 	"github.com/edgelink/edgelink/shared/link"
 )
 
 // item is one link on its way into a write transaction, and its answer.
 type item struct {
 	link   *Link
+	domain link.Domain // the link's, resolved
 	custom bool
 	key    string // idempotency key, "" for none
 	hash   []byte
@@ -50,6 +50,11 @@ func writeHashed(h interface{ Write([]byte) (int, error) }, kind string, l *Link
 	}
 	// NUL separates fields: no validated field can contain it.
 	fmt.Fprintf(h, "%s\x00%s\x00%s\x00%d\x00%s\x00%s\x00", kind, l.URL, expires, l.RedirectType, code, l.Namespace)
+	// Only off the platform's domain, so a key stored before domains
+	// existed still matches its retry.
+	if l.DomainID != link.DefaultDomain {
+		fmt.Fprintf(h, "domain\x00%d\x00", l.DomainID)
+	}
 	// Only when there are any, so a key stored before links had titles and
 	// tags still matches its retry.
 	writeMeta(h, l.Title, l.Tags)
@@ -214,7 +219,7 @@ func replay(sr StoredResponse, hash []byte) (Created, error) {
 
 // assignID gives it a fresh ID and remembers it for releaseIDs.
 func (s *Service) assignID(ctx context.Context, it *item) error {
-	id, err := s.ids.NextID(ctx)
+	id, err := s.ids.NextID(ctx, it.domain.ID)
 	if err != nil {
 		return err
 	}
@@ -262,7 +267,7 @@ func (s *Service) insertAll(ctx context.Context, tx Tx, its []*item) error {
 					continue
 				}
 			}
-			batch = append(batch, NewLink{Link: &it.link.Link, Custom: it.custom, Title: it.link.Title, Tags: it.link.Tags})
+			batch = append(batch, NewLink{Link: &it.link.Link, Domain: it.domain.ID, Custom: it.custom, Title: it.link.Title, Tags: it.link.Tags})
 			owners = append(owners, it)
 		}
 		inserted, err := tx.InsertLinks(ctx, batch)
@@ -278,7 +283,8 @@ func (s *Service) insertAll(ctx context.Context, tx Tx, its []*item) error {
 				it.err = link.ErrCodeTaken
 			default:
 				// Custom codes never take the generated shape (see
-				// validateCustomCode), so only imported codes get here.
+				// validateCustomCode), so only imported codes get here,
+				// and on an FF1 domain codes of its earlier keys.
 				s.wasted.Add(1)
 				s.cfg.Log.Warn("generated code already taken; skipping id", "id", it.link.ID)
 				again = append(again, it)
@@ -289,14 +295,15 @@ func (s *Service) insertAll(ctx context.Context, tx Tx, its []*item) error {
 	return nil
 }
 
-// generateCode gives it the code of its ID, skipping IDs whose code is a
-// reserved word in any case (READYZ, Status): such an ID is wasted, counted
-// and never handed out, so no generated code can shadow a route or a
-// policy word. A 6-character word is 64 codes in all its cases, so skips are
-// rare and at most a few in a row.
+// generateCode gives it the code of its ID on its domain (codeOf), skipping
+// IDs whose code is a reserved word in any case (READYZ, Status): such an ID
+// is wasted, counted and never handed out, so no generated code can shadow a
+// route or a policy word. A 6-character word is 64 codes in all its cases,
+// so skips are rare and at most a few in a row, on an FF1 domain as on a
+// sequential one (there the words sit at unrelated IDs).
 func (s *Service) generateCode(ctx context.Context, it *item) error {
 	for {
-		code, err := base62.Encode(it.link.ID)
+		code, err := s.codeOf(it.domain, it.link.ID)
 		if err != nil {
 			return err
 		}
@@ -344,7 +351,8 @@ func (s *Service) CreateBatch(ctx context.Context, tenantID int64, key string, r
 	results := make([]ItemResult, len(reqs))
 	its := make([]*item, len(reqs))
 	var write []*item
-	codes := make(map[string]bool)
+	codes := make(map[domainCode]bool)
+	domains := make(map[string]link.Domain) // by host as sent: a batch names few
 	// Only a key's holder compares requests: without one nothing is hashed.
 	var h hash.Hash
 	if key != "" {
@@ -353,6 +361,12 @@ func (s *Service) CreateBatch(ctx context.Context, tenantID int64, key string, r
 	for i, req := range reqs {
 		req.IdempotencyKey = ""
 		l, err := s.validate(req)
+		d, known := domains[req.Domain]
+		if err == nil && !known {
+			if d, err = s.domainFor(ctx, tenantID, req.Domain, true); err == nil {
+				domains[req.Domain] = d
+			}
+		}
 		if err != nil {
 			results[i].Err = err
 			if h != nil {
@@ -361,21 +375,25 @@ func (s *Service) CreateBatch(ctx context.Context, tenantID int64, key string, r
 				if req.Title != "" || len(req.Tags) > 0 {
 					fmt.Fprintf(h, "meta\x00%q\x00%q\x00", req.Title, req.Tags)
 				}
+				if req.Domain != "" {
+					fmt.Fprintf(h, "domain\x00%q\x00", req.Domain)
+				}
 			}
 			continue
 		}
-		l.TenantID = tenantID
+		l.TenantID, l.DomainID, l.Domain = tenantID, d.ID, d.Host
 		if h != nil {
 			writeHashed(h, "item", l, req.Code)
 		}
 		if req.Code != "" {
-			if codes[req.Code] {
+			k := domainCode{d.ID, req.Code}
+			if codes[k] {
 				results[i].Err = link.ErrCodeTaken
 				continue
 			}
-			codes[req.Code] = true
+			codes[k] = true
 		}
-		its[i] = &item{link: l, custom: req.Code != ""}
+		its[i] = &item{link: l, domain: d, custom: req.Code != ""}
 		write = append(write, its[i])
 	}
 	var sum []byte
@@ -461,6 +479,12 @@ func (s *Service) CreateBatch(ctx context.Context, tenantID int64, key string, r
 		return BatchResult{}, err
 	}
 	return out, nil
+}
+
+// domainCode is a link's key: codes are unique per domain.
+type domainCode struct {
+	domain link.DomainID
+	code   string
 }
 
 // storedItem is a batch item's answer as an idempotency key keeps it.

@@ -20,28 +20,35 @@ WITH x AS MATERIALIZED (SELECT pg_current_xact_id() AS xid),
 v AS MATERIALIZED (SELECT x.xid, nextval('change_version_seq') AS version FROM x),
 l AS (
 	INSERT INTO links (id, code, tenant_id, code_source, namespace, url_original, url,
-	                   redirect_type, status, expires_at, version)
-	SELECT $1, $2, $3, $4, $5, $6, $7, $8, 'active', $9, v.version FROM v
-	RETURNING code, url, redirect_type, status, expires_at, version, created_at, updated_at
+	                   redirect_type, status, expires_at, version, domain_id)
+	SELECT $1, $2, $3, $4, $5, $6, $7, $8, 'active', $9, v.version, $10 FROM v
+	RETURNING code, url, redirect_type, status, expires_at, version, created_at, updated_at, domain_id
 ),
 o AS (
-	INSERT INTO outbox (version, xid, kind, code, url, redirect_type, status, expires_at)
-	SELECT l.version, v.xid, 'link', l.code, l.url, l.redirect_type, l.status, l.expires_at FROM l, v
+	INSERT INTO outbox (version, xid, kind, code, url, redirect_type, status, expires_at, domain_id)
+	SELECT l.version, v.xid, 'link', l.code, l.url, l.redirect_type, l.status, l.expires_at, l.domain_id FROM l, v
 )
 SELECT version, created_at, updated_at FROM l`
 
-// CreateLink stores a new active link and its change event. l.ID, Code,
-// TenantID, Namespace, URL, URLOriginal, RedirectType and ExpiresAt are
-// inputs; Version, Status and the timestamps are filled in. A code that
-// exists already answers link.ErrCodeTaken, and nothing is written.
+// CreateLink stores a new active link on the platform's domain and its
+// change event (CreateLinkOn link.DefaultDomain).
 func (s *Store) CreateLink(ctx context.Context, l *link.Link, custom bool) error {
+	return s.CreateLinkOn(ctx, link.DefaultDomain, l, custom)
+}
+
+// CreateLinkOn stores a new active link on domain d and its change event.
+// l.ID (in d's range, link.IDRange), Code, TenantID, Namespace, URL,
+// URLOriginal, RedirectType and ExpiresAt are inputs; Version, Status and
+// the timestamps are filled in. A code that exists already on d answers
+// link.ErrCodeTaken, and nothing is written.
+func (s *Store) CreateLinkOn(ctx context.Context, d link.DomainID, l *link.Link, custom bool) error {
 	source := "generated"
 	if custom {
 		source = "custom"
 	}
 	err := s.pool.QueryRow(ctx, insertLink,
 		int64(l.ID), l.Code, l.TenantID, source, l.Namespace, l.URLOriginal, l.URL,
-		int16(l.RedirectType), nullTime(l.ExpiresAt),
+		int16(l.RedirectType), nullTime(l.ExpiresAt), int64(d),
 	).Scan(&l.Version, &l.CreatedAt, &l.UpdatedAt)
 	if err != nil {
 		return translate(err)
@@ -52,14 +59,17 @@ func (s *Store) CreateLink(ctx context.Context, l *link.Link, custom bool) error
 }
 
 // linkColumns are what scanLink reads, from links aliased l: a link, its
-// title and its tags, sorted (the primary key's order within one link).
+// title, its tags, sorted (the primary key's order within one link), and
+// its domain with the domain's host.
 const linkColumns = `l.id, l.code, l.tenant_id, l.namespace, l.url, l.url_original, l.redirect_type, l.status,
 	l.expires_at, l.version, l.created_at, l.updated_at, l.title,
-	ARRAY(SELECT t.tag FROM link_tags t WHERE t.link_id = l.id ORDER BY t.tag)`
+	ARRAY(SELECT t.tag FROM link_tags t WHERE t.link_id = l.id ORDER BY t.tag),
+	l.domain_id, (SELECT d.host FROM domains d WHERE d.id = l.domain_id)`
 
 // GetLink implements links.Store.
-func (s *Store) GetLink(ctx context.Context, tenantID int64, code string) (*links.Link, error) {
-	row := s.pool.QueryRow(ctx, `SELECT `+linkColumns+` FROM links l WHERE l.code = $1 AND l.tenant_id = $2`, code, tenantID)
+func (s *Store) GetLink(ctx context.Context, tenantID int64, d link.DomainID, code string) (*links.Link, error) {
+	row := s.pool.QueryRow(ctx, `SELECT `+linkColumns+` FROM links l WHERE l.domain_id = $3 AND l.code = $1 AND l.tenant_id = $2`,
+		code, tenantID, int64(d))
 	return scanLink(row)
 }
 
@@ -72,13 +82,15 @@ func scanLink(row pgx.Row) (*links.Link, error) {
 		expires pgtype.Timestamptz
 		version int64
 		title   pgtype.Text
+		domain  int64
 	)
 	err := row.Scan(&id, &l.Code, &l.TenantID, &l.Namespace, &l.URL, &l.URLOriginal, &rt, &status,
-		&expires, &version, &l.CreatedAt, &l.UpdatedAt, &title, &l.Tags)
+		&expires, &version, &l.CreatedAt, &l.UpdatedAt, &title, &l.Tags, &domain, &l.Domain)
 	if err != nil {
 		return nil, translate(err)
 	}
 	l.ID, l.RedirectType, l.Status, l.Version = uint64(id), link.RedirectType(rt), link.Status(status), uint64(version)
+	l.DomainID = link.DomainID(domain)
 	if expires.Valid {
 		l.ExpiresAt = expires.Time
 	}

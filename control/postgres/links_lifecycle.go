@@ -20,7 +20,7 @@ import (
 // A deleted link is left alone (u is empty), which the caller reports.
 const updateLink = `
 WITH cur AS MATERIALIZED (
-	SELECT id, status FROM links WHERE code = $1 AND tenant_id = $2 FOR UPDATE
+	SELECT id, status FROM links WHERE domain_id = $14 AND code = $1 AND tenant_id = $2 FOR UPDATE
 ),
 x AS MATERIALIZED (SELECT pg_current_xact_id() AS xid FROM cur WHERE cur.status <> 'deleted'),
 v AS MATERIALIZED (SELECT cur.id, x.xid, nextval('change_version_seq') AS version FROM cur, x),
@@ -35,25 +35,26 @@ u AS (
 		version = v.version, updated_at = now()
 	FROM v WHERE l.id = v.id
 	RETURNING l.id, l.code, l.tenant_id, l.namespace, l.url, l.url_original, l.redirect_type, l.status,
-	          l.expires_at, l.version, l.created_at, l.updated_at, l.title
+	          l.expires_at, l.version, l.created_at, l.updated_at, l.title, l.domain_id
 ),
 o AS (
-	INSERT INTO outbox (version, xid, kind, code, url, redirect_type, status, expires_at)
-	SELECT u.version, v.xid, 'link', u.code, u.url, u.redirect_type, u.status, u.expires_at FROM u, v
+	INSERT INTO outbox (version, xid, kind, code, url, redirect_type, status, expires_at, domain_id)
+	SELECT u.version, v.xid, 'link', u.code, u.url, u.redirect_type, u.status, u.expires_at, u.domain_id FROM u, v
 )
 SELECT u.id, u.code, u.tenant_id, u.namespace, u.url, u.url_original, u.redirect_type, u.status,
        u.expires_at, u.version, u.created_at, u.updated_at, u.title,
-       ARRAY(SELECT t.tag FROM link_tags t WHERE t.link_id = u.id ORDER BY t.tag)
+       ARRAY(SELECT t.tag FROM link_tags t WHERE t.link_id = u.id ORDER BY t.tag),
+       (SELECT d.host FROM domains d WHERE d.id = $14)
 FROM cur LEFT JOIN u ON true`
 
 // UpdateLink implements links.Store in one statement (updateLink).
-func (s *Store) UpdateLink(ctx context.Context, tenantID int64, code string, c links.Change) (*links.Link, error) {
+func (s *Store) UpdateLink(ctx context.Context, tenantID int64, d link.DomainID, code string, c links.Change) (*links.Link, error) {
 	row := s.pool.QueryRow(ctx, updateLink, code, tenantID,
 		c.SetURL, c.URL, c.URLOriginal,
 		c.SetRedirect, int16(c.RedirectType),
 		c.SetExpiry, nullTime(c.ExpiresAt),
 		c.SetStatus, string(c.Status),
-		c.SetTitle, c.Title)
+		c.SetTitle, c.Title, int64(d))
 	var (
 		id      pgtype.Int8
 		tenant  pgtype.Int8
@@ -65,8 +66,9 @@ func (s *Store) UpdateLink(ctx context.Context, tenantID int64, code string, c l
 		version pgtype.Int8
 		created pgtype.Timestamptz
 		updated pgtype.Timestamptz
+		host    pgtype.Text
 	)
-	err := row.Scan(&id, &strs[0], &tenant, &strs[1], &strs[2], &strs[3], &rt, &strs[4], &expires, &version, &created, &updated, &title, &l.Tags)
+	err := row.Scan(&id, &strs[0], &tenant, &strs[1], &strs[2], &strs[3], &rt, &strs[4], &expires, &version, &created, &updated, &title, &l.Tags, &host)
 	if err != nil {
 		return nil, translate(err)
 	}
@@ -77,6 +79,7 @@ func (s *Store) UpdateLink(ctx context.Context, tenantID int64, code string, c l
 	l.ID, l.Code, l.TenantID, l.Namespace = uint64(id.Int64), strs[0].String, tenant.Int64, strs[1].String
 	l.URL, l.URLOriginal, l.RedirectType, l.Status = strs[2].String, strs[3].String, link.RedirectType(rt.Int16), link.Status(strs[4].String)
 	l.Version, l.CreatedAt, l.UpdatedAt = uint64(version.Int64), created.Time, updated.Time
+	l.DomainID, l.Domain = d, host.String
 	if expires.Valid {
 		l.ExpiresAt = expires.Time
 	}
@@ -88,7 +91,7 @@ func (s *Store) UpdateLink(ctx context.Context, tenantID int64, code string, c l
 }
 
 // ListLinks implements links.Store.
-func (s *Store) ListLinks(ctx context.Context, tenantID int64, q links.ListRequest) ([]*links.Link, error) {
+func (s *Store) ListLinks(ctx context.Context, tenantID int64, d *link.DomainID, q links.ListRequest) ([]*links.Link, error) {
 	if q.Limit <= 0 {
 		return nil, errors.New("list links: limit must be positive")
 	}
@@ -110,8 +113,12 @@ func (s *Store) ListLinks(ctx context.Context, tenantID int64, q links.ListReque
 	case links.Expired:
 		statuses, expiry = []string{string(link.Active)}, "expired"
 	}
+	domain := int64(-1) // every domain
+	if d != nil {
+		domain = int64(*d)
+	}
 	args := []any{tenantID, before, statuses, q.Namespace, nullTime(q.CreatedAfter), nullTime(q.CreatedBefore), q.Limit,
-		expiry, q.Now}
+		expiry, q.Now, domain}
 	// Tags and search (tags.go) are predicates of the row too, written
 	// only when asked for so the planner sees what it is planning.
 	from, extra := listFilters(q, func(v any) string {
@@ -123,6 +130,7 @@ func (s *Store) ListLinks(ctx context.Context, tenantID int64, q links.ListReque
 		FROM `+from+`
 		WHERE l.tenant_id = $1 AND l.id < $2 AND l.status = ANY ($3::text[])
 		  AND ($4 = '' OR l.namespace = $4)
+		  AND ($10::int8 < 0 OR l.domain_id = $10)
 		  AND ($5::timestamptz IS NULL OR l.created_at > $5)
 		  AND ($6::timestamptz IS NULL OR l.created_at < $6)
 		  AND CASE $8::text

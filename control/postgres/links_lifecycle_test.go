@@ -27,13 +27,13 @@ func TestConcurrentUpdatesVersionInCommitOrder(t *testing.T) {
 	for i := range 40 {
 		wg.Go(func() {
 			u := fmt.Sprintf("https://example.com/%d", i+1)
-			if _, err := st.UpdateLink(ctx, tenant, "race-me", links.Change{SetURL: true, URL: u, URLOriginal: u}); err != nil {
+			if _, err := st.UpdateLink(ctx, tenant, link.DefaultDomain, "race-me", links.Change{SetURL: true, URL: u, URLOriginal: u}); err != nil {
 				t.Error(err)
 			}
 		})
 	}
 	wg.Wait()
-	final, err := st.GetLink(ctx, tenant, "race-me")
+	final, err := st.GetLink(ctx, tenant, link.DefaultDomain, "race-me")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -51,13 +51,13 @@ func TestConcurrentUpdatesVersionInCommitOrder(t *testing.T) {
 		t.Fatalf("link ends at %s version %d; outbox has %d events, the newest %s version %d", final.URL, final.Version, n, lastURL, lastV)
 	}
 
-	if _, err := st.UpdateLink(ctx, tenant+1, "race-me", links.Change{SetStatus: true, Status: link.Disabled}); !errors.Is(err, link.ErrNotFound) {
+	if _, err := st.UpdateLink(ctx, tenant+1, link.DefaultDomain, "race-me", links.Change{SetStatus: true, Status: link.Disabled}); !errors.Is(err, link.ErrNotFound) {
 		t.Errorf("another tenant's update: %v; want ErrNotFound", err)
 	}
-	if _, err := st.UpdateLink(ctx, tenant, "race-me", links.Change{SetStatus: true, Status: link.Deleted}); err != nil {
+	if _, err := st.UpdateLink(ctx, tenant, link.DefaultDomain, "race-me", links.Change{SetStatus: true, Status: link.Deleted}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := st.UpdateLink(ctx, tenant, "race-me", links.Change{SetStatus: true, Status: link.Active}); !errors.Is(err, link.ErrDeleted) {
+	if _, err := st.UpdateLink(ctx, tenant, link.DefaultDomain, "race-me", links.Change{SetStatus: true, Status: link.Active}); !errors.Is(err, link.ErrDeleted) {
 		t.Errorf("update of a tombstone: %v; want ErrDeleted", err)
 	}
 }

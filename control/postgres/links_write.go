@@ -54,29 +54,29 @@ func (s *Store) Autocommit() links.Tx {
 // insertLinks writes many links and their outbox rows in one statement. The
 // xid is taken before any version (see insertLink). A row whose code (or
 // id) exists already is skipped, not an error: its version becomes a hole the
-// relay passes once this transaction ends. Rows go in code order so
-// concurrent batches wait on each other's codes in one direction only. A
+// relay passes once this transaction ends. Rows go in (domain, code) order
+// so concurrent batches wait on each other's codes in one direction only. A
 // NULL url_original is the url itself.
 const insertLinks = `
 WITH x AS MATERIALIZED (SELECT pg_current_xact_id() AS xid),
 i AS MATERIALIZED (
 	SELECT t.*, nextval('change_version_seq') AS version
 	FROM x, unnest($1::bigint[], $2::text[], $3::bigint[], $4::text[], $5::text[], $6::text[], $7::text[],
-	               $8::int2[], $9::timestamptz[], $10::text[])
-	     AS t(id, code, tenant_id, code_source, namespace, url_original, url, redirect_type, expires_at, title)
+	               $8::int2[], $9::timestamptz[], $10::text[], $13::int[])
+	     AS t(id, code, tenant_id, code_source, namespace, url_original, url, redirect_type, expires_at, title, domain_id)
 ),
 l AS (
 	INSERT INTO links (id, code, tenant_id, code_source, namespace, url_original, url,
-	                   redirect_type, status, expires_at, version, title)
+	                   redirect_type, status, expires_at, version, title, domain_id)
 	SELECT id, code, tenant_id, code_source, namespace, coalesce(url_original, url), url, redirect_type, 'active',
-	       expires_at, version, title
-	FROM i ORDER BY code
+	       expires_at, version, title, domain_id
+	FROM i ORDER BY domain_id, code
 	ON CONFLICT DO NOTHING
 	RETURNING id, version, created_at, updated_at
 ),
 o AS (
-	INSERT INTO outbox (version, xid, kind, code, url, redirect_type, status, expires_at)
-	SELECT i.version, x.xid, 'link', i.code, i.url, i.redirect_type, 'active', i.expires_at
+	INSERT INTO outbox (version, xid, kind, code, url, redirect_type, status, expires_at, domain_id)
+	SELECT i.version, x.xid, 'link', i.code, i.url, i.redirect_type, 'active', i.expires_at, i.domain_id
 	FROM l JOIN i ON i.version = l.version, x
 ),
 tg AS (
@@ -84,7 +84,7 @@ tg AS (
 	SELECT i.tenant_id, g.tag, g.link_id
 	FROM unnest($11::bigint[], $12::text[]) AS g(link_id, tag) JOIN l ON l.id = g.link_id JOIN i ON i.id = g.link_id
 )
-SELECT i.code, l.version, l.created_at, l.updated_at FROM l JOIN i ON i.version = l.version`
+SELECT i.domain_id, i.code, l.version, l.created_at, l.updated_at FROM l JOIN i ON i.version = l.version`
 
 // insertFreshLinks is insertLinks for generated codes that no link holds
 // yet, the common case: a plain INSERT, all rows or none. It skips what
@@ -96,30 +96,31 @@ SELECT i.code, l.version, l.created_at, l.updated_at FROM l JOIN i ON i.version 
 // that is taken fails it with unique_violation, and with it every row.
 //
 // A column whose value is the same for every link (the tenant, the
-// namespace, the redirect type, the expiry: nearly always) comes as a NULL
-// array, which unnest pads with NULLs, and that one value ($9 to $12);
-// url_original is NULL where it is the url.
+// namespace, the redirect type, the expiry, the domain: nearly always)
+// comes as a NULL array, which unnest pads with NULLs, and that one value
+// ($9 to $12, $17); url_original is NULL where it is the url.
 const insertFreshLinks = `
 WITH x AS MATERIALIZED (SELECT pg_current_xact_id() AS xid),
 i AS MATERIALIZED (
 	SELECT t.id, t.code, t.url, coalesce(t.url_original, t.url) AS url_original,
 	       coalesce(t.tenant_id, $9::bigint) AS tenant_id, coalesce(t.namespace, $10::text) AS namespace,
 	       coalesce(t.redirect_type, $11::int2) AS redirect_type, coalesce(t.expires_at, $12::timestamptz) AS expires_at,
+	       coalesce(t.domain_id, $17::int) AS domain_id,
 	       t.title, t.ord, nextval('change_version_seq') AS version
 	FROM x, unnest($1::bigint[], $2::text[], $3::text[], $4::text[], $5::bigint[], $6::text[],
-	               $7::int2[], $8::timestamptz[], $13::text[]) WITH ORDINALITY
-	     AS t(id, code, url, url_original, tenant_id, namespace, redirect_type, expires_at, title, ord)
+	               $7::int2[], $8::timestamptz[], $13::text[], $16::int[]) WITH ORDINALITY
+	     AS t(id, code, url, url_original, tenant_id, namespace, redirect_type, expires_at, title, domain_id, ord)
 ),
 l AS (
 	INSERT INTO links (id, code, tenant_id, code_source, namespace, url_original, url,
-	                   redirect_type, status, expires_at, version, title)
+	                   redirect_type, status, expires_at, version, title, domain_id)
 	SELECT id, code, tenant_id, 'generated', namespace, url_original, url, redirect_type, 'active',
-	       expires_at, version, title
-	FROM i ORDER BY code
+	       expires_at, version, title, domain_id
+	FROM i ORDER BY domain_id, code
 ),
 o AS (
-	INSERT INTO outbox (version, xid, kind, code, url, redirect_type, status, expires_at)
-	SELECT i.version, x.xid, 'link', i.code, i.url, i.redirect_type, 'active', i.expires_at FROM i, x
+	INSERT INTO outbox (version, xid, kind, code, url, redirect_type, status, expires_at, domain_id)
+	SELECT i.version, x.xid, 'link', i.code, i.url, i.redirect_type, 'active', i.expires_at, i.domain_id FROM i, x
 ),
 tg AS (
 	INSERT INTO link_tags (tenant_id, tag, link_id)
@@ -140,10 +141,11 @@ type linkArgs struct {
 	expires  pgtype.FlatArray[pgtype.Timestamptz]
 	titles   pgtype.FlatArray[pgtype.Text] // NULL where there is none
 	anyTitle bool
+	domains  []int32
 	// The links' tags as pairs: tagIDs[k] carries tags[k].
 	tagIDs   []int64
 	tags     []string
-	byCode   map[string]int
+	byCode   map[domainCode]int
 	anyTaken bool // a custom code, which another link may hold
 }
 
@@ -152,7 +154,8 @@ func newLinkArgs(ls []links.NewLink) (*linkArgs, error) {
 	a := &linkArgs{
 		ids: make([]int64, n), codes: make([]string, n), tenants: make([]int64, n), custom: make([]string, n),
 		nss: make([]string, n), origs: make([]pgtype.Text, n), urls: make([]string, n), rts: make([]int16, n),
-		expires: make([]pgtype.Timestamptz, n), titles: make([]pgtype.Text, n), byCode: make(map[string]int, n),
+		expires: make([]pgtype.Timestamptz, n), titles: make([]pgtype.Text, n), domains: make([]int32, n),
+		byCode: make(map[domainCode]int, n),
 	}
 	for i, nl := range ls {
 		l := nl.Link
@@ -162,6 +165,7 @@ func newLinkArgs(ls []links.NewLink) (*linkArgs, error) {
 			a.custom[i], a.anyTaken = "custom", true
 		}
 		a.nss[i], a.urls[i], a.rts[i], a.expires[i] = l.Namespace, l.URL, int16(l.RedirectType), nullTime(l.ExpiresAt)
+		a.domains[i] = int32(nl.Domain)
 		if l.URLOriginal != l.URL {
 			a.origs[i] = pgtype.Text{String: l.URLOriginal, Valid: true}
 		}
@@ -171,10 +175,11 @@ func newLinkArgs(ls []links.NewLink) (*linkArgs, error) {
 		for _, tag := range nl.Tags {
 			a.tagIDs, a.tags = append(a.tagIDs, int64(l.ID)), append(a.tags, tag)
 		}
-		if _, dup := a.byCode[l.Code]; dup {
+		k := domainCode{nl.Domain, l.Code}
+		if _, dup := a.byCode[k]; dup {
 			return nil, fmt.Errorf("insert links: %w: duplicate codes in one call", link.ErrInvalidInput)
 		}
-		a.byCode[l.Code] = i
+		a.byCode[k] = i
 	}
 	return a, nil
 }
@@ -207,17 +212,18 @@ func (t *Tx) InsertLinks(ctx context.Context, ls []links.NewLink) ([]bool, error
 		// Nothing of it stands: insertLinks finds which code is taken.
 	}
 	rows, err := t.tx.Query(ctx, insertLinks, a.ids, a.codes, a.tenants, a.custom, a.nss, a.origs, a.urls, a.rts, a.expires,
-		a.titles, a.tagIDs, a.tags)
+		a.titles, a.tagIDs, a.tags, a.domains)
 	if err != nil {
 		return nil, translate(err)
 	}
 	var (
+		domain           int32
 		code             string
 		version          int64
 		created, updated time.Time
 	)
-	_, err = pgx.ForEachRow(rows, []any{&code, &version, &created, &updated}, func() error {
-		i := a.byCode[code]
+	_, err = pgx.ForEachRow(rows, []any{&domain, &code, &version, &created, &updated}, func() error {
+		i := a.byCode[domainCode{link.DomainID(domain), code}]
 		l := ls[i].Link
 		// In UTC, as a replay decodes them: an answer and its replay are one link.
 		l.Version, l.CreatedAt, l.UpdatedAt, l.Status = uint64(version), created.UTC(), updated.UTC(), link.Active
@@ -246,7 +252,8 @@ func (t *Tx) inserted() {
 func (t *Tx) insertFresh(ctx context.Context, ls []links.NewLink, a *linkArgs) error {
 	// Titles and tags are rare on this path: a NULL array each, unnest
 	// pads it.
-	args := []any{a.ids, a.codes, a.urls, []string(nil), nil, nil, nil, nil, nil, nil, nil, nil, []string(nil), []int64(nil), []string(nil)}
+	args := []any{a.ids, a.codes, a.urls, []string(nil), nil, nil, nil, nil, nil, nil, nil, nil, []string(nil), []int64(nil), []string(nil),
+		nil, nil}
 	if slices.ContainsFunc(a.origs, func(o pgtype.Text) bool { return o.Valid }) {
 		args[3] = a.origs
 	}
@@ -268,6 +275,7 @@ func (t *Tx) insertFresh(ctx context.Context, ls []links.NewLink, a *linkArgs) e
 	uniform(5, 9, a.nss, allSame(a.nss), a.nss[0])
 	uniform(6, 10, a.rts, allSame(a.rts), a.rts[0])
 	uniform(7, 11, a.expires, allSame(a.expires), a.expires[0])
+	uniform(15, 16, a.domains, allSame(a.domains), a.domains[0])
 	rows, err := t.tx.Query(ctx, insertFreshLinks, args...)
 	if err != nil {
 		return err
@@ -289,6 +297,12 @@ func (t *Tx) insertFresh(ctx context.Context, ls []links.NewLink, a *linkArgs) e
 		l.Version, l.CreatedAt, l.UpdatedAt, l.Status = uint64(versions[i]), now, now, link.Active
 	}
 	return nil
+}
+
+// domainCode is a link's key: codes are unique per domain.
+type domainCode struct {
+	domain link.DomainID
+	code   string
 }
 
 func allSame[T comparable](vs []T) bool {

@@ -108,7 +108,7 @@ func TestInsertLinksAnswersWhatIsStored(t *testing.T) {
 					t.Fatalf("link %d (%s): inserted %v; want %v", i, l.Code, got[i], want)
 				}
 				if !got[i] {
-					stored, err := st.GetLink(ctx, tenant, l.Code)
+					stored, err := st.GetLink(ctx, tenant, link.DefaultDomain, l.Code)
 					if err != nil || stored.ID != imported.ID || stored.Title != "" || stored.Tags != nil {
 						t.Fatalf("taken code %s now holds %+v, %v; want the imported link, without the title and tags of the link refused", l.Code, stored, err)
 					}
@@ -118,7 +118,7 @@ func TestInsertLinksAnswersWhatIsStored(t *testing.T) {
 					t.Errorf("link %d has version %d after %d: versions must follow the input's order", i, l.Version, last)
 				}
 				last = l.Version
-				stored, err := st.GetLink(ctx, tenant, l.Code)
+				stored, err := st.GetLink(ctx, tenant, link.DefaultDomain, l.Code)
 				if err != nil {
 					t.Fatal(err)
 				}

@@ -78,13 +78,13 @@ func reverse(s string) string {
 // rather than deadlock and neither can slip a tag past the other's count;
 // the limit is checked after the change, so a link over it rolls the whole
 // change back.
-func (s *Store) TagLinks(ctx context.Context, tenantID int64, c links.TagChange) ([]*links.Link, error) {
+func (s *Store) TagLinks(ctx context.Context, tenantID int64, d link.DomainID, c links.TagChange) ([]*links.Link, error) {
 	var out []*links.Link
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		rows, err := tx.Query(ctx, `
 			SELECT id, code FROM links
-			WHERE tenant_id = $1 AND code = ANY ($2::text[]) AND status <> 'deleted'
-			ORDER BY id FOR UPDATE`, tenantID, c.Codes)
+			WHERE tenant_id = $1 AND domain_id = $3 AND code = ANY ($2::text[]) AND status <> 'deleted'
+			ORDER BY id FOR UPDATE`, tenantID, c.Codes, int64(d))
 		if err != nil {
 			return err
 		}

@@ -123,7 +123,7 @@ func TestLinkWritesWakeTheRelay(t *testing.T) {
 		}},
 		{"UpdateLink", func() error {
 			code, _ := base62.Encode(id)
-			_, err := st.UpdateLink(ctx, tenant, code, links.Change{SetStatus: true, Status: link.Disabled})
+			_, err := st.UpdateLink(ctx, tenant, link.DefaultDomain, code, links.Change{SetStatus: true, Status: link.Disabled})
 			return err
 		}},
 	}
