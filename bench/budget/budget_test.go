@@ -99,7 +99,7 @@ func TestColdLinkStillRedirects(t *testing.T) {
 			l := parts.Snapshots.Current()
 			return l != nil && l.Name == name
 		})
-		if _, ok := parts.Snapshots.Current().Snap.Lookup([]byte(hot)); !ok {
+		if _, ok := parts.Snapshots.Current().Snap.Lookup(link.DefaultDomain, []byte(hot)); !ok {
 			t.Fatalf("%s is not in the snapshot it is the hottest link of", hot)
 		}
 	}
@@ -112,7 +112,7 @@ func TestColdLinkStillRedirects(t *testing.T) {
 	create("000005")
 	stack.Eventually(t, "000005 at the edge", time.Minute, func() bool { _, ok := parts.Overlay.Lookup(link.DefaultDomain, []byte("000005")); return ok })
 	publish("000003", 2000)
-	if _, ok := parts.Snapshots.Current().Snap.Lookup([]byte(cold)); ok {
+	if _, ok := parts.Snapshots.Current().Snap.Lookup(link.DefaultDomain, []byte(cold)); ok {
 		t.Fatalf("%s still in the second snapshot", cold)
 	}
 	for id := uint64(1); id <= 5; id++ {

@@ -113,7 +113,7 @@ func serve(args []string) error {
 				ctx.SetStatusCode(fasthttp.StatusNotFound)
 				return
 			}
-			e, ok := snap.Lookup(path[1:])
+			e, ok := snap.Lookup(link.DefaultDomain, path[1:])
 			if !ok || e.Status != link.Active {
 				ctx.SetStatusCode(fasthttp.StatusNotFound)
 				return

@@ -143,7 +143,7 @@ func TestSnapshotBuild(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if e, ok := snap.Lookup([]byte("000007")); !ok || string(e.AppendURL(nil)) != l.URL {
+	if e, ok := snap.Lookup(link.DefaultDomain, []byte("000007")); !ok || string(e.AppendURL(nil)) != l.URL {
 		t.Fatalf("snapshot lookup of 000007: %+v %v", e, ok)
 	}
 	if !strings.Contains(out, "published as "+snapshot.ObjectName(snap.Header.ChangeVersion)) {

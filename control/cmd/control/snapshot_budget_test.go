@@ -66,11 +66,11 @@ func TestSnapshotBuildBudget(t *testing.T) {
 	if h.Flags&snapshot.FlagPartial == 0 || h.Entries != 1 || h.BloomCount != 3 {
 		t.Fatalf("header %+v; want partial, 1 entry, 3 codes in the bloom", h)
 	}
-	if _, ok := snap.Lookup([]byte("000001")); !ok {
+	if _, ok := snap.Lookup(link.DefaultDomain, []byte("000001")); !ok {
 		t.Fatal("the clicked link is not in the budget")
 	}
 	f := new(bloom.BloomFilter)
-	if _, err := f.ReadFrom(strings.NewReader(string(snap.Bloom()))); err != nil {
+	if _, err := f.ReadFrom(strings.NewReader(string(snap.Bloom(link.DefaultDomain)))); err != nil {
 		t.Fatal(err)
 	}
 	for _, code := range []string{"000001", "000002", "000003"} {
