@@ -17,13 +17,15 @@ import (
 // A replica answers from the past and would turn a fresh 201 into a 404:
 // a Store on a replica's pool may serve lookups only behind
 // responder.ReplicaFirst, which asks the primary on every miss.
+//
+// The single-code protocol predates domains: it asks about the platform's.
 const lookupForEdge = `
 SELECT s.last_value, l.url, l.redirect_type, l.status, l.expires_at, l.version
-FROM change_version_seq s LEFT JOIN links l ON l.code = $1`
+FROM change_version_seq s LEFT JOIN links l ON l.domain_id = 0 AND l.code = $1`
 
-// LookupForEdge answers an edge's question about code: the link's state, or
-// NotFound with the change version reached. Errors are the database's; the
-// caller answers Unavailable.
+// LookupForEdge answers an edge's question about code on the platform's
+// domain: the link's state, or NotFound with the change version reached.
+// Errors are the database's; the caller answers Unavailable.
 func (s *Store) LookupForEdge(ctx context.Context, code string) (authority.Reply, error) {
 	var (
 		seq     int64
@@ -49,20 +51,34 @@ func (s *Store) LookupForEdge(ctx context.Context, code string) (authority.Reply
 	return r, nil
 }
 
-// lookupCodes reads many codes and the change sequence in one statement on
-// the primary, each code at its index (see lookupForEdge for the sequence).
+// lookupCodes reads many (domain, code) keys and the change sequence in one
+// statement on the primary, each key at its index (see lookupForEdge for
+// the sequence): the two arrays unnest in step, and each pair is one probe
+// of links_domain_code.
 const lookupCodes = `
 SELECT s.last_value, q.i, l.url, l.redirect_type, l.status, l.expires_at, l.version
 FROM change_version_seq s
-CROSS JOIN unnest($1::text[]) WITH ORDINALITY AS q(code, i)
-LEFT JOIN links l ON l.code = q.code COLLATE "C"`
+CROSS JOIN unnest($1::integer[], $2::text[]) WITH ORDINALITY AS q(domain_id, code, i)
+LEFT JOIN links l ON l.domain_id = q.domain_id AND l.code = q.code COLLATE "C"`
 
-// LookupCodes answers an edge's question about codes: each link's state
-// (Found) or NotFound, in the order asked, and the change version reached
-// when they were read. Errors are the database's; the caller answers
-// Unavailable.
-func (s *Store) LookupCodes(ctx context.Context, codes []string) ([]authority.Reply, uint64, error) {
-	rows, err := s.pool.Query(ctx, lookupCodes, codes)
+// LookupCodes answers an edge's question about codes, codes[i] on
+// domains[i] (domains empty: every code on the platform's domain): each
+// link's state (Found, on its domain) or NotFound, in the order asked, and
+// the change version reached when they were read. A domain that does not
+// exist has no links: its codes are NotFound. Errors are the database's;
+// the caller answers Unavailable.
+func (s *Store) LookupCodes(ctx context.Context, domains []link.DomainID, codes []string) ([]authority.Reply, uint64, error) {
+	if len(domains) != 0 && len(domains) != len(codes) {
+		return nil, 0, fmt.Errorf("lookup codes: %d domains for %d codes", len(domains), len(codes))
+	}
+	ids := make([]int32, len(codes))
+	for i, d := range domains {
+		if d > link.MaxDomainID {
+			return nil, 0, fmt.Errorf("lookup codes: domain %d", d)
+		}
+		ids[i] = int32(d)
+	}
+	rows, err := s.pool.Query(ctx, lookupCodes, ids, codes)
 	if err != nil {
 		return nil, 0, translate(err)
 	}
@@ -89,7 +105,7 @@ func (s *Store) LookupCodes(ctx context.Context, codes []string) ([]authority.Re
 			*r = authority.Reply{Kind: authority.NotFound}
 			continue
 		}
-		*r = authority.Reply{Kind: authority.Found, Version: uint64(version.Int64), Code: codes[i-1], URL: url.String,
+		*r = authority.Reply{Kind: authority.Found, Version: uint64(version.Int64), Domain: link.DomainID(ids[i-1]), Code: codes[i-1], URL: url.String,
 			RedirectType: link.RedirectType(rt.Int16), Status: link.Status(status.String)}
 		if expires.Valid {
 			r.ExpiresAt = expires.Time.UnixMilli()

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/edgelink/edgelink/shared/authority"
+	"github.com/edgelink/edgelink/shared/link"
 )
 
 // ReplicaFirst answers edges' lookups from a read replica to offload the
@@ -72,13 +73,13 @@ func (f *ReplicaFirst) LookupForEdge(ctx context.Context, code string) (authorit
 // LookupCodes implements Lookup: every code the replica has is answered from
 // it; the rest (and all of them when the replica fails or is slow) are
 // asked of the primary, whose version then stands for the NotFounds.
-func (f *ReplicaFirst) LookupCodes(ctx context.Context, codes []string) ([]authority.Reply, uint64, error) {
+func (f *ReplicaFirst) LookupCodes(ctx context.Context, domains []link.DomainID, codes []string) ([]authority.Reply, uint64, error) {
 	timeout := f.ReplicaTimeout
 	if timeout <= 0 {
 		timeout = 200 * time.Millisecond
 	}
 	rctx, cancel := context.WithTimeout(ctx, timeout)
-	reps, version, err := f.Replica.LookupCodes(rctx, codes)
+	reps, version, err := f.Replica.LookupCodes(rctx, domains, codes)
 	cancel()
 	var missing []int
 	if err != nil {
@@ -100,10 +101,17 @@ func (f *ReplicaFirst) LookupCodes(ctx context.Context, codes []string) ([]autho
 		return reps, version, nil
 	}
 	ask := make([]string, len(missing))
+	var askDomains []link.DomainID
+	if len(domains) != 0 {
+		askDomains = make([]link.DomainID, len(missing))
+	}
 	for j, i := range missing {
 		ask[j] = codes[i]
+		if askDomains != nil {
+			askDomains[j] = domains[i]
+		}
 	}
-	preps, pversion, perr := f.Primary.LookupCodes(ctx, ask)
+	preps, pversion, perr := f.Primary.LookupCodes(ctx, askDomains, ask)
 	if perr != nil {
 		if err != nil {
 			return nil, 0, fmt.Errorf("replica: %w; primary: %w", err, perr)

@@ -3,10 +3,12 @@ package responder
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
 	"github.com/edgelink/edgelink/shared/authority"
+	"github.com/edgelink/edgelink/shared/link"
 )
 
 // routeLookup answers from a table; a code listed in slow blocks until the
@@ -21,33 +23,47 @@ type routeLookup struct {
 	asked []string
 }
 
-func (l *routeLookup) LookupForEdge(ctx context.Context, code string) (authority.Reply, error) {
-	l.calls++
-	return l.answer(ctx, code)
+// key names a code in routeLookup's tables: the code on the platform's
+// domain, "<domain>/<code>" on another.
+func key(d link.DomainID, code string) string {
+	if d == link.DefaultDomain {
+		return code
+	}
+	return fmt.Sprintf("%d/%s", d, code)
 }
 
-func (l *routeLookup) answer(ctx context.Context, code string) (authority.Reply, error) {
-	if l.slow[code] {
+func (l *routeLookup) LookupForEdge(ctx context.Context, code string) (authority.Reply, error) {
+	l.calls++
+	return l.answer(ctx, link.DefaultDomain, code)
+}
+
+func (l *routeLookup) answer(ctx context.Context, d link.DomainID, code string) (authority.Reply, error) {
+	if l.slow[key(d, code)] {
 		<-ctx.Done()
 		return authority.Reply{}, ctx.Err()
 	}
 	if l.fail {
 		return authority.Reply{}, errors.New("connection refused")
 	}
-	if l.found[code] {
-		return authority.Reply{Kind: authority.Found, Code: code, Version: 7}, nil
+	if l.found[key(d, code)] {
+		return authority.Reply{Kind: authority.Found, Domain: d, Code: code, Version: 7}, nil
 	}
 	return authority.Reply{Kind: authority.NotFound, Version: 9}, nil
 }
 
-// LookupCodes answers each code as LookupForEdge would, failing as a whole
-// when any code fails; asked records the codes it was asked.
-func (l *routeLookup) LookupCodes(ctx context.Context, codes []string) ([]authority.Reply, uint64, error) {
+// LookupCodes answers each code as LookupForEdge would on its domain,
+// failing as a whole when any code fails; asked records the keys it was
+// asked.
+func (l *routeLookup) LookupCodes(ctx context.Context, domains []link.DomainID, codes []string) ([]authority.Reply, uint64, error) {
 	l.calls++
-	l.asked = append(l.asked, codes...)
 	out := make([]authority.Reply, len(codes))
 	for i, c := range codes {
-		r, err := l.answer(ctx, c)
+		d := link.DefaultDomain
+		if len(domains) > 0 {
+			d = domains[i]
+		}
+		l.asked = append(l.asked, key(d, c))
+		r, err := l.answer(ctx, d, c)
 		if err != nil {
 			return nil, 0, err
 		}
@@ -66,7 +82,7 @@ func TestReplicaFirstCodes(t *testing.T) {
 	replica := &routeLookup{found: map[string]bool{"00000A": true}}
 	primary := &routeLookup{found: map[string]bool{"00000A": true, "00000B": true}}
 	rf := &ReplicaFirst{Replica: replica, Primary: primary}
-	got, _, err := rf.LookupCodes(context.Background(), []string{"00000A", "00000B", "00000C"})
+	got, _, err := rf.LookupCodes(context.Background(), nil, []string{"00000A", "00000B", "00000C"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -82,13 +98,39 @@ func TestReplicaFirstCodes(t *testing.T) {
 			rf.Fallbacks.Load(), rf.FromReplica.Load(), rf.FromPrimary.Load())
 	}
 	down := &ReplicaFirst{Replica: &routeLookup{fail: true}, Primary: &routeLookup{found: map[string]bool{"00000A": true}}}
-	got, _, err = down.LookupCodes(context.Background(), []string{"00000A", "00000C"})
+	got, _, err = down.LookupCodes(context.Background(), nil, []string{"00000A", "00000C"})
 	if err != nil || got[0].Kind != authority.Found || got[1].Kind != authority.NotFound {
 		t.Fatalf("replica down: %+v, %v; want the primary's answers", got, err)
 	}
 	both := &ReplicaFirst{Replica: &routeLookup{fail: true}, Primary: &routeLookup{fail: true}}
-	if _, _, err := both.LookupCodes(context.Background(), []string{"00000A"}); err == nil {
+	if _, _, err := both.LookupCodes(context.Background(), nil, []string{"00000A"}); err == nil {
 		t.Fatal("both down: no error; want one (the edge answers 503)")
+	}
+}
+
+// TestReplicaFirstDomains: the primary is asked about what the replica
+// lacked on the domains asked, never on the platform's in their place.
+func TestReplicaFirstDomains(t *testing.T) {
+	replica := &routeLookup{found: map[string]bool{"3/00000A": true}}
+	primary := &routeLookup{found: map[string]bool{"3/00000A": true, "00000B": true, "4/00000B": true}}
+	rf := &ReplicaFirst{Replica: replica, Primary: primary}
+	got, _, err := rf.LookupCodes(context.Background(), []link.DomainID{3, 4, 0, 3}, []string{"00000A", "00000B", "00000B", "00000B"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []authority.Reply{
+		{Kind: authority.Found, Domain: 3, Code: "00000A", Version: 7},
+		{Kind: authority.Found, Domain: 4, Code: "00000B", Version: 7},
+		{Kind: authority.Found, Code: "00000B", Version: 7},
+		{Kind: authority.NotFound},
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Errorf("reply %d = %+v; want %+v", i, got[i], want[i])
+		}
+	}
+	if fmt.Sprint(primary.asked) != "[4/00000B 00000B 3/00000B]" {
+		t.Errorf("the primary was asked %q; want what the replica lacked, on its domains", primary.asked)
 	}
 }
 

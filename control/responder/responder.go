@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/edgelink/edgelink/shared/authority"
+	"github.com/edgelink/edgelink/shared/link"
 )
 
 // Lookup reads the authority's state of codes: the primary, or a replica
@@ -22,9 +23,10 @@ type Lookup interface {
 	// LookupForEdge answers one code (the single-code protocol of edges
 	// from before questions; kept while they are upgraded).
 	LookupForEdge(ctx context.Context, code string) (authority.Reply, error)
-	// LookupCodes answers each code at its index, and the change version
-	// reached when they were read.
-	LookupCodes(ctx context.Context, codes []string) ([]authority.Reply, uint64, error)
+	// LookupCodes answers each code at its index, codes[i] on domains[i]
+	// (domains empty: all on link.DefaultDomain), a Found reply with its
+	// domain, and the change version reached when they were read.
+	LookupCodes(ctx context.Context, domains []link.DomainID, codes []string) ([]authority.Reply, uint64, error)
 }
 
 // Frontiers reads every namespace's allocation frontier and ceiling on the
@@ -143,13 +145,16 @@ func (r *Responder) ask(ctx context.Context, msg *nats.Msg) {
 	defer cancel()
 	var err error
 	if len(q.Codes) > 0 {
-		a.Replies, a.Version, err = r.lookup.LookupCodes(lctx, q.Codes)
+		a.Replies, a.Version, err = r.lookup.LookupCodes(lctx, q.Domains, q.Codes)
 	}
 	if err == nil && q.Frontier && r.frontiers != nil {
 		r.FrontierReads.Add(1)
 		var promise time.Duration
 		a.Frontiers, promise, err = r.frontiers.Frontiers(lctx)
 		a.PromiseMillis = uint32(promise.Milliseconds())
+	}
+	if err == nil {
+		err = checkReplies(&q, a.Replies)
 	}
 	if err != nil {
 		r.Failed.Add(1)
@@ -166,6 +171,21 @@ func (r *Responder) ask(ctx context.Context, msg *nats.Msg) {
 		}
 	}
 	r.respond(msg, &a)
+}
+
+// checkReplies makes sure a lookup answered each of q's codes at its index
+// with that key's link: a code on another domain is another namespace's,
+// and answering with its link would send a user to a stranger's target.
+func checkReplies(q *authority.Question, reps []authority.Reply) error {
+	if len(reps) != len(q.Codes) {
+		return fmt.Errorf("%d replies to %d codes", len(reps), len(q.Codes))
+	}
+	for i := range reps {
+		if reps[i].Kind == authority.Found && (reps[i].Domain != q.Domain(i) || reps[i].Code != q.Codes[i]) {
+			return fmt.Errorf("reply %d is not about the key asked", i)
+		}
+	}
+	return nil
 }
 
 func (r *Responder) respond(msg *nats.Msg, a *authority.Answer) {

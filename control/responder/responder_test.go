@@ -22,6 +22,12 @@ type fakeLookup struct {
 }
 
 func (f *fakeLookup) LookupForEdge(ctx context.Context, code string) (authority.Reply, error) {
+	return f.lookup(ctx, link.DefaultDomain, code)
+}
+
+// lookup knows 00000A on the platform's domain and on domain 3 (another
+// link there), and fails for "broken".
+func (f *fakeLookup) lookup(ctx context.Context, d link.DomainID, code string) (authority.Reply, error) {
 	n := f.running.Add(1)
 	defer f.running.Add(-1)
 	for {
@@ -33,19 +39,28 @@ func (f *fakeLookup) LookupForEdge(ctx context.Context, code string) (authority.
 	if f.release != nil && code == "00000A" {
 		<-f.release
 	}
-	switch code {
-	case "00000A":
+	switch {
+	case code == "00000A" && d == link.DefaultDomain:
 		return authority.Reply{Kind: authority.Found, Version: 3, Code: code, URL: "https://example.com/", RedirectType: 302, Status: link.Active}, nil
-	case "broken":
+	case code == "00000A" && d == 3:
+		return authority.Reply{Kind: authority.Found, Version: 4, Domain: 3, Code: code, URL: "https://acme.example/", RedirectType: 302, Status: link.Active}, nil
+	case code == "wrong-domain":
+		// A broken lookup answering with another domain's link.
+		return authority.Reply{Kind: authority.Found, Version: 5, Domain: d + 1, Code: code, URL: "https://other.example/", RedirectType: 302, Status: link.Active}, nil
+	case code == "broken":
 		return authority.Reply{}, errors.New("database down")
 	}
 	return authority.Reply{Kind: authority.NotFound, Version: 9}, nil
 }
 
-func (f *fakeLookup) LookupCodes(ctx context.Context, codes []string) ([]authority.Reply, uint64, error) {
+func (f *fakeLookup) LookupCodes(ctx context.Context, domains []link.DomainID, codes []string) ([]authority.Reply, uint64, error) {
 	out := make([]authority.Reply, len(codes))
 	for i, c := range codes {
-		r, err := f.LookupForEdge(ctx, c)
+		d := link.DefaultDomain
+		if len(domains) > 0 {
+			d = domains[i]
+		}
+		r, err := f.lookup(ctx, d, c)
 		if err != nil {
 			return nil, 0, err
 		}
@@ -158,6 +173,20 @@ func TestQuestions(t *testing.T) {
 	}
 	if r.Invalid.Load() != 1 || r.Questions.Load() != 4 || r.FrontierReads.Load() != 1 {
 		t.Errorf("counters: invalid %d, questions %d, frontier reads %d; want 1, 4, 1", r.Invalid.Load(), r.Questions.Load(), r.FrontierReads.Load())
+	}
+	// Codes on domains: each answered on its own, a domain the lookup
+	// does not know NotFound, and a lookup answering with another
+	// domain's link is Unavailable, never that link.
+	a = ask(authority.Question{Codes: []string{"00000A", "00000A", "00000A"}, Domains: []link.DomainID{0, 3, 9}})
+	if a.Kind != authority.Found || len(a.Replies) != 3 || a.Replies[0].URL != "https://example.com/" ||
+		a.Replies[1].Domain != 3 || a.Replies[1].URL != "https://acme.example/" || a.Replies[2].Kind != authority.NotFound {
+		t.Fatalf("answer on domains 0, 3, 9: %+v", a)
+	}
+	if a := ask(authority.Question{Codes: []string{"wrong-domain"}, Domains: []link.DomainID{3}}); a.Kind != authority.Unavailable {
+		t.Errorf("a lookup answering with another domain's link: %+v; want Unavailable", a)
+	}
+	if r.Failed.Load() != 2 || r.Questions.Load() != 6 {
+		t.Errorf("counters: failed %d, questions %d; want 2, 6", r.Failed.Load(), r.Questions.Load())
 	}
 	_, _, raw = startAsk(t, &fakeLookup{}, fakeFrontiers{fail: true}, Config{})
 	q := authority.Question{Frontier: true, Codes: []string{"00000A"}}

@@ -16,8 +16,18 @@ const AskSubject = "edgelink.authority.ask"
 // (at most 4 KiB), so an answer stays far below NATS's 1 MiB payload.
 const MaxCodes = 128
 
-// askFormat is the first byte of questions and answers on AskSubject.
-const askFormat byte = 2
+// The first byte of questions and answers on AskSubject. Format 3 carries a
+// domain per code (a question) or per found link (an answer); format 2 is
+// the same without them, every code on link.DefaultDomain. A question or
+// answer about the platform's domain only is written in format 2, so edges
+// and controls of the release before domains understand each other with
+// this one in either order of upgrade; one about another domain is
+// format 3, which an older control refuses (answering Unavailable: never a
+// NotFound it did not look up).
+const (
+	askFormatNoDomains byte = 2
+	askFormat          byte = 3
+)
 
 // Question is what an edge asks in one message.
 type Question struct {
@@ -27,8 +37,29 @@ type Question struct {
 	// at its index.
 	Codes []string
 	// Domains are the codes' domains, Domains[i] for Codes[i]; empty means
-	// every code is on link.DefaultDomain.
+	// every code is on link.DefaultDomain (as UnmarshalQuestion leaves it
+	// for a question about that domain only).
 	Domains []link.DomainID
+}
+
+// Domain is the domain of Codes[i]: Domains[i], or link.DefaultDomain
+// when Domains is empty.
+func (q *Question) Domain(i int) link.DomainID {
+	if len(q.Domains) == 0 {
+		return link.DefaultDomain
+	}
+	return q.Domains[i]
+}
+
+// hasDomains reports whether any code is on a domain other than the
+// platform's: whether the question takes format 3.
+func (q *Question) hasDomains() bool {
+	for _, d := range q.Domains {
+		if d != link.DefaultDomain {
+			return true
+		}
+	}
+	return false
 }
 
 // Frontier is one namespace's allocation state, as the authority read it
@@ -71,8 +102,8 @@ type Answer struct {
 
 // MarshalQuestion appends q's encoding to dst after checking it.
 //
-// Layout: format, flags (bit 0: frontier), uvarint count, then per code a
-// uvarint length and the code.
+// Layout: format, flags (bit 0: frontier), uvarint count, then per code (in
+// format 3) a uvarint domain, and a uvarint length and the code.
 func MarshalQuestion(dst []byte, q *Question) ([]byte, error) {
 	if len(q.Codes) > MaxCodes {
 		return nil, fmt.Errorf("%w: %d codes in one question, at most %d", errInvalid, len(q.Codes), MaxCodes)
@@ -80,15 +111,29 @@ func MarshalQuestion(dst []byte, q *Question) ([]byte, error) {
 	if len(q.Codes) == 0 && !q.Frontier {
 		return nil, fmt.Errorf("%w: an empty question", errInvalid)
 	}
+	if len(q.Domains) != 0 && len(q.Domains) != len(q.Codes) {
+		return nil, fmt.Errorf("%w: %d domains for %d codes", errInvalid, len(q.Domains), len(q.Codes))
+	}
 	var flags byte
 	if q.Frontier {
 		flags |= 1
 	}
-	dst = append(dst, askFormat, flags)
+	domains := q.hasDomains()
+	format := askFormatNoDomains
+	if domains {
+		format = askFormat
+	}
+	dst = append(dst, format, flags)
 	dst = binary.AppendUvarint(dst, uint64(len(q.Codes)))
 	for i, c := range q.Codes {
 		if !link.ValidCodeSyntax(c) {
 			return nil, fmt.Errorf("%w: code %d of %d bytes is not a valid code", errInvalid, i, len(c))
+		}
+		if domains {
+			if q.Domains[i] > link.MaxDomainID {
+				return nil, fmt.Errorf("%w: code %d on domain %d", errInvalid, i, q.Domains[i])
+			}
+			dst = binary.AppendUvarint(dst, uint64(q.Domains[i]))
 		}
 		dst = binary.AppendUvarint(dst, uint64(len(c)))
 		dst = append(dst, c...)
@@ -96,12 +141,24 @@ func MarshalQuestion(dst []byte, q *Question) ([]byte, error) {
 	return dst, nil
 }
 
-// UnmarshalQuestion decodes and validates a question.
+// UnmarshalQuestion decodes and validates a question, of either format: one
+// in format 2 leaves Domains empty (every code on link.DefaultDomain), one
+// in format 3 gives every code its domain. A malformed question is an
+// error and leaves q empty.
 func UnmarshalQuestion(b []byte, q *Question) error {
+	if err := unmarshalQuestion(b, q); err != nil {
+		*q = Question{}
+		return err
+	}
+	return nil
+}
+
+func unmarshalQuestion(b []byte, q *Question) error {
 	*q = Question{}
-	if len(b) < 3 || b[0] != askFormat || b[1]&^1 != 0 {
+	if len(b) < 3 || (b[0] != askFormat && b[0] != askFormatNoDomains) || b[1]&^1 != 0 {
 		return fmt.Errorf("%w: bad question header", errInvalid)
 	}
+	domains := b[0] == askFormat
 	q.Frontier = b[1]&1 != 0
 	b = b[2:]
 	n, k := binary.Uvarint(b)
@@ -113,7 +170,18 @@ func UnmarshalQuestion(b []byte, q *Question) error {
 		return fmt.Errorf("%w: an empty question", errInvalid)
 	}
 	q.Codes = make([]string, 0, n)
+	if domains {
+		q.Domains = make([]link.DomainID, 0, n)
+	}
 	for range n {
+		if domains {
+			d, k := binary.Uvarint(b)
+			if k <= 0 || d > uint64(link.MaxDomainID) {
+				return fmt.Errorf("%w: domain", errInvalid)
+			}
+			q.Domains = append(q.Domains, link.DomainID(d))
+			b = b[k:]
+		}
 		l, k := binary.Uvarint(b)
 		if k <= 0 || l > uint64(len(b)-k) {
 			return fmt.Errorf("%w: truncated code", errInvalid)
@@ -131,18 +199,27 @@ func UnmarshalQuestion(b []byte, q *Question) error {
 	return nil
 }
 
-// MarshalAnswer appends a's encoding to dst after checking it.
+// MarshalAnswer appends a's encoding to dst after checking it. It takes
+// format 3 when a found link is on a domain other than the platform's (so
+// an edge from before domains, which asks about that domain only, always
+// gets format 2).
 //
 // Layout: format, kind, uvarint version, uvarint promise, uvarint count of
 // frontiers, each a uvarint-length name and uvarint start, end, next and
-// ceiling; uvarint count of replies, each a kind byte and for Found a
-// uvarint version, status byte, uvarint redirect type, varint expires-at
-// and a uvarint-length URL.
+// ceiling; uvarint count of replies, each a kind byte and for Found (in
+// format 3) a uvarint domain, and a uvarint version, status byte, uvarint
+// redirect type, varint expires-at and a uvarint-length URL.
 func MarshalAnswer(dst []byte, a *Answer) ([]byte, error) {
 	if err := a.validate(); err != nil {
 		return nil, err
 	}
-	dst = append(dst, askFormat, byte(a.Kind))
+	format := askFormatNoDomains
+	for i := range a.Replies {
+		if a.Replies[i].Domain != link.DefaultDomain {
+			format = askFormat
+		}
+	}
+	dst = append(dst, format, byte(a.Kind))
 	dst = binary.AppendUvarint(dst, a.Version)
 	dst = binary.AppendUvarint(dst, uint64(a.PromiseMillis))
 	dst = binary.AppendUvarint(dst, uint64(len(a.Frontiers)))
@@ -160,6 +237,9 @@ func MarshalAnswer(dst []byte, a *Answer) ([]byte, error) {
 		if r.Kind != Found {
 			continue
 		}
+		if format == askFormat {
+			dst = binary.AppendUvarint(dst, uint64(r.Domain))
+		}
 		dst = binary.AppendUvarint(dst, r.Version)
 		dst = append(dst, statusByte[r.Status])
 		dst = binary.AppendUvarint(dst, uint64(r.RedirectType))
@@ -171,12 +251,24 @@ func MarshalAnswer(dst []byte, a *Answer) ([]byte, error) {
 }
 
 // UnmarshalAnswer decodes and validates the answer to q: it must reply to
-// each of q's codes, in order, and carry frontiers only if q asked.
+// each of q's codes, in order, each found link on the domain of the code
+// asked, and carry frontiers only if q asked. A found reply's Code and
+// Domain are the code asked and its domain. A malformed answer is an error
+// and leaves a empty.
 func UnmarshalAnswer(b []byte, q *Question, a *Answer) error {
+	if err := unmarshalAnswer(b, q, a); err != nil {
+		*a = Answer{}
+		return err
+	}
+	return nil
+}
+
+func unmarshalAnswer(b []byte, q *Question, a *Answer) error {
 	*a = Answer{}
-	if len(b) < 2 || b[0] != askFormat {
+	if len(b) < 2 || (b[0] != askFormat && b[0] != askFormatNoDomains) {
 		return fmt.Errorf("%w: bad answer header", errInvalid)
 	}
+	domains := b[0] == askFormat
 	a.Kind = Kind(b[1])
 	b = b[2:]
 	var err error
@@ -223,6 +315,19 @@ func UnmarshalAnswer(b []byte, q *Question, a *Answer) error {
 		r := Reply{Kind: Kind(b[0])}
 		b = b[1:]
 		if r.Kind == Found {
+			var asked link.DomainID
+			if int(i) < len(q.Codes) {
+				asked = q.Domain(int(i))
+			}
+			if domains {
+				r.Domain = link.DomainID(next())
+			}
+			if err != nil || r.Domain != asked {
+				// A link of another domain than the one asked is
+				// never taken for the code's: that is the other
+				// domain's namespace.
+				return fmt.Errorf("%w: reply %d on domain %d to a question about domain %d", errInvalid, i, r.Domain, asked)
+			}
 			r.Version = next()
 			if err != nil || len(b) < 1 {
 				return fmt.Errorf("%w: truncated reply", errInvalid)
@@ -296,7 +401,7 @@ func (a *Answer) validate() error {
 		r := a.Replies[i]
 		switch r.Kind {
 		case NotFound:
-			if r.Version != 0 || r.Code != "" || r.URL != "" || r.Status != "" || r.RedirectType != 0 || r.ExpiresAt != 0 {
+			if r.Version != 0 || r.Domain != 0 || r.Code != "" || r.URL != "" || r.Status != "" || r.RedirectType != 0 || r.ExpiresAt != 0 {
 				return fmt.Errorf("%w: reply %d: not found with link fields", errInvalid, i)
 			}
 		case Found:

@@ -70,7 +70,9 @@ var errInvalid = errors.New("authority: invalid reply")
 
 var statusByte = map[link.Status]byte{link.Active: 'a', link.Disabled: 'd', link.Deleted: 'x'}
 
-// Marshal appends the encoding of r to dst after checking it.
+// Marshal appends the encoding of r to dst after checking it. The
+// single-code protocol predates domains: it answers about the platform's
+// domain only, and Marshal refuses a reply on another.
 //
 // Layout: format, kind, uvarint version; then for Found: status byte,
 // uvarint redirect type, varint expires-at, uvarint code length, code, URL
@@ -78,6 +80,9 @@ var statusByte = map[link.Status]byte{link.Active: 'a', link.Disabled: 'd', link
 func Marshal(dst []byte, r *Reply) ([]byte, error) {
 	if err := r.validate(); err != nil {
 		return nil, err
+	}
+	if r.Domain != link.DefaultDomain {
+		return nil, fmt.Errorf("%w: a single-code reply on domain %d", errInvalid, r.Domain)
 	}
 	dst = append(dst, format, byte(r.Kind))
 	dst = binary.AppendUvarint(dst, r.Version)
@@ -136,7 +141,7 @@ func Unmarshal(b []byte, r *Reply) error {
 func (r *Reply) validate() error {
 	switch r.Kind {
 	case NotFound, Unavailable:
-		if r.Code != "" || r.URL != "" || r.Status != "" || r.RedirectType != 0 || r.ExpiresAt != 0 {
+		if r.Domain != 0 || r.Code != "" || r.URL != "" || r.Status != "" || r.RedirectType != 0 || r.ExpiresAt != 0 {
 			return fmt.Errorf("%w: %c reply with link fields", errInvalid, r.Kind)
 		}
 		return nil
@@ -146,9 +151,9 @@ func (r *Reply) validate() error {
 	}
 	// Errors say what is wrong, never whose it is: they end up in logs,
 	// which carry no code or URL.
-	if r.Version == 0 || !link.ValidCodeSyntax(r.Code) || !r.Status.Valid() || r.ExpiresAt < 0 {
-		return fmt.Errorf("%w: found, version %d, status %q, code of %d bytes valid %v, expiry %d",
-			errInvalid, r.Version, r.Status, len(r.Code), link.ValidCodeSyntax(r.Code), r.ExpiresAt)
+	if r.Version == 0 || !link.ValidCodeSyntax(r.Code) || !r.Status.Valid() || r.ExpiresAt < 0 || r.Domain > link.MaxDomainID {
+		return fmt.Errorf("%w: found, version %d, domain %d, status %q, code of %d bytes valid %v, expiry %d",
+			errInvalid, r.Version, r.Domain, r.Status, len(r.Code), link.ValidCodeSyntax(r.Code), r.ExpiresAt)
 	}
 	if r.Status == link.Active && (r.URL == "" || !r.RedirectType.Valid()) {
 		return fmt.Errorf("%w: version %d: active link without url or redirect type", errInvalid, r.Version)

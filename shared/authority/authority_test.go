@@ -41,6 +41,9 @@ func TestRejects(t *testing.T) {
 		{Kind: Found, Version: 1, Code: "00000A", URL: "https://x", RedirectType: 200, Status: link.Active},
 		{Kind: Found, Version: 1, Code: "00000A", URL: "https://x", RedirectType: 302, Status: "weird"},
 		{Kind: NotFound, Version: 1, Code: "00000A"},
+		// The single-code protocol is the platform domain's only.
+		{Kind: Found, Version: 1, Domain: 3, Code: "00000A", URL: "https://x", RedirectType: 302, Status: link.Active},
+		{Kind: NotFound, Version: 1, Domain: 3},
 	}
 	for _, r := range bad {
 		if _, err := Marshal(nil, &r); err == nil {
