@@ -88,6 +88,9 @@ type Config struct {
 	Log                   *slog.Logger
 	// Stats backs the click statistics endpoints (stats.go).
 	Stats StatsReader
+	// Domains backs /api/v1/domains (domains.go); nil answers those
+	// routes 404.
+	Domains Domains
 }
 
 // Server serves the control API. Build it with New; it is an http.Handler
@@ -99,6 +102,7 @@ type Server struct {
 	log    *slog.Logger
 	mux    *http.ServeMux
 	public string
+	short  shortURLs
 	limit  *limiter
 	fails  *authfail.Budget
 	limMet *limitMetrics
@@ -125,6 +129,11 @@ var routeTable = []route{
 	{"GET", "/api/v1/links/{code}/stats", func(s *Server) http.HandlerFunc { return s.authed(s.linkStats) }},
 	{"GET", "/api/v1/links/{code}/qr", func(s *Server) http.HandlerFunc { return s.authed(s.linkQR) }},
 	{"GET", "/api/v1/stats", func(s *Server) http.HandlerFunc { return s.authed(s.tenantStats) }},
+	{"GET", "/api/v1/domains", func(s *Server) http.HandlerFunc { return s.authed(s.listDomains) }},
+	{"POST", "/api/v1/domains", func(s *Server) http.HandlerFunc { return s.authed(s.createDomain) }},
+	{"GET", "/api/v1/domains/{host}", func(s *Server) http.HandlerFunc { return s.authed(s.getDomain) }},
+	{"PATCH", "/api/v1/domains/{host}", func(s *Server) http.HandlerFunc { return s.authed(s.patchDomain) }},
+	{"DELETE", "/api/v1/domains/{host}", func(s *Server) http.HandlerFunc { return s.authed(s.removeDomain) }},
 	{"GET", "/api/v1/openapi.json", func(s *Server) http.HandlerFunc { return s.openAPI }},
 	// Probes and metrics sit at the top level, where orchestrators look
 	// for them; the edge serves the same paths (link.EdgeRoutes).
@@ -179,6 +188,7 @@ func New(auth Authenticator, l Links, cfg Config) *Server {
 	s := &Server{auth: newSharedAuth(auth), links: l, cfg: cfg, log: cfg.Log, mux: http.NewServeMux(),
 		public: strings.TrimRight(cfg.PublicURL, "/"), limit: newLimiter(cfg.RatePerSecond, cfg.Burst, cfg.Now),
 		met: newRequestMetrics(cfg.Registerer)}
+	s.short = newShortURLs(s.public)
 	s.fails = authfail.New(cfg.AuthFailuresPerSecond, cfg.AuthFailureBurst, cfg.AuthFailureClients, cfg.Now)
 	s.limMet = newLimitMetrics(cfg.Registerer, s.fails)
 	allowed := make(map[string][]string)

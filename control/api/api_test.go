@@ -36,7 +36,7 @@ func TestIdempotentConcurrentCreates(t *testing.T) {
 	if replays != n-1 {
 		t.Errorf("%d responses were marked replayed; want %d", replays, n-1)
 	}
-	if links, events := e.count(t, "links"), e.count(t, "outbox"); links != 1 || events != 1 {
+	if links, events := e.count(t, "links"), e.count(t, linkEvents); links != 1 || events != 1 {
 		t.Fatalf("%d links and %d outbox rows after %d creates with one key; want 1 and 1", links, events, n)
 	}
 
@@ -200,7 +200,7 @@ func TestHostileInputsWriteNothing(t *testing.T) {
 			t.Errorf("batch item %d: detail %q shows Go internals (%q)", it.Index, it.Error.Detail, leak)
 		}
 	}
-	if links, events := e.count(t, "links"), e.count(t, "outbox"); links != 0 || events != 0 {
+	if links, events := e.count(t, "links"), e.count(t, linkEvents); links != 0 || events != 0 {
 		t.Fatalf("hostile input wrote %d links and %d outbox rows; want none", links, events)
 	}
 	// A batch of only refused items keeps its answer under its key, and
@@ -518,7 +518,7 @@ func TestBatch(t *testing.T) {
 			t.Errorf("item %d: %+v; want status %d", i, ba.Results[i], want)
 		}
 	}
-	if links, events := e.count(t, "links"), e.count(t, "outbox"); links != 997 || events != 997 {
+	if links, events := e.count(t, "links"), e.count(t, linkEvents); links != 997 || events != 997 {
 		t.Fatalf("%d links, %d outbox rows; want 997 each", links, events)
 	}
 	again := e.do(t, "POST", "/api/v1/links/batch", key, body, "Idempotency-Key", "import-1")

@@ -26,6 +26,9 @@ func TestShapesAreTheBodies(t *testing.T) {
 		{"create", createShape, createBody{}},
 		{"batch", batchShape, batchBody{}},
 		{"patch", patchShape, patchBody{}},
+		{"tags", tagShape, tagBody{}},
+		{"domain", domainShape, domainBody{}},
+		{"domain patch", domainPatchShape, domainPatchBody{}},
 	} {
 		var tags []string
 		rt := reflect.TypeOf(tc.body)

@@ -57,12 +57,10 @@ func (s *Server) writeBody(w http.ResponseWriter, status int, fill func([]byte) 
 func (s *Server) appendLink(b []byte, l *links.Link, now time.Time) []byte {
 	b = append(b, `{"code":`...)
 	b = appendString(b, l.Code)
+	b = append(b, `,"domain":`...)
+	b = appendString(b, s.short.domainOf(l))
 	b = append(b, `,"short_url":"`...)
-	// Escaped piece by piece, as the whole would be: each piece is
-	// valid UTF-8 on its own, and '/' is no escape's part.
-	b = appendEscaped(b, s.public)
-	b = append(b, '/')
-	b = appendEscaped(b, l.Code)
+	b = s.short.appendEscaped(b, l)
 	b = append(b, '"')
 	b = append(b, `,"url":`...)
 	b = appendString(b, l.URL)

@@ -3,9 +3,12 @@ package api
 import (
 	"bytes"
 	"encoding/json"
+	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -31,8 +34,9 @@ type listAnswer struct {
 // wireLink is l as an apiwire.Link with its state at now: the oracle
 // appendLink is held to.
 func wireLink(public string, l *links.Link, now time.Time) apiwire.Link {
+	domain, short := wireShortURL(public, l)
 	b := apiwire.Link{
-		Code: l.Code, ShortURL: public + "/" + l.Code, URL: l.URL, URLOriginal: l.URLOriginal,
+		Code: l.Code, Domain: domain, ShortURL: short, URL: l.URL, URLOriginal: l.URLOriginal,
 		RedirectType: int(l.RedirectType), Status: string(links.State(&l.Link, now)), Namespace: l.Namespace,
 		Version: l.Version, CreatedAt: l.CreatedAt.UTC().Format(time.RFC3339Nano), UpdatedAt: l.UpdatedAt.UTC().Format(time.RFC3339Nano),
 		Tags: append([]string{}, l.Tags...),
@@ -45,6 +49,26 @@ func wireLink(public string, l *links.Link, now time.Time) apiwire.Link {
 		b.ExpiresAt = &e
 	}
 	return b
+}
+
+// wireShortURL is the host of l's domain and l's short URL: on the
+// platform's domain public's host and public + "/" + code, on another the
+// code on its host with public's scheme and port.
+func wireShortURL(public string, l *links.Link) (domain, short string) {
+	pu, err := url.Parse(public)
+	if err != nil {
+		panic(err)
+	}
+	if l.DomainID == link.DefaultDomain {
+		return strings.ToLower(pu.Hostname()), strings.TrimSuffix(public, "/") + "/" + l.Code
+	}
+	host := l.Domain
+	if p := pu.Port(); p != "" {
+		host = net.JoinHostPort(host, p)
+	} else if strings.Contains(host, ":") {
+		host = "[" + host + "]"
+	}
+	return l.Domain, (&url.URL{Scheme: pu.Scheme, Host: host}).String() + "/" + l.Code
 }
 
 // encodingJSON is v as writeJSON writes it.
@@ -70,7 +94,13 @@ var hardStrings = []string{
 // fraction), strings that need escaping, batch answers with problems, list
 // pages with and without a cursor.
 func TestEncodeIsEncodingJSON(t *testing.T) {
-	s := New(oneTenant{}, echoLinks{}, Config{PublicURL: "https://sho.rt/"})
+	for _, public := range []string{"https://sho.rt/", "http://127.0.0.1:8081"} {
+		t.Run(public, func(t *testing.T) { testEncodeIsEncodingJSON(t, public) })
+	}
+}
+
+func testEncodeIsEncodingJSON(t *testing.T, public string) {
+	s := New(oneTenant{}, echoLinks{}, Config{PublicURL: public})
 	created := time.Date(2026, 12, 1, 10, 0, 0, 0, time.FixedZone("x", 3600))
 	var ls []*links.Link
 	for i, str := range hardStrings {
@@ -78,6 +108,14 @@ func TestEncodeIsEncodingJSON(t *testing.T) {
 			RedirectType: link.RedirectType(301 + i), Status: link.Active, Version: uint64(1) << (i * 5),
 			CreatedAt: created.Add(time.Duration(i) * 1234567 * time.Nanosecond), UpdatedAt: created.Add(time.Hour)},
 			Title: str, Tags: hardStrings[:i%4]}
+		// Links on the platform's domain, on another and on an IPv6
+		// literal's.
+		switch i % 4 {
+		case 1, 2:
+			l.DomainID, l.Domain = link.DomainID(i), "go.acme.example"
+		case 3:
+			l.DomainID, l.Domain = 7, "::1"
+		}
 		switch i % 3 {
 		case 1:
 			l.ExpiresAt = created.Add(time.Minute) // expired at now below

@@ -20,6 +20,7 @@ import (
 // createBody is the JSON a creator posts; createShape is what decodeJSON
 // lets into it, and how.
 type createBody struct {
+	Domain       string   `json:"domain"`
 	URL          *string  `json:"url"`
 	Code         string   `json:"code"`
 	ExpiresAt    *string  `json:"expires_at"`
@@ -30,6 +31,7 @@ type createBody struct {
 }
 
 var createShape = jsonObject(
+	into(jsonField("domain", jsonString), func(b *createBody, v jsonValue) { b.Domain = v.str }),
 	into(jsonField("url", jsonString), func(b *createBody, v jsonValue) { b.URL = ptr(v.str) }),
 	into(jsonField("code", jsonString), func(b *createBody, v jsonValue) { b.Code = v.str }),
 	into(jsonField("expires_at", jsonStringOrNull), func(b *createBody, v jsonValue) {
@@ -65,11 +67,20 @@ func idempotencyKey(r *http.Request) (string, error) {
 	return k, nil
 }
 
-func (in *createBody) request() (links.CreateRequest, error) {
+// request is the create the body asks for. Its domain, "" (or left out)
+// for the platform's, is canonical once read.
+func (s *Server) request(in *createBody) (links.CreateRequest, error) {
 	if in.URL == nil {
 		return links.CreateRequest{}, fmt.Errorf("%w: url is required", link.ErrInvalidInput)
 	}
-	req := links.CreateRequest{URL: *in.URL, Code: in.Code, RedirectType: link.RedirectType(in.RedirectType), Namespace: in.Namespace,
+	var domain string
+	if in.Domain != "" {
+		var err error
+		if domain, err = s.linkDomain("domain", in.Domain); err != nil {
+			return links.CreateRequest{}, err
+		}
+	}
+	req := links.CreateRequest{Domain: domain, URL: *in.URL, Code: in.Code, RedirectType: link.RedirectType(in.RedirectType), Namespace: in.Namespace,
 		Title: in.Title, Tags: in.Tags}
 	if in.ExpiresAt != nil {
 		t, err := parseTime("expires_at", *in.ExpiresAt)
@@ -87,7 +98,7 @@ func (s *Server) createLink(w http.ResponseWriter, r *http.Request, tenant int64
 		writeBodyError(w, r, err)
 		return
 	}
-	req, err := in.request()
+	req, err := s.request(&in)
 	if err == nil {
 		req.IdempotencyKey, err = idempotencyKey(r)
 	}
@@ -97,10 +108,16 @@ func (s *Server) createLink(w http.ResponseWriter, r *http.Request, tenant int64
 	}
 	c, err := s.links.Create(r.Context(), tenant, req)
 	if err != nil {
+		// Only the domain can be missing when a link is being made.
+		if errors.Is(err, link.ErrNotFound) {
+			p := unknownDomain(req.Domain)
+			writeProblem(w, r, p.Status, p.Detail)
+			return
+		}
 		s.writeError(w, r, err)
 		return
 	}
-	w.Header().Set("Location", "/api/v1/links/"+c.Link.Code)
+	w.Header().Set("Location", s.linkPath(c.Link))
 	if c.Replayed {
 		w.Header().Set("Idempotent-Replayed", "true")
 	}
@@ -134,7 +151,7 @@ func (s *Server) createBatch(w http.ResponseWriter, r *http.Request, tenant int6
 	reqs := make([]links.CreateRequest, len(in.Links))
 	for i := range in.Links {
 		var err error
-		if reqs[i], err = in.Links[i].request(); err != nil {
+		if reqs[i], err = s.request(&in.Links[i]); err != nil {
 			reqs[i] = links.CreateRequest{Rejected: err}
 		}
 	}
@@ -155,6 +172,9 @@ func (s *Server) createBatch(w http.ResponseWriter, r *http.Request, tenant int6
 			continue
 		}
 		p := s.itemProblem(it.Err)
+		if errors.Is(it.Err, link.ErrNotFound) {
+			p = unknownDomain(reqs[i].Domain)
+		}
 		met.batchItems(p.Status, 1)
 		problems[i] = &p
 	}
@@ -166,7 +186,12 @@ func (s *Server) createBatch(w http.ResponseWriter, r *http.Request, tenant int6
 }
 
 func (s *Server) getLink(w http.ResponseWriter, r *http.Request, tenant int64) {
-	l, err := s.links.Get(r.Context(), tenant, "", r.PathValue("code"))
+	domain, _, err := s.linkQuery(r)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	l, err := s.links.Get(r.Context(), tenant, domain, r.PathValue("code"))
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -208,7 +233,7 @@ func (s *Server) listLinks(w http.ResponseWriter, r *http.Request, tenant int64)
 	lr := links.ListRequest{Limit: 50, Now: s.cfg.Now()}
 	for name := range q {
 		switch name {
-		case "limit", "cursor", "status", "namespace", "created_after", "created_before", "tag", "tag_mode", "q":
+		case "limit", "cursor", "status", "namespace", "created_after", "created_before", "tag", "tag_mode", "q", "domain":
 		default:
 			s.writeError(w, r, fmt.Errorf("%w: unknown query parameter %q", link.ErrInvalidInput, name))
 			return
@@ -222,6 +247,13 @@ func (s *Server) listLinks(w http.ResponseWriter, r *http.Request, tenant int64)
 	// a tag holds no comma.
 	for _, v := range q["tag"] {
 		lr.Tags = append(lr.Tags, strings.Split(v, ",")...)
+	}
+	if v, ok := q["domain"]; ok {
+		// The platform's host too: "" would list every domain.
+		if lr.Domain, err = canonicalDomain("domain", v[0]); err != nil {
+			s.writeError(w, r, err)
+			return
+		}
 	}
 	lr.TagMode, lr.Search = links.TagMode(q.Get("tag_mode")), q.Get("q")
 	if _, sent := q["q"]; sent && lr.Search == "" {
@@ -279,6 +311,11 @@ var patchShape = jsonObject(
 )
 
 func (s *Server) patchLink(w http.ResponseWriter, r *http.Request, tenant int64) {
+	domain, _, err := s.linkQuery(r)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
 	var in patchBody
 	if err := decodeJSON(w, r, &in, patchShape, MaxBodyBytes, "application/json", "application/merge-patch+json"); err != nil {
 		writeBodyError(w, r, err)
@@ -319,7 +356,7 @@ func (s *Server) patchLink(w http.ResponseWriter, r *http.Request, tenant int64)
 		}
 		u.Title = &title
 	}
-	l, err := s.links.Update(r.Context(), tenant, "", r.PathValue("code"), u)
+	l, err := s.links.Update(r.Context(), tenant, domain, r.PathValue("code"), u)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -329,7 +366,12 @@ func (s *Server) patchLink(w http.ResponseWriter, r *http.Request, tenant int64)
 }
 
 func (s *Server) deleteLink(w http.ResponseWriter, r *http.Request, tenant int64) {
-	_, err := s.links.Delete(r.Context(), tenant, "", r.PathValue("code"))
+	domain, _, err := s.linkQuery(r)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	_, err = s.links.Delete(r.Context(), tenant, domain, r.PathValue("code"))
 	if err != nil && !errors.Is(err, link.ErrDeleted) {
 		s.writeError(w, r, err)
 		return

@@ -27,8 +27,11 @@ func writeProblem(w http.ResponseWriter, r *http.Request, status int, detail str
 // message; ok is false for anything else.
 func clientError(err error) (status int, detail string, ok bool) {
 	switch {
-	case errors.Is(err, link.ErrInvalidInput), errors.Is(err, link.ErrInvalidURL):
+	case errors.Is(err, link.ErrInvalidInput), errors.Is(err, link.ErrInvalidURL), errors.Is(err, link.ErrHost):
 		return http.StatusBadRequest, err.Error(), true
+	case errors.Is(err, link.ErrDomainTaken):
+		// Whose it is stays unsaid: hosts are unique across tenants.
+		return http.StatusConflict, "that host is already a domain", true
 	case errors.Is(err, link.ErrNotFound):
 		return http.StatusNotFound, "no such link", true
 	case errors.Is(err, link.ErrDeleted):

@@ -45,26 +45,17 @@ type qrRequest struct {
 
 var qrEccs = map[string]goqr.Ecc{"L": goqr.Low, "M": goqr.Medium, "Q": goqr.Quartile, "H": goqr.High}
 
-// parseQRQuery reads the query of a QR request: format png (default) or
-// svg, size in pixels, margin in modules, ecc L, M (default), Q or H.
-// Names are case-sensitive, values of format and ecc are not; each is sent
-// at most once. Anything else is link.ErrInvalidInput naming the problem.
-func parseQRQuery(raw string) (qrRequest, error) {
+// qrParams are the query parameters of a QR request besides domain.
+var qrParams = []string{"format", "size", "margin", "ecc"}
+
+// parseQRQuery reads the query of a QR request, q (each parameter sent at
+// most once: linkQuery checks that): format png (default) or svg, size in
+// pixels, margin in modules, ecc L, M (default), Q or H. Names are
+// case-sensitive, values of format and ecc are not. Anything else is
+// link.ErrInvalidInput naming the problem.
+func parseQRQuery(q url.Values) (qrRequest, error) {
 	req := qrRequest{margin: QRDefaultMargin, ecc: goqr.Medium, eccName: "M"}
-	q, err := url.ParseQuery(raw)
-	if err != nil {
-		return req, fmt.Errorf("%w: the query string is malformed: %v", link.ErrInvalidInput, err)
-	}
-	for name, vals := range q {
-		switch name {
-		case "format", "size", "margin", "ecc":
-		default:
-			return req, fmt.Errorf("%w: unknown query parameter %q; the parameters are format, size, margin and ecc", link.ErrInvalidInput, name)
-		}
-		if len(vals) > 1 {
-			return req, fmt.Errorf("%w: send %s once, not %d times", link.ErrInvalidInput, name, len(vals))
-		}
-	}
+	var err error
 	if v, ok := q["format"]; ok {
 		switch strings.ToLower(v[0]) {
 		case "png":
@@ -221,12 +212,17 @@ func noneMatch(header, etag string) bool {
 // a code keeps for life (codes are never reused), so a console may cache
 // it; a deleted link answers 410, as the edges do.
 func (s *Server) linkQR(w http.ResponseWriter, r *http.Request, tenant int64) {
-	req, err := parseQRQuery(r.URL.RawQuery)
+	domain, q, err := s.linkQuery(r, qrParams...)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
-	l, err := s.links.Get(r.Context(), tenant, "", r.PathValue("code"))
+	req, err := parseQRQuery(q)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	l, err := s.links.Get(r.Context(), tenant, domain, r.PathValue("code"))
 	if err == nil && l.Status == link.Deleted {
 		err = link.ErrDeleted
 	}
@@ -234,7 +230,7 @@ func (s *Server) linkQR(w http.ResponseWriter, r *http.Request, tenant int64) {
 		s.writeError(w, r, err)
 		return
 	}
-	text := s.shortURL(&l.Link)
+	text := s.short.of(l)
 	code, size, err := encodeQR(text, req)
 	if err != nil {
 		s.writeError(w, r, err)
@@ -273,6 +269,3 @@ func (s *Server) linkQR(w http.ResponseWriter, r *http.Request, tenant int64) {
 	w.WriteHeader(http.StatusOK)
 	_, _ = w.Write(body)
 }
-
-// shortURL is the URL a link is reached at, as the API answers it.
-func (s *Server) shortURL(l *link.Link) string { return s.public + "/" + l.Code }

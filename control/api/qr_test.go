@@ -263,7 +263,11 @@ func FuzzQRQuery(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, raw string) {
-		req, err := parseQRQuery(raw)
+		q, err := checkLinkQuery(raw, qrParams)
+		var req qrRequest
+		if err == nil {
+			req, err = parseQRQuery(q)
+		}
 		if err != nil {
 			if !errors.Is(err, link.ErrInvalidInput) {
 				t.Fatalf("parseQRQuery(%q): %v is not invalid input", raw, err)

@@ -8,14 +8,17 @@ import (
 	"github.com/edgelink/edgelink/shared/link"
 )
 
-// tagBody is a bulk tag change: add and remove on every one of codes.
+// tagBody is a bulk tag change: add and remove on every one of codes, all
+// on domain ("" or left out: the platform's).
 type tagBody struct {
+	Domain string   `json:"domain"`
 	Codes  []string `json:"codes"`
 	Add    []string `json:"add"`
 	Remove []string `json:"remove"`
 }
 
 var tagShape = jsonObject(
+	into(jsonField("domain", jsonString), func(b *tagBody, v jsonValue) { b.Domain = v.str }),
 	into(jsonField("codes", jsonArray(jsonString)), func(b *tagBody, v jsonValue) { b.Codes = append(b.Codes, v.str) }),
 	into(jsonField("add", jsonArray(jsonString)), func(b *tagBody, v jsonValue) { b.Add = append(b.Add, v.str) }),
 	into(jsonField("remove", jsonArray(jsonString)), func(b *tagBody, v jsonValue) { b.Remove = append(b.Remove, v.str) }),
@@ -31,7 +34,15 @@ func (s *Server) tagLinks(w http.ResponseWriter, r *http.Request, tenant int64) 
 		writeBodyError(w, r, err)
 		return
 	}
-	ls, err := s.links.TagLinks(r.Context(), tenant, links.TagChange{Codes: in.Codes, Add: in.Add, Remove: in.Remove})
+	var domain string
+	if in.Domain != "" {
+		var err error
+		if domain, err = s.linkDomain("domain", in.Domain); err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+	}
+	ls, err := s.links.TagLinks(r.Context(), tenant, links.TagChange{Domain: domain, Codes: in.Codes, Add: in.Add, Remove: in.Remove})
 	if err != nil {
 		// The codes not found are the client's to know: they are its own.
 		if errors.Is(err, link.ErrNotFound) {

@@ -131,7 +131,7 @@ func TestTagsAndTitleHostileInput(t *testing.T) {
 	if n := e.count(t, "links"); n != 1 {
 		t.Errorf("%d links; want only the one accepted", n)
 	}
-	if n, o := e.count(t, "link_tags"), e.count(t, "outbox"); n != 1 || o != 1 {
+	if n, o := e.count(t, "link_tags"), e.count(t, linkEvents); n != 1 || o != 1 {
 		t.Errorf("%d tags, %d events; want the accepted link's 1 and 1", n, o)
 	}
 }
@@ -253,7 +253,7 @@ func TestBulkTags(t *testing.T) {
 	if after.Version != before.Version || after.UpdatedAt != before.UpdatedAt {
 		t.Errorf("tagging moved version %d→%d, updated_at %s→%s; tags are no change edges see", before.Version, after.Version, before.UpdatedAt, after.UpdatedAt)
 	}
-	events := e.count(t, "outbox")
+	events := e.count(t, linkEvents)
 
 	state := func() string {
 		var s strings.Builder
@@ -301,7 +301,7 @@ func TestBulkTags(t *testing.T) {
 	if ls := page(t, r); len(ls[0].Tags) != 20 {
 		t.Errorf("tags after adding up to 20: %q", ls[0].Tags)
 	}
-	if n := e.count(t, "outbox"); n != events {
+	if n := e.count(t, linkEvents); n != events {
 		t.Errorf("tagging wrote %d change events; edges never see tags", n-events)
 	}
 }

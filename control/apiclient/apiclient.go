@@ -26,7 +26,10 @@ import (
 type Client struct {
 	base string
 	key  string
-	http *http.Client
+	// domain is the host whose links the link calls address (WithDomain);
+	// "" for the platform's domain.
+	domain string
+	http   *http.Client
 	// Attempts bounds how often a repeatable request is sent (default 8).
 	Attempts int
 	// MaxBackoff caps the wait between attempts (default 5s).
@@ -50,6 +53,33 @@ func New(baseURL, key string) (*Client, error) {
 	}, nil
 }
 
+// WithDomain returns a client whose link calls (Create without a domain of
+// its own, Get, Patch, Delete, QR, TagLinks and List) address the links on
+// the domain with host: codes are unique per domain only. "" is the
+// platform's domain, as for c itself. The two clients share their
+// connections.
+func (c *Client) WithDomain(host string) *Client {
+	d := *c
+	d.domain = host
+	return &d
+}
+
+// linkPath is the path of code's link on c's domain, with suffix (such as
+// "/qr") after the code and query's parameters.
+func (c *Client) linkPath(code, suffix string, query url.Values) string {
+	path := "/api/v1/links/" + url.PathEscape(code) + suffix
+	if c.domain != "" {
+		if query == nil {
+			query = url.Values{}
+		}
+		query.Set("domain", c.domain)
+	}
+	if len(query) > 0 {
+		path += "?" + query.Encode()
+	}
+	return path
+}
+
 // Problem is an RFC 9457 problem the API answered (or, for a body that is
 // not one, the status and the start of the body).
 type Problem = apiwire.Problem
@@ -68,6 +98,9 @@ type Link = apiwire.Link
 
 // CreateRequest is a create's body; empty fields take the API's defaults.
 type CreateRequest struct {
+	// Domain is the host of the domain to make the link on; "" is the
+	// client's (WithDomain), else the platform's.
+	Domain       string   `json:"domain,omitempty"`
 	URL          string   `json:"url"`
 	Code         string   `json:"code,omitempty"`
 	ExpiresAt    string   `json:"expires_at,omitempty"` // RFC 3339
@@ -81,6 +114,9 @@ type CreateRequest struct {
 // retried as needed and replayed reports that an earlier request with that
 // key made the link.
 func (c *Client) Create(ctx context.Context, req CreateRequest, key string) (l *Link, replayed bool, err error) {
+	if req.Domain == "" {
+		req.Domain = c.domain
+	}
 	l = new(Link)
 	h, err := c.do(ctx, http.MethodPost, "/api/v1/links", req, key, key != "", l)
 	if err != nil {
@@ -92,7 +128,7 @@ func (c *Client) Create(ctx context.Context, req CreateRequest, key string) (l *
 // Get reads one of the tenant's links.
 func (c *Client) Get(ctx context.Context, code string) (*Link, error) {
 	l := new(Link)
-	if _, err := c.do(ctx, http.MethodGet, "/api/v1/links/"+url.PathEscape(code), nil, "", true, l); err != nil {
+	if _, err := c.do(ctx, http.MethodGet, c.linkPath(code, "", nil), nil, "", true, l); err != nil {
 		return nil, err
 	}
 	return l, nil
@@ -103,7 +139,7 @@ func (c *Client) Get(ctx context.Context, code string) (*Link, error) {
 // retried.
 func (c *Client) Patch(ctx context.Context, code string, fields map[string]any) (*Link, error) {
 	l := new(Link)
-	if _, err := c.do(ctx, http.MethodPatch, "/api/v1/links/"+url.PathEscape(code), fields, "", true, l); err != nil {
+	if _, err := c.do(ctx, http.MethodPatch, c.linkPath(code, "", nil), fields, "", true, l); err != nil {
 		return nil, err
 	}
 	return l, nil
@@ -111,6 +147,7 @@ func (c *Client) Patch(ctx context.Context, code string, fields map[string]any) 
 
 // ListRequest filters and pages a list of the tenant's links (GET
 // /api/v1/links); empty fields are not sent and take the API's defaults.
+// A client WithDomain lists that domain's links only.
 type ListRequest struct {
 	Status        string // e.g. active, disabled, deleted (docs/api.md)
 	Namespace     string
@@ -150,6 +187,9 @@ func (c *Client) List(ctx context.Context, q ListRequest) (*Page, error) {
 	if q.Search != "" {
 		v.Set("q", q.Search)
 	}
+	if c.domain != "" {
+		v.Set("domain", c.domain)
+	}
 	path := "/api/v1/links"
 	if len(v) > 0 {
 		path += "?" + v.Encode()
@@ -166,6 +206,9 @@ func (c *Client) List(ctx context.Context, q ListRequest) (*Page, error) {
 // removing an absent one changes nothing, so it is retried.
 func (c *Client) TagLinks(ctx context.Context, codes, add, remove []string) ([]Link, error) {
 	body := map[string]any{"codes": codes}
+	if c.domain != "" {
+		body["domain"] = c.domain
+	}
 	if len(add) > 0 {
 		body["add"] = add
 	}
@@ -204,10 +247,7 @@ func (c *Client) QR(ctx context.Context, code string, o QROptions) ([]byte, stri
 	if o.ECC != "" {
 		v.Set("ecc", o.ECC)
 	}
-	path := "/api/v1/links/" + url.PathEscape(code) + "/qr"
-	if len(v) > 0 {
-		path += "?" + v.Encode()
-	}
+	path := c.linkPath(code, "/qr", v)
 	var img []byte
 	h, err := c.do(ctx, http.MethodGet, path, nil, "", true, &img)
 	if err != nil {
@@ -220,7 +260,67 @@ func (c *Client) QR(ctx context.Context, code string, o QROptions) ([]byte, stri
 // handed out again. Deleting a deleted link succeeds too, so it is
 // retried.
 func (c *Client) Delete(ctx context.Context, code string) error {
-	_, err := c.do(ctx, http.MethodDelete, "/api/v1/links/"+url.PathEscape(code), nil, "", true, nil)
+	_, err := c.do(ctx, http.MethodDelete, c.linkPath(code, "", nil), nil, "", true, nil)
+	return err
+}
+
+// Domain is a domain as the API answers it.
+type Domain = apiwire.Domain
+
+// DomainCreate is a new domain's body; empty fields take the API's
+// defaults (no redirects, the default robots.txt, ff1 codes).
+type DomainCreate struct {
+	Host             string `json:"host"`
+	RootRedirect     string `json:"root_redirect,omitempty"`
+	NotFoundRedirect string `json:"not_found_redirect,omitempty"`
+	Robots           string `json:"robots,omitempty"`
+	CodeMode         string `json:"code_mode,omitempty"`
+}
+
+// Domains lists the domains the tenant may make links on: its own, then
+// the platform's.
+func (c *Client) Domains(ctx context.Context) ([]Domain, error) {
+	var l apiwire.DomainList
+	if _, err := c.do(ctx, http.MethodGet, "/api/v1/domains", nil, "", true, &l); err != nil {
+		return nil, err
+	}
+	return l.Domains, nil
+}
+
+// CreateDomain adds a domain. It is not retried: a retry after a lost
+// answer would be refused as the host taken (by this tenant).
+func (c *Client) CreateDomain(ctx context.Context, d DomainCreate) (*Domain, error) {
+	out := new(Domain)
+	if _, err := c.do(ctx, http.MethodPost, "/api/v1/domains", d, "", false, out); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// GetDomain reads one of the tenant's domains, or the platform's.
+func (c *Client) GetDomain(ctx context.Context, host string) (*Domain, error) {
+	out := new(Domain)
+	if _, err := c.do(ctx, http.MethodGet, "/api/v1/domains/"+url.PathEscape(host), nil, "", true, out); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// PatchDomain changes a domain's settings (root_redirect,
+// not_found_redirect, robots; nil or "" clears one). Setting them again is
+// harmless, so it is retried.
+func (c *Client) PatchDomain(ctx context.Context, host string, fields map[string]any) (*Domain, error) {
+	out := new(Domain)
+	if _, err := c.do(ctx, http.MethodPatch, "/api/v1/domains/"+url.PathEscape(host), fields, "", true, out); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// RemoveDomain removes a domain: its links stay, its host answers 404 on
+// the edges.
+func (c *Client) RemoveDomain(ctx context.Context, host string) error {
+	_, err := c.do(ctx, http.MethodDelete, "/api/v1/domains/"+url.PathEscape(host), nil, "", false, nil)
 	return err
 }
 

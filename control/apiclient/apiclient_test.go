@@ -2,6 +2,7 @@ package apiclient
 
 import (
 	"context"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -103,5 +104,51 @@ func TestNewRefusesBadConfig(t *testing.T) {
 		if _, err := New(tc.url, tc.key); err == nil {
 			t.Errorf("New(%q, %q) accepted", tc.url, tc.key)
 		}
+	}
+}
+
+// TestWithDomain: a client WithDomain names its domain on every link call
+// (the query of the link routes, the body of creates and tag changes) and
+// the client it came from still names none.
+func TestWithDomain(t *testing.T) {
+	var got []string
+	c, _ := stub(t, func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		got = append(got, r.Method+" "+r.URL.RequestURI()+" "+strings.TrimSpace(string(b)))
+		switch {
+		case r.Method == http.MethodDelete:
+			w.WriteHeader(http.StatusNoContent)
+		case strings.HasSuffix(r.URL.Path, "/qr"):
+			_, _ = w.Write([]byte("png"))
+		case r.URL.Path == "/api/v1/links" && r.Method == http.MethodGet, r.URL.Path == "/api/v1/links/tags":
+			_, _ = w.Write([]byte(`{"links":[],"next_cursor":null}`))
+		default:
+			_, _ = w.Write([]byte(`{"code":"abcd"}`))
+		}
+	})
+	ctx := context.Background()
+	d := c.WithDomain("go.acme.example")
+	_, _, _ = d.Create(ctx, CreateRequest{URL: "https://e.com/"}, "")
+	_, _, _ = d.Create(ctx, CreateRequest{URL: "https://e.com/", Domain: "other.example"}, "")
+	_, _ = d.Get(ctx, "a/b")
+	_, _ = d.Patch(ctx, "abcd", map[string]any{"status": "disabled"})
+	_ = d.Delete(ctx, "abcd")
+	_, _, _ = d.QR(ctx, "abcd", QROptions{Format: "svg"})
+	_, _ = d.TagLinks(ctx, []string{"abcd"}, []string{"x"}, nil)
+	_, _ = d.List(ctx, ListRequest{Limit: 5})
+	_, _ = c.Get(ctx, "abcd")
+	want := []string{
+		`POST /api/v1/links {"domain":"go.acme.example","url":"https://e.com/"}`,
+		`POST /api/v1/links {"domain":"other.example","url":"https://e.com/"}`,
+		`GET /api/v1/links/a%2Fb?domain=go.acme.example `,
+		`PATCH /api/v1/links/abcd?domain=go.acme.example {"status":"disabled"}`,
+		`DELETE /api/v1/links/abcd?domain=go.acme.example `,
+		`GET /api/v1/links/abcd/qr?domain=go.acme.example&format=svg `,
+		`POST /api/v1/links/tags {"add":["x"],"codes":["abcd"],"domain":"go.acme.example"}`,
+		`GET /api/v1/links?domain=go.acme.example&limit=5 `,
+		`GET /api/v1/links/abcd `,
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("requests:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 }

@@ -32,7 +32,11 @@ func (p *Problem) Error() string {
 // effective state, as edges answer it: active, expired (active, but past
 // ExpiresAt: edges answer 410), disabled or deleted.
 type Link struct {
-	Code         string  `json:"code"`
+	Code string `json:"code"`
+	// Domain is the host the link's code is on (the platform's for links
+	// made without one); ShortURL is the code on that host, with the
+	// scheme and port of control's --public-url.
+	Domain       string  `json:"domain"`
 	ShortURL     string  `json:"short_url"`
 	URL          string  `json:"url"`
 	URLOriginal  string  `json:"url_original"`
@@ -56,4 +60,29 @@ type BatchResult struct {
 	Status int      `json:"status"`
 	Link   *Link    `json:"link,omitempty"`
 	Error  *Problem `json:"error,omitempty"`
+}
+
+// Domain is a domain as the API answers it: a host a tenant's links live
+// on, with its own codes. Platform marks the platform's domain, which
+// every tenant may use and only the operator configures. A null redirect
+// answers 404; a null Robots serves the default robots.txt (everything
+// disallowed). CodeMode is how generated codes are made: ff1 (keyed, not
+// enumerable) or sequential. VerifiedAt is when ownership of the host was
+// verified: null until then (nothing verifies it yet).
+type Domain struct {
+	Host             string  `json:"host"`
+	Platform         bool    `json:"platform"`
+	RootRedirect     *string `json:"root_redirect"`
+	NotFoundRedirect *string `json:"not_found_redirect"`
+	Robots           *string `json:"robots"`
+	CodeMode         string  `json:"code_mode"`
+	Status           string  `json:"status"`
+	VerifiedAt       *string `json:"verified_at"`
+	Version          uint64  `json:"version"`
+}
+
+// DomainList is the answer of GET /api/v1/domains: the tenant's domains,
+// then the platform's.
+type DomainList struct {
+	Domains []Domain `json:"domains"`
 }
