@@ -66,7 +66,10 @@ func (f *fakeNATS) RequestWithContext(ctx context.Context, subj string, data []b
 				d = q.Domains[i]
 			}
 			r := f.answer(d, c)
-			r.Domain, r.Code = 0, "" // implied by the question
+			r.Domain, r.Code = 0, "" // the code is implied by the question
+			if r.Kind == authority.Found {
+				r.Domain = d // a found link names its domain
+			}
 			a.Replies = append(a.Replies, r)
 		}
 		var err error
