@@ -33,11 +33,26 @@ func newRegistry(e *Edge, nc *nats.Conn) *prometheus.Registry {
 		}
 	}
 
-	const requests = "Answers by outcome: redirect (3xx), not_found, gone (410), bad_method, bad_code (a path that is no code: 404), rate_limited (429: a 404 past the client's budget of them), unavailable (503: the authority could not be asked in time)."
+	const requests = "Answers by outcome: redirect (3xx), not_found (an unknown code: 404, or the domain's not-found redirect), gone (410), bad_method, bad_code (a path that is no code: 404 or the domain's not-found redirect), unknown_host (a host no active domain has: the platform's 404), rate_limited (429: a 404 past the client's budget of them), unavailable (503: the authority could not be asked in time)."
 	family("edge_requests_total", requests, "outcome", map[string]*atomic.Uint64{
 		"redirect": &h.Hits, "not_found": &h.NotFound, "gone": &h.Gone, "bad_method": &h.BadMethod,
-		"bad_code": &h.BadCode, "rate_limited": &h.Limited, "unavailable": &h.Unavailable,
+		"bad_code": &h.BadCode, "unknown_host": &h.UnknownHost, "rate_limited": &h.Limited, "unavailable": &h.Unavailable,
 	})
+	const domainRedirects = "Answers by a domain's own redirects (302): root (its root redirect for /), not_found (its not-found redirect for an unknown code, also counted in edge_requests_total as not_found or bad_code)."
+	family("edge_domain_redirects_total", domainRedirects, "kind", map[string]*atomic.Uint64{
+		"root": &h.RootRedirects, "not_found": &h.NotFoundRedirects,
+	})
+	d := e.Domains
+	gauge("edge_domains", "Domains in the edge's table, removed ones included.", func() float64 { return float64(d.Len()) })
+	gauge("edge_domain_table_received", "1 once the edge has a domain table (from a snapshot or the stream); 0 while it serves every host as the platform's domain (a control from before domains).", func() float64 {
+		if d.Known() {
+			return 1
+		}
+		return 0
+	})
+	gauge("edge_domains_undecodable", "Active FF1 domains whose key the edge's --code-keys file lacks: none of their misses is ruled out from memory, each is asked of the authority. Should be 0.", func() float64 { return float64(d.Undecodable()) })
+	counter("edge_domains_refused_total", "Domain configurations (from a snapshot or the stream) refused as invalid; the domain keeps its previous state.", func() float64 { return float64(d.Refused.Load()) })
+	counter("edge_undecodable_misses_total", "Misses of a generated code's shape on an FF1 domain the edge cannot decode (edge_domains_undecodable): asked of the authority instead of ruled out.", u(&r.Undecodable))
 
 	const hits = "Known links answered (302 or 410), by the layer that held them: overlay, snapshot, cache (long-tail), authority (asked over NATS: a link the edge had not received yet)."
 	family("edge_hits_total", hits, "layer", map[string]*atomic.Uint64{
@@ -94,6 +109,7 @@ func newRegistry(e *Edge, nc *nats.Conn) *prometheus.Registry {
 	gauge("edge_changefeed_pending", "Stream messages (each a run of changes) not applied yet: the feed's lag.", func() float64 { return float64(f.Position().Pending) })
 	counter("edge_changefeed_gaps_total", "Events whose predecessor was not applied (the edge re-syncs).", func() float64 { return float64(f.Position().Gaps) })
 	counter("edge_changefeed_bad_events_total", "Undecodable change messages, skipped.", func() float64 { return float64(f.Position().Bad) })
+	counter("edge_changefeed_bad_domain_events_total", "Domain events refused as invalid (the domain keeps its previous state).", func() float64 { return float64(f.Position().BadDomains) })
 	gauge("edge_changefeed_last_applied_timestamp_seconds", "When the last change was applied (Unix seconds; 0 before any).", func() float64 {
 		if t := f.Position().LastApplied; !t.IsZero() {
 			return float64(t.UnixNano()) / 1e9

@@ -27,6 +27,7 @@ import (
 	"github.com/edgelink/edgelink/edge/snapsync"
 	"github.com/edgelink/edgelink/edge/store"
 	"github.com/edgelink/edgelink/internal/natsconn"
+	"github.com/edgelink/edgelink/shared/ff1"
 	"github.com/edgelink/edgelink/shared/link"
 	"github.com/edgelink/edgelink/shared/prom"
 )
@@ -61,9 +62,18 @@ type Config struct {
 	// edge whose word on the client's address is taken: X-Forwarded-For
 	// from them, or, with ProxyProtocol, the PROXY protocol header they
 	// must then send (v1 or v2; connections from anyone else are read
-	// as they are).
+	// as they are). Their X-Forwarded-Host names the request's host (its
+	// domain) in either mode; anyone else's is ignored.
 	TrustedProxies []string
 	ProxyProtocol  bool
+	// CodeKeysFile is the operator's code key file (shared/ff1 LoadKeys,
+	// the same file control reads): an FF1 domain's misses are decoded
+	// with its keys to rule random codes out from memory. Without the
+	// file, or without a domain's key in it, that domain's misses are
+	// asked of the authority. Its bytes are never logged.
+	CodeKeysFile string
+	// CodeKeys, when set, is used instead of CodeKeysFile (tests).
+	CodeKeys *ff1.Keys
 	// ClickBuffer bounds clicks waiting to be published (default 65,536).
 	ClickBuffer int
 	// ClickFlushEvery bounds how long a click waits to be published
@@ -99,6 +109,7 @@ type Config struct {
 // Edge is a running edge's parts, for tests and metrics.
 type Edge struct {
 	Handler   *redirect.Handler
+	Domains   *store.Domains
 	Feed      *changefeed.Feed
 	Resolver  *resolve.Resolver
 	Authority *lookup.Client
@@ -123,6 +134,13 @@ func Run(ctx context.Context, cfg Config) error {
 		log = slog.New(slog.DiscardHandler)
 	}
 	defaults(&cfg)
+	keys := cfg.CodeKeys
+	if keys == nil {
+		var err error
+		if keys, err = ff1.LoadKeys(cfg.CodeKeysFile); err != nil {
+			return err // names the file and the line, never a key
+		}
+	}
 	nc, js, err := natsconn.JetStream(cfg.NATSURL, "edgelink-edge "+cfg.Name)
 	if err != nil {
 		return err
@@ -138,7 +156,11 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	defer cache.Close()
 	snaps := new(store.Snapshots)
-	applied := &store.Layers{Overlay: overlay, Hint: hint, Segments: segments, Snapshots: snaps, Cache: cache}
+	// The domain table: the snapshot's (on each install) and the stream's
+	// domain events, through the layers.
+	domains := store.NewDomains(keys)
+	applied := &store.Layers{Overlay: overlay, Hint: hint, Segments: segments, Snapshots: snaps, Cache: cache,
+		Domains: domains}
 	feed := changefeed.New(js, applied, log)
 	syncer := snapsync.New(js, applied, feed, snapsync.Config{Dir: cfg.SnapshotDir, Poll: cfg.SnapshotPoll,
 		BootWait: cfg.SnapshotBootWait, LockSnapshot: cfg.LockSnapshot, Log: log})
@@ -149,13 +171,13 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	rec := clickpub.New(js, clickpub.Config{Edge: cfg.Name, Buffer: cfg.ClickBuffer, Log: log,
 		FlushEvery: cfg.ClickFlushEvery, ReportEvery: cfg.ClickReportEvery})
-	e := &Edge{Feed: feed, Resolver: res, Authority: client, Clicks: rec, Overlay: overlay, Segments: segments,
-		Snapshots: snaps, Syncer: syncer}
+	e := &Edge{Domains: domains, Feed: feed, Resolver: res, Authority: client, Clicks: rec, Overlay: overlay,
+		Segments: segments, Snapshots: snaps, Syncer: syncer}
 	proxies, err := clientip.New(cfg.TrustedProxies)
 	if err != nil {
 		return err
 	}
-	h := &redirect.Handler{Store: applied, Miss: res, Clicks: rec}
+	h := &redirect.Handler{Domains: domains, Store: applied, Miss: res, Clicks: rec}
 	if cfg.NotFoundRate > 0 {
 		h.NotFoundLimit = ratelimit.New(cfg.NotFoundRate, cfg.NotFoundBurst, 100_000, nil)
 	}
@@ -163,6 +185,9 @@ func Run(ctx context.Context, cfg Config) error {
 		h.ClientIP = func(ctx *fasthttp.RequestCtx) netip.Addr {
 			return proxies.Client(ctx.RemoteIP(), ctx.Request.Header.PeekAll(fasthttp.HeaderXForwardedFor))
 		}
+	}
+	if len(cfg.TrustedProxies) > 0 {
+		h.FromProxy = func(ctx *fasthttp.RequestCtx) bool { return proxies.Proxied(ctx.Conn()) }
 	}
 	var beat atomic.Int64
 	beat.Store(time.Now().UnixNano())
@@ -196,7 +221,7 @@ func Run(ctx context.Context, cfg Config) error {
 	if cfg.OnStart != nil {
 		cfg.OnStart(e)
 	}
-	log.Info("edge listening", "addr", ln.Addr().String())
+	log.Info("edge listening", "addr", ln.Addr().String(), "code_keys", len(keys.Names()))
 
 	feedCtx, stopFeed := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopFeed()

@@ -36,6 +36,7 @@ type cli struct {
 	NotFoundBurst     int           `name:"not-found-burst" default:"1000" env:"EDGELINK_EDGE_NOT_FOUND_BURST" help:"Burst of 404s per client IP."`
 	TrustedProxies    []string      `name:"trusted-proxies" env:"EDGELINK_EDGE_TRUSTED_PROXIES" help:"Proxies (addresses or CIDRs, comma-separated) whose X-Forwarded-For, or PROXY protocol header with --proxy-protocol, names the client."`
 	ProxyProtocol     bool          `name:"proxy-protocol" env:"EDGELINK_EDGE_PROXY_PROTOCOL" help:"Connections from --trusted-proxies must start with a PROXY protocol (v1/v2) header naming the client."`
+	CodeKeys          string        `name:"code-keys" type:"path" env:"EDGELINK_CODE_KEYS" help:"The operator's code key file (lines 'name base64-key'), the same as control's: FF1 domains' unknown codes are ruled out from memory with it; without a domain's key its misses are asked of control."`
 
 	SnapshotDir      string        `name:"snapshot-dir" env:"EDGELINK_EDGE_SNAPSHOT_DIR" help:"Folder keeping the newest snapshot, loaded at boot without NATS (default .data/edge-<name>; 'none' keeps none)."`
 	SnapshotPoll     time.Duration `name:"snapshot-poll" default:"30s" env:"EDGELINK_EDGE_SNAPSHOT_POLL" help:"How often the snapshot bucket is listed besides being watched."`
@@ -91,7 +92,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, onListen 
 		CacheEntries: c.CacheEntries, BloomCapacity: c.BloomCapacity, AuthorityTimeout: c.AuthorityTimeout,
 		AuthorityInflight: c.AuthorityInflight, AuthorityMaxWait: c.AuthorityMaxWait,
 		NotFoundRate: c.NotFoundRate, NotFoundBurst: c.NotFoundBurst,
-		TrustedProxies: c.TrustedProxies, ProxyProtocol: c.ProxyProtocol,
+		TrustedProxies: c.TrustedProxies, ProxyProtocol: c.ProxyProtocol, CodeKeysFile: c.CodeKeys,
 		SnapshotDir: c.SnapshotDir, SnapshotPoll: c.SnapshotPoll, SnapshotBootWait: c.SnapshotBootWait,
 		LockSnapshot: c.LockSnapshot})
 }
