@@ -11,6 +11,7 @@ import (
 	"os"
 	"reflect"
 	"runtime"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -491,15 +492,32 @@ func BenchmarkLookup(b *testing.B) {
 	links := bigSet(1_000_000)
 	const sample = 1 << 20
 	codes := make([]byte, 0, sample*base62.Length)
+	picks := make([]int, 0, sample)
 	for range sample {
-		codes = append(codes, links[rand.IntN(len(links))].Code...)
+		picks = append(picks, rand.IntN(len(links)))
+		codes = append(codes, links[picks[len(picks)-1]].Code...)
 	}
 	code := func(i int) []byte { i &= sample - 1; return codes[i*base62.Length : i*base62.Length+base62.Length] }
+	// The same links spread over 100 domains, looked up on theirs.
+	spread := slices.Clone(links)
+	for i := range spread {
+		spread[i].Domain = link.DomainID(i % 100)
+	}
+	domains := make([]link.DomainID, sample)
+	for i, p := range picks {
+		domains[i] = spread[p].Domain
+	}
 	for _, f := range []struct {
-		name  string
-		build func(testing.TB, []Link, Header, []Sealed, []byte) []byte
-	}{{"format3", build}, {"format1", buildV1}} {
-		data := f.build(b, links, Header{}, nil, nil)
+		name   string
+		build  func(testing.TB, []Link, Header, []Sealed, []byte) []byte
+		links  []Link
+		domain func(i int) link.DomainID
+	}{
+		{"format3", build, links, func(int) link.DomainID { return link.DefaultDomain }},
+		{"format3-100domains", build, spread, func(i int) link.DomainID { return domains[i&(sample-1)] }},
+		{"format1", buildV1, links, func(int) link.DomainID { return link.DefaultDomain }},
+	} {
+		data := f.build(b, f.links, Header{}, nil, nil)
 		s, err := Open(data)
 		if err != nil {
 			b.Fatal(err)
@@ -507,7 +525,7 @@ func BenchmarkLookup(b *testing.B) {
 		b.Run(f.name, func(b *testing.B) {
 			b.ReportAllocs()
 			for i := 0; b.Loop(); i++ {
-				if _, ok := s.Lookup(link.DefaultDomain, code(i)); !ok {
+				if _, ok := s.Lookup(f.domain(i), code(i)); !ok {
 					b.Fatal("miss")
 				}
 			}
