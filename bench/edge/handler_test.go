@@ -60,7 +60,7 @@ func (discard) CreateStream(context.Context, jetstream.StreamConfig) (jetstream.
 // random unknown codes lie beyond it and are answered without asking.
 type notFound struct{ asked *atomic.Uint64 }
 
-func (a notFound) Ask(code string) (authority.Reply, error) {
+func (a notFound) Ask(_ link.DomainID, code string) (authority.Reply, error) {
 	a.asked.Add(1)
 	return authority.Reply{Kind: authority.NotFound, Version: links}, nil
 }
