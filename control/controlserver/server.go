@@ -245,11 +245,10 @@ func Run(ctx context.Context, cfg Config) error {
 	})
 	doms := domains.New(store, domains.Config{Keys: keys, DefaultKey: cfg.DomainKey,
 		Targets: links.TargetPolicy{Blocked: cfg.BlockedDomains, AllowPrivate: cfg.AllowPrivateTargets}})
-	_ = doms // the API takes it as api.Config.Domains (its field is landing)
 	probes := newOps(alloc, ns, store.Ping, cfg, log)
 	handler := api.New(store, svc, api.Config{PublicURL: cfg.PublicURL, Log: log, Stats: store,
 		Startup: probes.startup, Ready: probes.ready, Live: probes.live,
-		Metrics: met.Handler(), Registerer: met.Registry,
+		Metrics: met.Handler(), Registerer: met.Registry, Domains: doms,
 		RatePerSecond: cfg.TenantRate, Burst: cfg.TenantBurst,
 		AuthFailuresPerSecond: cfg.AuthFailureRate, AuthFailureBurst: cfg.AuthFailureBurst})
 
