@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -362,5 +363,71 @@ func TestRunTimeDomainAndExhaustionPerDomain(t *testing.T) {
 		if _, err := svc.Create(ctx, tenant, links.CreateRequest{Domain: host, URL: "https://acme.example/"}); err != nil {
 			t.Errorf("create on %q after tiny.test ran out: %v", host, err)
 		}
+	}
+}
+
+// Creates on several domains at once share transactions: each domain takes
+// the same custom code once, and generated codes stay unique per domain and
+// in its IDs.
+func TestConcurrentCreatesAcrossDomains(t *testing.T) {
+	keys := testKeys(t)
+	ids := &counterIDs{}
+	svc, st, pool, tenant := setup(t, ids, links.Config{Keys: keys})
+	t.Cleanup(func() { checkDone(t, ids, pool) })
+	ctx := context.Background()
+	hosts := []string{"", newDomain(t, st, tenant, "a.test", link.CodesFF1, "k1").Host, newDomain(t, st, tenant, "b.test", link.CodesSequential).Host}
+	const workers = 12
+	type result struct {
+		host string
+		l    *links.Link
+		err  error
+	}
+	out := make(chan result, workers*len(hosts)*3)
+	var wg sync.WaitGroup
+	for w := range workers {
+		for _, h := range hosts {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for i := range 3 {
+					req := links.CreateRequest{Domain: h, URL: fmt.Sprintf("https://example.com/%d/%d", w, i)}
+					if i == 0 {
+						req.Code = "same-code"
+					}
+					c, err := svc.Create(ctx, tenant, req)
+					out <- result{h, c.Link, err}
+				}
+			}()
+		}
+	}
+	wg.Wait()
+	close(out)
+	custom := map[string]int{}
+	codes := map[string]bool{}
+	for r := range out {
+		switch {
+		case errors.Is(r.err, link.ErrCodeTaken):
+		case r.err != nil:
+			t.Fatalf("create on %q: %v", r.host, r.err)
+		case r.l.Code == "same-code":
+			custom[r.host]++
+		default:
+			k := r.l.Domain + "/" + r.l.Code
+			if codes[k] {
+				t.Errorf("%s handed out twice", k)
+			}
+			codes[k] = true
+			if d, _ := link.SplitID(r.l.ID); d != r.l.DomainID {
+				t.Errorf("link %s on domain %d has id %d of domain %d", k, r.l.DomainID, r.l.ID, d)
+			}
+		}
+	}
+	for _, h := range hosts {
+		if custom[h] != 1 {
+			t.Errorf("same-code created %d times on %q, want once", custom[h], h)
+		}
+	}
+	if len(codes) != workers*len(hosts)*2 {
+		t.Errorf("%d generated links, want %d", len(codes), workers*len(hosts)*2)
 	}
 }
