@@ -196,3 +196,48 @@ func TestHintKeysByDomain(t *testing.T) {
 		t.Errorf("MayContain allocated %v times", allocs)
 	}
 }
+
+// The overlay's key compares domains, and its hash spreads them: a probe
+// that meets another domain's record of the same code (a tag collision)
+// must not take it, and one code on many domains must not pile up in one
+// home slot.
+func TestOverlayKeyHasTheDomain(t *testing.T) {
+	o := NewOverlay()
+	for _, c := range []string{"00000A", "summer-sale"} {
+		k0, k1 := keyOf(link.DefaultDomain, []byte(c)), keyOf(1, []byte(c))
+		if k0.equal(k1) || k1.equal(k0) {
+			t.Errorf("%s: the keys of domains 0 and 1 are equal", c)
+		}
+		if !k1.equal(keyOf(1, []byte(c))) {
+			t.Errorf("%s: domain 1's key does not equal itself", c)
+		}
+		homes := map[uint64]bool{}
+		for d := range link.DomainID(1000) {
+			homes[o.hash(keyOf(d, []byte(c)))] = true
+		}
+		if len(homes) != 1000 {
+			t.Errorf("%s on 1000 domains hashes to %d values", c, len(homes))
+		}
+	}
+}
+
+// An entry ristretto returns for another key's hash (a collision) is not
+// an answer: the cache compares the domain and the code it holds.
+func TestCacheCollisionIsAMiss(t *testing.T) {
+	c, err := NewCache(100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	other := &Entry{Domain: 1, Code: "promo", URL: "https://one/", Status: link.Active, RedirectType: 302, Version: 1}
+	for { // ristretto may drop a Set: set until it holds
+		c.c.Set(c.key(link.DefaultDomain, []byte("promo")), cached{e: other, gen: c.gen.Load()}, 1)
+		c.Wait()
+		if _, ok := c.c.Get(c.key(link.DefaultDomain, []byte("promo"))); ok {
+			break
+		}
+	}
+	if e, ok := c.Get(link.DefaultDomain, []byte("promo")); ok {
+		t.Errorf("Get(0, promo) answered domain %d's entry", e.Domain)
+	}
+}
