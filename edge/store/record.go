@@ -18,15 +18,16 @@ import (
 //	         expiry (bit 5), custom code (bit 6), not the platform's
 //	         domain (bit 7)
 //	uvarint  domain, when bit 7 is set
-//	generated code: uvarint ID | custom code: byte length, the code
+//	6 base62 characters: uvarint 1 + their value | other code: byte length, the code
 //	uvarint  version
 //	varint   redirect type, when bits 2–4 are 7
 //	varint   expiry, Unix milliseconds, when bit 5 is set
 //	uvarint  origin: 1 + its index in the shard's dictionary, 0 for none
 //	uvarint  length, then the rest of the target (all of it without origin)
 //
-// A generated code (6 base62 characters) is its ID, so its record holds 3
-// to 6 bytes of key; a custom code's record holds the code, which a lookup
+// A code of 6 base62 characters (every generated code, sequential or FF1:
+// the spelling is stored, not the ID) is its value, so its record holds 3
+// to 6 bytes of key; any other code's record holds the code, which a lookup
 // compares, since the index keeps only a hash. The key, domain and code,
 // comes first: a probe that meets another key's tag reads no further. The
 // platform's domain, which holds most links of most edges, costs no byte.

@@ -3,7 +3,10 @@
 // (Snapshots), looked up together by Layers.Find (the newer version of a
 // code wins); the bounded long-tail cache of authority answers (Cache); and
 // the bloom hint of live codes (Hint) and the sealed ID segments (Segments)
-// that decide when a miss may be answered without the authority.
+// that decide when a miss may be answered without the authority. Every
+// layer is keyed by (domain, code); Domains maps a request's host to its
+// domain. Segments stay keyed by global IDs (each domain owns its own
+// range of them, link.IDRange).
 //
 // The overlay and the snapshot are read in place and cost about the same
 // per link: the snapshot is a mapped file of 16-byte table rows and the
