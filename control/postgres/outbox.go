@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"strconv"
 	"time"
@@ -17,21 +18,40 @@ import (
 // relayLockKey is the advisory lock that makes one relay the publisher.
 const relayLockKey int64 = 0x65646765_6c6e6b31 // "edgelnk1"
 
-// ReadOutbox implements outbox.Store.
+// ReadOutbox implements outbox.Store. A link row is its link's event on
+// its domain (a row from before domains has none: the platform's); a
+// domain row carries the domain's whole configuration as it was written
+// (domain_conf, the JSON of link.Domain), which becomes the event's Conf
+// as of the row's version.
+//
+// A row that cannot become an event ends the page before it, so what
+// precedes it is published; when it is the first row, ReadOutbox fails
+// naming it, and the relay stays on it (a change is never skipped) with
+// the reason in its log.
 func (s *Store) ReadOutbox(ctx context.Context, from uint64, limit int) (outbox.Page, error) {
 	var page outbox.Page
 	rows, err := s.pool.Query(ctx, `
 		SELECT version, kind, code, url, redirect_type, status, expires_at,
-		       namespace, seg_start, seg_end, seg_state
+		       namespace, seg_start, seg_end, seg_state, domain_id, domain_conf
 		FROM outbox WHERE version >= $1 ORDER BY version LIMIT $2`, int64(from), limit)
 	if err != nil {
 		return page, translate(err)
 	}
-	page.Events, err = pgx.CollectRows(rows, scanOutbox)
-	return page, translate(err)
+	defer rows.Close()
+	for rows.Next() {
+		e, err := scanOutbox(rows)
+		if err != nil {
+			if len(page.Events) > 0 {
+				return page, nil
+			}
+			return page, err
+		}
+		page.Events = append(page.Events, e)
+	}
+	return page, translate(rows.Err())
 }
 
-func scanOutbox(row pgx.CollectableRow) (linkevent.Event, error) {
+func scanOutbox(row pgx.Rows) (linkevent.Event, error) {
 	var (
 		e                            linkevent.Event
 		version                      int64
@@ -40,11 +60,34 @@ func scanOutbox(row pgx.CollectableRow) (linkevent.Event, error) {
 		rt                           pgtype.Int2
 		expires                      pgtype.Timestamptz
 		segStart, segEnd             pgtype.Int8
+		domain                       pgtype.Int4
+		conf                         []byte
 	)
-	if err := row.Scan(&version, &kind, &code, &url, &rt, &status, &expires, &ns, &segStart, &segEnd, &segSt); err != nil {
-		return e, err
+	if err := row.Scan(&version, &kind, &code, &url, &rt, &status, &expires, &ns, &segStart, &segEnd, &segSt, &domain, &conf); err != nil {
+		return e, translate(err)
 	}
 	e.Version, e.Kind = uint64(version), linkevent.Kind(kind)
+	if domain.Valid {
+		if domain.Int32 < 0 || link.DomainID(domain.Int32) > link.MaxDomainID {
+			return e, fmt.Errorf("outbox row %d: domain %d", version, domain.Int32)
+		}
+		e.Domain = link.DomainID(domain.Int32)
+	}
+	switch e.Kind {
+	case linkevent.KindDomain:
+		var c link.Domain
+		if err := json.Unmarshal(conf, &c); err != nil {
+			return e, fmt.Errorf("outbox row %d: domain configuration: %w", version, err)
+		}
+		if !domain.Valid || c.ID != e.Domain {
+			return e, fmt.Errorf("outbox row %d: configuration of domain %d in a row of domain %d (set %v)", version, c.ID, domain.Int32, domain.Valid)
+		}
+		// The configuration is as of the change that wrote it, whatever
+		// version its JSON says: edges compare it by this one.
+		c.Version = e.Version
+		e.Conf = &c
+		return e, nil
+	}
 	e.Code, e.URL, e.Status = code.String, url.String, link.Status(status.String)
 	e.RedirectType = link.RedirectType(rt.Int16)
 	if expires.Valid {

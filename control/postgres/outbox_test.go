@@ -8,7 +8,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/edgelink/edgelink/shared/link"
+	"github.com/edgelink/edgelink/shared/linkevent"
 )
 
 // insertOutbox writes link rows with versions from to to, straight into the
@@ -21,6 +25,18 @@ func insertOutbox(t *testing.T, pool *pgxpool.Pool, from, to int) {
 		from, to); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// newEmptyOutbox is a store on a fresh database whose outbox holds nothing:
+// without the platform domain's row that the migrations write (its
+// publishing is TestReadOutboxDomains's), for tests that count rows.
+func newEmptyOutbox(t *testing.T) (*Store, *pgxpool.Pool) {
+	t.Helper()
+	st, pool := newStore(t)
+	if _, err := pool.Exec(context.Background(), `DELETE FROM outbox`); err != nil {
+		t.Fatal(err)
+	}
+	return st, pool
 }
 
 func minOutbox(t *testing.T, st *Store) string {
@@ -39,7 +55,7 @@ func minOutbox(t *testing.T, st *Store) string {
 // MinOutboxVersion is the first row at or after it, and marking rewrites
 // no outbox row (the rows keep the tuple their writer made).
 func TestMarkPublishedIsAPosition(t *testing.T) {
-	st, pool := newStore(t)
+	st, pool := newEmptyOutbox(t)
 	ctx := context.Background()
 	if got := minOutbox(t, st); got != "none" {
 		t.Fatalf("empty outbox: MinOutboxVersion %s, want none", got)
@@ -105,7 +121,7 @@ func TestMigration009CarriesMarks(t *testing.T) {
 		{"empty outbox", 0, 0, 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			st, pool := newStore(t)
+			st, pool := newEmptyOutbox(t)
 			ctx := context.Background()
 			if _, err := pool.Exec(ctx, down); err != nil {
 				t.Fatalf("down: %v", err)
@@ -143,7 +159,7 @@ func TestMigration009CarriesMarks(t *testing.T) {
 // TestPurgePublishedKeepsWhatIsNotPublished: only rows below the published
 // position and older than the cutoff go, oldest first, at most limit.
 func TestPurgePublishedKeepsWhatIsNotPublished(t *testing.T) {
-	st, pool := newStore(t)
+	st, pool := newEmptyOutbox(t)
 	ctx := context.Background()
 	insertOutbox(t, pool, 1, 10)
 	if _, err := pool.Exec(ctx, `UPDATE outbox SET created_at = now() - interval '2 days' WHERE version <> 3`); err != nil {
@@ -175,5 +191,65 @@ func TestPurgePublishedKeepsWhatIsNotPublished(t *testing.T) {
 		if got := left(); n != step.deleted || got != step.left {
 			t.Fatalf("limit %d: deleted %d, left %s; want %d, %s", step.limit, n, got, step.deleted, step.left)
 		}
+	}
+}
+
+// TestReadOutboxDomains: link rows are events on their domains (none: the
+// platform's), domain rows carry their configuration as of the row's
+// version, and a row that cannot become an event ends the page before it,
+// then fails the read that starts at it, naming it.
+func TestReadOutboxDomains(t *testing.T) {
+	st, pool := newStore(t)
+	ctx := context.Background()
+	exec := func(sql string, args ...any) {
+		t.Helper()
+		if _, err := pool.Exec(ctx, sql, args...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The migration wrote the platform's domain row; this test starts after it.
+	var first int64
+	if err := pool.QueryRow(ctx, `SELECT min(version) FROM outbox WHERE kind = 'domain' AND domain_id = 0`).Scan(&first); err != nil {
+		t.Fatalf("the migration's domain row: %v", err)
+	}
+	conf := `{"id": 3, "host": "go.acme.com", "tenant_id": 7, "root_redirect": "https://acme.com/", "code_mode": "ff1",
+		"key_ids": ["k2026", "k2025"], "status": "active", "version": 1}`
+	exec(`INSERT INTO outbox (version, kind, domain_id, domain_conf) VALUES (100, 'domain', 3, $1)`, conf)
+	exec(`INSERT INTO outbox (version, kind, domain_id, code, url, redirect_type, status) VALUES
+		(101, 'link', 3, 'spring', 'https://acme.com/3', 302, 'active'),
+		(102, 'link', 0, 'spring', 'https://platform.example/', 302, 'active'),
+		(103, 'link', NULL, 'before', 'https://platform.example/b', 301, 'active')`)
+	exec(`INSERT INTO outbox (version, kind, domain_id, domain_conf) VALUES (104, 'domain', 4, '{"id": 3, "host": "x.example"}')`)
+	exec(`INSERT INTO outbox (version, kind, domain_id, code, url, redirect_type, status) VALUES (105, 'link', 3, 'later', 'https://acme.com/l', 302, 'active')`)
+
+	page, err := st.ReadOutbox(ctx, uint64(first), 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []linkevent.Event{
+		{Version: uint64(first), Kind: linkevent.KindDomain, Conf: &link.Domain{Host: "platform.invalid", CodeMode: link.CodesSequential,
+			Status: link.DomainActive, Version: uint64(first)}},
+		{Version: 100, Kind: linkevent.KindDomain, Domain: 3, Conf: &link.Domain{ID: 3, Host: "go.acme.com", TenantID: 7,
+			RootRedirect: "https://acme.com/", CodeMode: link.CodesFF1, KeyIDs: []string{"k2026", "k2025"}, Status: link.DomainActive, Version: 100}},
+		{Version: 101, Kind: linkevent.KindLink, Domain: 3, Code: "spring", URL: "https://acme.com/3", RedirectType: 302, Status: link.Active},
+		{Version: 102, Kind: linkevent.KindLink, Code: "spring", URL: "https://platform.example/", RedirectType: 302, Status: link.Active},
+		{Version: 103, Kind: linkevent.KindLink, Code: "before", URL: "https://platform.example/b", RedirectType: 301, Status: link.Active},
+	}
+	if diff := cmp.Diff(want, page.Events); diff != "" {
+		t.Fatalf("page up to the bad row (-want +got):\n%s", diff)
+	}
+	// Every event of it is one the stream takes.
+	var b linkevent.Batch
+	for i := range page.Events {
+		e := page.Events[i]
+		if i > 0 {
+			e.Prev = page.Events[i-1].Version
+		}
+		if err := b.Add(&e); err != nil {
+			t.Fatalf("event %d does not batch: %v", e.Version, err)
+		}
+	}
+	if page, err := st.ReadOutbox(ctx, 104, 100); err == nil || !strings.Contains(err.Error(), "outbox row 104") {
+		t.Fatalf("ReadOutbox from the bad row = %d events, %v; want an error naming row 104", len(page.Events), err)
 	}
 }
