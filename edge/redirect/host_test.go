@@ -1,7 +1,9 @@
 package redirect
 
 import (
+	"fmt"
 	"net"
+	"sync"
 	"testing"
 	"time"
 
@@ -217,6 +219,9 @@ func TestForwardedHost(t *testing.T) {
 		{hostCase{"trusted proxy, unknown forwarded host: no fallback to Host", "sho.rt", "/00000A", 404, ""}, proxy, []string{"unknown.example"}},
 		{hostCase{"trusted proxy without the header: Host", "go.acme.com", "/00000A", 302, "https://acme.example/a"}, proxy, nil},
 		{hostCase{"trusted proxy, empty header: Host", "go.acme.com", "/00000A", 302, "https://acme.example/a"}, proxy, []string{" "}},
+		// fasthttp gives "/" as the path of a URI it cannot parse (here
+		// for its Host): that is no request for the domain's root.
+		{hostCase{"trusted proxy, a Host fasthttp cannot parse", "a b", "/00000A", 404, ""}, proxy, []string{"go.acme.com"}},
 	} {
 		checkHost(t, h, tt.hostCase, hostRequest(tt.host, tt.path, tt.peer, tt.fwd...))
 	}
@@ -344,4 +349,134 @@ func BenchmarkHitOneHost(b *testing.B) {
 		ctx.Response.Reset()
 		h.Serve(ctx)
 	}
+}
+
+// TestDomainChangesWhileServing: requests on several hosts are served
+// while their domains change (settings, a removal and its return); every
+// answer is one the domain had at some moment, never another domain's
+// link. Run under the race detector.
+func TestDomainChangesWhileServing(t *testing.T) {
+	h := newDomainHandler(t)
+	stop := make(chan struct{})
+	errs := make(chan string, 64)
+	var wg sync.WaitGroup
+	for w := range 4 {
+		wg.Go(func() {
+			ctxs := []*fasthttp.RequestCtx{
+				hostRequest("go.acme.com", "/00000A", nil),
+				hostRequest("bücher.example", "/buch01", nil),
+				hostRequest("xn--bcher-kva.example", "/00000A", nil),
+				hostRequest("sho.rt", "/00000A", nil),
+			}
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				k := (i + w) % len(ctxs)
+				ctx := ctxs[k]
+				ctx.Response.Reset()
+				h.Serve(ctx)
+				s, loc := ctx.Response.StatusCode(), string(ctx.Response.Header.Peek(fasthttp.HeaderLocation))
+				ok := false
+				switch k {
+				case 0:
+					ok = s == 302 && loc == "https://acme.example/a"
+				case 1:
+					ok = (s == 302 && loc == "https://bücher.example/buch") || (s == 404 && loc == "")
+				case 2: // no such link there: 404, or the not-found redirect it sometimes has
+					ok = (s == 404 && loc == "") || (s == 302 && loc == "https://xn--bcher-kva.example/missing")
+				case 3:
+					ok = s == 302 && loc == "https://platform.example/a"
+				}
+				if !ok {
+					select {
+					case errs <- fmt.Sprintf("request %d: %d %q", k, s, loc):
+					default:
+					}
+				}
+			}
+		})
+	}
+	conf := testDomains[2]
+	conf.Status = link.DomainActive
+	for v := uint64(2); v < 500; v++ {
+		conf.Version = v
+		switch v % 3 {
+		case 0:
+			conf.Status, conf.NotFoundRedirect = link.DomainActive, ""
+		case 1:
+			conf.NotFoundRedirect = "https://xn--bcher-kva.example/missing"
+		case 2:
+			conf.Status = link.DomainRemoved
+		}
+		if err := h.Domains.Apply(conf); err != nil {
+			t.Fatal(err)
+		}
+	}
+	close(stop)
+	wg.Wait()
+	close(errs)
+	for e := range errs {
+		t.Error(e)
+	}
+}
+
+// FuzzHost: whatever Host and X-Forwarded-Host a client sends, with or
+// without a trusted proxy in between, the handler picks exactly the
+// domain the exact canonical form of the effective host names (the fast
+// path never disagrees with link.CanonicalHost), or none; a redirect is
+// that domain's link, never another's.
+func FuzzHost(f *testing.F) {
+	for _, s := range [][2]string{
+		{"go.acme.com", ""}, {"GO.ACME.COM:8443", ""}, {"go.acme.com.", ""}, {"bücher.example", ""},
+		{"xn--bcher-kva.example", ""}, {"b%C3%BCcher.example", ""}, {"[::1]:80", ""}, {"sho.rt", "go.acme.com"},
+		{"sho.rt", "a, go.acme.com"}, {"go.acme.com:", ""}, {"go.acme.com..", ""}, {"ＧＯ.acme.com", ""}, {"", ""},
+	} {
+		f.Add(s[0], s[1], false)
+		f.Add(s[0], s[1], true)
+	}
+	h := newDomainHandler(f)
+	h.FromProxy = func(ctx *fasthttp.RequestCtx) bool { return ctx.RemoteIP().Equal(net.ParseIP("10.1.2.3")) }
+	targets := map[link.DomainID]string{0: "https://platform.example/a", 1: "https://acme.example/a"}
+	f.Fuzz(func(t *testing.T, host, fwd string, proxied bool) {
+		var peer net.Addr
+		if proxied {
+			peer = &net.TCPAddr{IP: net.ParseIP("10.1.2.3"), Port: 1}
+		}
+		var fwds []string
+		if fwd != "" {
+			fwds = []string{fwd}
+		}
+		ctx := hostRequest(host, "/00000A", peer, fwds...)
+		// The host the handler should read, as fasthttp parsed it.
+		eff := string(ctx.Host())
+		if proxied {
+			if v := forwardedHost(ctx.Request.Header.PeekAll(fasthttp.HeaderXForwardedHost)); v != nil {
+				eff = string(v)
+			}
+		}
+		want, known := "", false
+		if canon, err := link.CanonicalHost(eff); err == nil {
+			if d, ok := h.Domains.ByHost([]byte(canon)); ok {
+				want, known = targets[d.Conf.ID], true
+			}
+		}
+		parsed := string(ctx.Path()) == "/00000A" // fasthttp says "/" for a URI it cannot parse
+		h.Serve(ctx)
+		s, loc := ctx.Response.StatusCode(), string(ctx.Response.Header.Peek(fasthttp.HeaderLocation))
+		switch {
+		case !parsed && (s == 302 && loc != "https://acme.example/404?from=short" || s != 302 && s != 404):
+			// Never a link nor a root: at most the domain's not-found page.
+			t.Fatalf("Host %q, forwarded %q (proxied %v), a request fasthttp cannot parse: %d %q; want 404", host, fwd, proxied, s, loc)
+		case !parsed:
+		case known && want == "" && s != 404: // a domain without the code
+			t.Fatalf("Host %q, forwarded %q (proxied %v): %d %q; want 404", host, fwd, proxied, s, loc)
+		case known && want != "" && (s != 302 || loc != want):
+			t.Fatalf("Host %q, forwarded %q (proxied %v): %d %q; want 302 %q", host, fwd, proxied, s, loc, want)
+		case !known && s != 404:
+			t.Fatalf("Host %q, forwarded %q (proxied %v), no domain: %d %q; want 404", host, fwd, proxied, s, loc)
+		}
+	})
 }

@@ -3,6 +3,7 @@
 package redirect
 
 import (
+	"bytes"
 	"io"
 	"net/netip"
 	"runtime"
@@ -319,7 +320,7 @@ func (h *Handler) serveOps(ctx *fasthttp.RequestCtx, path []byte) {
 func (h *Handler) serveDomain(ctx *fasthttp.RequestCtx, dom *store.DomainState, path []byte) {
 	switch string(path) {
 	case "/":
-		if dom.Conf.RootRedirect != "" {
+		if dom.Conf.RootRedirect != "" && rootAsked(ctx) {
 			h.Counters.RootRedirects.Add(1)
 			h.redirectTo(ctx, dom.Conf.RootRedirect)
 			return
@@ -355,6 +356,27 @@ func (h *Handler) text(ctx *fasthttp.RequestCtx, status int, body []byte) {
 	ctx.SetStatusCode(status)
 	ctx.SetBody(body)
 }
+
+// rootAsked reports whether the request's target really is the root:
+// fasthttp gives "/" as the path of a request whose URI it could not parse
+// (a malformed Host), which must not get the domain's root redirect.
+func rootAsked(ctx *fasthttp.RequestCtx) bool {
+	u := ctx.Request.Header.RequestURI()
+	if i := bytes.Index(u, schemeSep); i >= 0 { // absolute form
+		u = u[i+len(schemeSep):]
+		j := bytes.IndexByte(u, '/')
+		if j < 0 {
+			return true
+		}
+		u = u[j:]
+	}
+	if j := bytes.IndexAny(u, "?#"); j >= 0 {
+		u = u[:j]
+	}
+	return len(u) == 0 || string(u) == "/"
+}
+
+var schemeSep = []byte("://")
 
 func equal(a, b []byte) bool { return string(a) == string(b) }
 
