@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"net/http"
+	"net/url"
 	"time"
 
 	"github.com/edgelink/edgelink/control/clickstats"
@@ -53,6 +54,7 @@ type valueCounts struct {
 }
 
 type linkStatsBody struct {
+	Domain    string        `json:"domain"` // the link's domain's host
 	Code      string        `json:"code"`
 	From      string        `json:"from"`
 	To        string        `json:"to"`
@@ -90,9 +92,8 @@ type tenantStatsBody struct {
 	Service   serviceBody `json:"service"`
 }
 
-// statsRange reads from and to (YYYY-MM-DD, UTC, inclusive).
-func (s *Server) statsRange(r *http.Request) (from, to time.Time, err error) {
-	q := r.URL.Query()
+// statsRange reads from and to (YYYY-MM-DD, UTC, inclusive) from q.
+func (s *Server) statsRange(q url.Values) (from, to time.Time, err error) {
 	to = s.cfg.Now().UTC().Truncate(24 * time.Hour)
 	if v := q.Get("to"); v != "" {
 		if to, err = time.Parse(dateOnly, v); err != nil {
@@ -136,13 +137,13 @@ func daily(from, to time.Time, rows []clickstats.Day) ([]dayCounts, counts) {
 
 var errNoStats = errors.New("statistics are not configured on this server")
 
-// statsRequest is the range a stats request asks for. When there is none
-// to serve (no statistics here, or a bad range) it answers the error and
-// ok is false.
-func (s *Server) statsRequest(w http.ResponseWriter, r *http.Request) (from, to time.Time, ok bool) {
+// statsRequest is the range a stats request asks for in q. When there is
+// none to serve (no statistics here, or a bad range) it answers the error
+// and ok is false.
+func (s *Server) statsRequest(w http.ResponseWriter, r *http.Request, q url.Values) (from, to time.Time, ok bool) {
 	err := errNoStats
 	if s.cfg.Stats != nil {
-		from, to, err = s.statsRange(r)
+		from, to, err = s.statsRange(q)
 	}
 	if err != nil {
 		s.writeError(w, r, err)
@@ -151,14 +152,26 @@ func (s *Server) statsRequest(w http.ResponseWriter, r *http.Request) (from, to 
 	return from, to, true
 }
 
+// statsParams are the query parameters of the stats routes besides a
+// link's domain.
+var statsParams = []string{"from", "to"}
+
 func (s *Server) linkStats(w http.ResponseWriter, r *http.Request, tenant int64) {
-	from, to, ok := s.statsRequest(w, r)
+	// ?domain= names the link's domain as on every link route (absent:
+	// the platform's); a parameter the route does not know is refused, so
+	// a misspelt domain never reads the platform's link of that code.
+	domain, q, err := s.linkQuery(r, statsParams...)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	from, to, ok := s.statsRequest(w, r, q)
 	if !ok {
 		return
 	}
-	// Tenant scope: another tenant's code is a 404, exactly like an
-	// unknown one.
-	l, err := s.links.Get(r.Context(), tenant, "", r.PathValue("code"))
+	// Tenant scope: another tenant's code or domain is a 404, exactly
+	// like an unknown one.
+	l, err := s.links.Get(r.Context(), tenant, domain, r.PathValue("code"))
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -168,7 +181,7 @@ func (s *Server) linkStats(w http.ResponseWriter, r *http.Request, tenant int64)
 		s.writeError(w, r, err)
 		return
 	}
-	out := linkStatsBody{Code: l.Code, From: from.Format(dateOnly), To: to.Format(dateOnly),
+	out := linkStatsBody{Domain: s.short.domainOf(l), Code: l.Code, From: from.Format(dateOnly), To: to.Format(dateOnly),
 		Referrers: []valueCounts{}, Devices: []valueCounts{}, Statuses: []valueCounts{}, Edges: []valueCounts{}}
 	out.Daily, out.Totals = daily(from, to, days)
 	for _, b := range breakdown {
@@ -188,7 +201,7 @@ func (s *Server) linkStats(w http.ResponseWriter, r *http.Request, tenant int64)
 }
 
 func (s *Server) tenantStats(w http.ResponseWriter, r *http.Request, tenant int64) {
-	from, to, ok := s.statsRequest(w, r)
+	from, to, ok := s.statsRequest(w, r, r.URL.Query())
 	if !ok {
 		return
 	}

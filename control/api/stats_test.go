@@ -10,6 +10,7 @@ import (
 	"github.com/edgelink/edgelink/control/clickroll"
 	"github.com/edgelink/edgelink/control/postgres"
 	"github.com/edgelink/edgelink/shared/clicks"
+	"github.com/edgelink/edgelink/shared/link"
 )
 
 // newStatsEnv is newEnv with the stats endpoints backed by the same
@@ -120,5 +121,98 @@ func TestStats(t *testing.T) {
 	r = e.do(t, "GET", "/api/v1/stats", other, nil)
 	if m := r.json(t); m["live_links"].(float64) != 0 || m["totals"].(map[string]any)["human_clicks"].(float64) != 0 {
 		t.Errorf("other tenant: %s", r.body)
+	}
+}
+
+// TestLinkStatsByDomain: a code is a link per domain, so a link's stats
+// are its own domain's: ?domain= picks the link as on every link route
+// (any spelling of the host; absent or the platform's host: the
+// platform's), the same code on two domains answers two sets of numbers,
+// and a domain the tenant may not use, or a parameter the route does not
+// know, reads nobody's clicks.
+func TestLinkStatsByDomain(t *testing.T) {
+	now := time.Date(2030, 1, 10, 15, 0, 0, 0, time.UTC)
+	e := newEnv(t, withDomains, func(c *Config, st *postgres.Store) {
+		c.Stats, c.Now = st, func() time.Time { return now }
+	})
+	alice, bob := e.tenant(t, "alice"), e.tenant(t, "bob")
+	if r := e.do(t, "POST", "/api/v1/domains", alice, []byte(`{"host": "go.alice.example"}`)); r.status != http.StatusCreated {
+		t.Fatalf("create domain: %v", r)
+	}
+	if r := e.do(t, "POST", "/api/v1/domains", bob, []byte(`{"host": "go.bob.example"}`)); r.status != http.StatusCreated {
+		t.Fatalf("create domain: %v", r)
+	}
+	for _, c := range []struct{ key, body string }{
+		{alice, `{"url": "https://alice.example/p", "code": "spring-sale"}`},
+		{alice, `{"domain": "go.alice.example", "url": "https://alice.example/d", "code": "spring-sale"}`},
+		{bob, `{"domain": "go.bob.example", "url": "https://bob.example/", "code": "spring-sale"}`},
+	} {
+		if r := e.do(t, "POST", "/api/v1/links", c.key, []byte(c.body)); r.status != http.StatusCreated {
+			t.Fatalf("create %s: %v", c.body, r)
+		}
+	}
+	var aliceDomain, bobDomain int32
+	if err := e.pool.QueryRow(context.Background(), `SELECT (SELECT id FROM domains WHERE host = 'go.alice.example'), (SELECT id FROM domains WHERE host = 'go.bob.example')`).
+		Scan(&aliceDomain, &bobDomain); err != nil {
+		t.Fatal(err)
+	}
+	day := time.Date(2030, 1, 9, 0, 0, 0, 0, time.UTC)
+	err := e.store.ApplyClicks(context.Background(), &clickroll.Rollup{Stream: clicks.Stream, Last: 1,
+		Links: []clickroll.LinkDay{{Code: "spring-sale", Day: day, Clicks: 5, BotClicks: 1}, {Domain: link.DomainID(aliceDomain), Code: "spring-sale", Day: day, Clicks: 3},
+			{Domain: link.DomainID(bobDomain), Code: "spring-sale", Day: day, Clicks: 100}},
+		Breakdown: []clickroll.BreakdownDay{{Code: "spring-sale", Day: day, Dimension: "referrer", Value: "t.co", Clicks: 5, BotClicks: 1},
+			{Domain: link.DomainID(aliceDomain), Code: "spring-sale", Day: day, Dimension: "referrer", Value: "news.example", Clicks: 3}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		query, domain, referrer string
+		want                    counts
+	}{
+		{"", platformHost, "t.co", counts{4, 1}},
+		{"?domain=" + platformHost, platformHost, "t.co", counts{4, 1}},
+		{"?domain=go.alice.example", "go.alice.example", "news.example", counts{3, 0}},
+		{"?domain=GO.Alice.Example.&from=2030-01-09&to=2030-01-09", "go.alice.example", "news.example", counts{3, 0}},
+	} {
+		r := e.do(t, "GET", "/api/v1/links/spring-sale/stats"+tt.query, alice, nil)
+		if r.status != http.StatusOK {
+			t.Fatalf("stats%s: %v", tt.query, r)
+		}
+		var ls linkStatsBody
+		if err := json.Unmarshal(r.body, &ls); err != nil {
+			t.Fatal(err)
+		}
+		if ls.Domain != tt.domain || ls.Code != "spring-sale" || ls.Totals != tt.want || len(ls.Referrers) != 1 || ls.Referrers[0].Value != tt.referrer {
+			t.Errorf("stats%s: domain %q, totals %+v, referrers %+v; want %q, %+v, %s", tt.query, ls.Domain, ls.Totals, ls.Referrers, tt.domain, tt.want, tt.referrer)
+		}
+	}
+	for _, tt := range []struct {
+		query  string
+		status int
+	}{
+		{"?domain=go.bob.example", http.StatusNotFound}, // bob's domain: alice may not use it
+		{"?domain=nowhere.example", http.StatusNotFound},
+		{"?domian=go.alice.example", http.StatusBadRequest},
+		{"?domain=a%20b", http.StatusBadRequest},
+		{"?domain=go.alice.example&domain=go.alice.example", http.StatusBadRequest},
+	} {
+		if r := e.do(t, "GET", "/api/v1/links/spring-sale/stats"+tt.query, alice, nil); r.status != tt.status {
+			t.Errorf("stats%s: %v; want %d", tt.query, r, tt.status)
+		}
+	}
+	// Bob's own link of that code has his domain's clicks only; alice's
+	// domain is not his to read (404), and the platform's spring-sale is
+	// alice's link, not his.
+	r := e.do(t, "GET", "/api/v1/links/spring-sale/stats?domain=go.bob.example", bob, nil)
+	if r.status != http.StatusOK {
+		t.Errorf("bob's spring-sale: %v", r)
+	} else if m := r.json(t); m["domain"] != "go.bob.example" || m["totals"].(map[string]any)["human_clicks"].(float64) != 100 {
+		t.Errorf("bob's spring-sale: %s; want go.bob.example's 100 clicks", r.body)
+	}
+	for _, q := range []string{"?domain=go.alice.example", ""} {
+		if r := e.do(t, "GET", "/api/v1/links/spring-sale/stats"+q, bob, nil); r.status != http.StatusNotFound {
+			t.Errorf("bob reading alice's spring-sale%s: %v; want 404", q, r)
+		}
 	}
 }
