@@ -341,6 +341,10 @@ func (s *Server) patchDomain(w http.ResponseWriter, r *http.Request, tenant int6
 		writeBodyError(w, r, err)
 		return
 	}
+	if in.RootRedirect == nil && in.NotFoundRedirect == nil && in.Robots == nil {
+		s.writeError(w, r, fmt.Errorf("%w: nothing to change; send root_redirect, not_found_redirect or robots", link.ErrInvalidInput))
+		return
+	}
 	host, err := hostParam(r)
 	if err != nil {
 		s.writeError(w, r, err)

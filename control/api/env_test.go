@@ -3,6 +3,7 @@ package api
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -19,9 +20,12 @@ import (
 	"github.com/getkin/kin-openapi/routers/legacy"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/edgelink/edgelink/control/domains"
 	"github.com/edgelink/edgelink/control/links"
 	"github.com/edgelink/edgelink/control/postgres"
 	"github.com/edgelink/edgelink/internal/pgtest"
+	"github.com/edgelink/edgelink/shared/ff1"
+	"github.com/edgelink/edgelink/shared/link"
 )
 
 func TestMain(m *testing.M) {
@@ -57,16 +61,45 @@ func newEnvWithTenant(t *testing.T) (*env, string) {
 	return e, e.tenant(t, "acme")
 }
 
+// platformHost is the platform domain's host in an env: its public URL's,
+// as control writes it into domain 0 at start.
+const platformHost = "sho.rt"
+
+// testKeyName names the env's one FF1 code key.
+const testKeyName = "k1"
+
+// testKeys are an env's code keys: one fixed key, testKeyName (a test's
+// codes are reproducible; nothing secret is at stake).
+func testKeys() *ff1.Keys {
+	k, err := ff1.ParseKeys(strings.NewReader(testKeyName + " " + base64.StdEncoding.EncodeToString([]byte("0123456789abcdef0123456789abcdef")) + "\n"))
+	if err != nil {
+		panic(err) // a constant that parses
+	}
+	return k
+}
+
+// withDomains serves /api/v1/domains from control/domains on the env's
+// store, with the env's keys (new FF1 domains get testKeyName) and its
+// target policy.
+func withDomains(c *Config, st *postgres.Store) {
+	c.Domains = domains.New(st, domains.Config{Keys: testKeys(), DefaultKey: testKeyName,
+		Targets: links.TargetPolicy{Blocked: []string{"evil.example"}}})
+}
+
 // envWithIDs is newEnv with ids in place of the counting ID source.
 func envWithIDs(t *testing.T, ids links.IDSource, opts ...envOption) *env {
 	t.Helper()
 	pool := pgtest.Pool(t)
 	st := postgres.New(pool)
+	if _, err := st.EnsureDefaultDomain(t.Context(), platformHost); err != nil {
+		t.Fatal(err)
+	}
 	svc := links.New(st, ids, links.Config{
 		BlockedDomains: []string{"evil.example"},
 		Reserved:       Routes,
+		Keys:           testKeys(),
 	})
-	cfg := Config{PublicURL: "https://sho.rt", Ready: st.Ping, RatePerSecond: -1}
+	cfg := Config{PublicURL: "https://" + platformHost, Ready: st.Ping, RatePerSecond: -1}
 	for _, o := range opts {
 		o(&cfg, st)
 	}
@@ -80,11 +113,13 @@ func envWithIDs(t *testing.T, ids links.IDSource, opts ...envOption) *env {
 	return &env{pool: pool, store: st, svc: svc, url: srv.URL, doc: doc, route: router}
 }
 
-// seqIDs hands out 1, 2, 3, … in place of the segment allocator, which
-// has tests of its own.
+// seqIDs hands out 1, 2, 3, … (in each domain's own range, one counter
+// for all) in place of the segment allocator, which has tests of its own.
 type seqIDs struct{ n *atomic.Uint64 }
 
-func (s seqIDs) NextID(context.Context) (uint64, error) { return s.n.Add(1), nil }
+func (s seqIDs) NextID(_ context.Context, d link.DomainID) (uint64, error) {
+	return link.IDBase(d) + s.n.Add(1), nil
+}
 
 func (seqIDs) Done(uint64, bool) {}
 

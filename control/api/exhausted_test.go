@@ -14,7 +14,7 @@ import (
 // wrapped as control's wiring wraps every allocation failure.
 type failingIDs struct{ err error }
 
-func (f failingIDs) NextID(context.Context) (uint64, error) {
+func (f failingIDs) NextID(context.Context, link.DomainID) (uint64, error) {
 	return 0, fmt.Errorf("%w: %w", link.ErrUnavailable, f.err)
 }
 
