@@ -13,17 +13,25 @@ import (
 	"github.com/edgelink/edgelink/shared/snapshot"
 )
 
-// authority is what the authority held of each code, version by version:
+// linkKey is a link's key: the same code on two domains is two links.
+type linkKey struct {
+	d    link.DomainID
+	code string
+}
+
+func (k linkKey) String() string { return fmt.Sprintf("%d/%s", k.d, k.code) }
+
+// authority is what the authority held of each link, version by version:
 // the stream the edge applies, in order.
 type authority struct {
 	events []Entry
-	// history[code] is that code's events, by ascending version.
-	history map[string][]*Entry
+	// history[k] is that link's events, by ascending version.
+	history map[linkKey][]*Entry
 }
 
-// asOf is code's state at version v: its newest event at or below v.
-func (a *authority) asOf(code string, v uint64) *Entry {
-	h := a.history[code]
+// asOf is k's state at version v: its newest event at or below v.
+func (a *authority) asOf(k linkKey, v uint64) *Entry {
+	h := a.history[k]
 	i := sort.Search(len(h), func(i int) bool { return h[i].Version > v })
 	if i == 0 {
 		return nil
@@ -33,48 +41,54 @@ func (a *authority) asOf(code string, v uint64) *Entry {
 
 // snapshotAt is the snapshot control would build after the first n events.
 func (a *authority) snapshotAt(t testing.TB, n int) *Loaded {
-	last := map[string]*Entry{}
+	last := map[linkKey]*Entry{}
 	for i := range a.events[:n] {
-		last[a.events[i].Code] = &a.events[i]
+		last[linkKey{a.events[i].Domain, a.events[i].Code}] = &a.events[i]
 	}
 	links := make([]snapshot.Link, 0, len(last))
 	for _, e := range last {
-		links = append(links, snapshot.Link{Code: e.Code, URL: e.URL, RedirectType: e.RedirectType, Status: e.Status, ExpiresAt: e.ExpiresAt})
+		links = append(links, snapshot.Link{Domain: e.Domain, Code: e.Code, URL: e.URL, RedirectType: e.RedirectType, Status: e.Status, ExpiresAt: e.ExpiresAt})
 	}
 	cv := a.events[n-1].Version
 	return loadTB(t, links, snapshot.Header{ChangeVersion: cv, StreamSeq: cv}, nil)
 }
 
-// newAuthority makes a bulk load of generated and custom codes, then
-// updates of random ones: new targets, other redirect types, expiries,
-// disables and deletes.
-func newAuthority(t testing.TB, generated, custom, updates int) (*authority, []string) {
+// equivalenceDomains are the domains the links are spread over: the same
+// codes on each.
+var equivalenceDomains = []link.DomainID{link.DefaultDomain, 1, 300}
+
+// newAuthority makes a bulk load of generated and custom codes, the same
+// ones on each of equivalenceDomains, then updates of random links: new
+// targets, other redirect types, expiries, disables and deletes.
+func newAuthority(t testing.TB, generated, custom, updates int) (*authority, []linkKey) {
 	rng := rand.New(rand.NewPCG(19, 1))
-	var codes []string
-	for i := range generated {
-		c, err := base62.Encode(uint64(i + 1))
-		if err != nil {
-			t.Fatal(err)
+	var codes []linkKey
+	for _, d := range equivalenceDomains {
+		for i := range generated / len(equivalenceDomains) {
+			c, err := base62.Encode(uint64(i + 1))
+			if err != nil {
+				t.Fatal(err)
+			}
+			codes = append(codes, linkKey{d, c})
 		}
-		codes = append(codes, c)
+		for i := range custom / len(equivalenceDomains) {
+			codes = append(codes, linkKey{d, fmt.Sprintf("promo-%d_x", i)})
+		}
 	}
-	for i := range custom {
-		codes = append(codes, fmt.Sprintf("promo-%d_x", i))
-	}
-	a := &authority{history: map[string][]*Entry{}}
+	a := &authority{history: map[linkKey][]*Entry{}}
 	v := uint64(0)
 	add := func(e Entry) {
 		v++
 		e.Version = v
 		a.events = append(a.events, e)
 	}
-	for i, c := range codes {
-		add(Entry{Code: c, URL: fmt.Sprintf("https://h%d.example/landing?n=%d", i%7, i), RedirectType: 302, Status: link.Active})
+	for i, k := range codes {
+		add(Entry{Domain: k.d, Code: k.code, URL: fmt.Sprintf("https://h%d.example/landing?n=%d&d=%d", i%7, i, k.d), RedirectType: 302, Status: link.Active})
 	}
 	types := []link.RedirectType{301, 302, 307, 308}
 	for range updates {
-		c := codes[rng.IntN(len(codes))]
-		e := Entry{Code: c, URL: fmt.Sprintf("https://u%d.example/%s/%d", rng.IntN(5), c, v), RedirectType: types[rng.IntN(4)], Status: link.Active}
+		k := codes[rng.IntN(len(codes))]
+		e := Entry{Domain: k.d, Code: k.code, URL: fmt.Sprintf("https://u%d.example/%s/%d", rng.IntN(5), k, v), RedirectType: types[rng.IntN(4)], Status: link.Active}
 		switch rng.IntN(10) {
 		case 0:
 			e.Status = link.Disabled
@@ -87,7 +101,8 @@ func newAuthority(t testing.TB, generated, custom, updates int) (*authority, []s
 	}
 	for i := range a.events {
 		e := &a.events[i]
-		a.history[e.Code] = append(a.history[e.Code], e)
+		k := linkKey{e.Domain, e.Code}
+		a.history[k] = append(a.history[k], e)
 	}
 	return a, codes
 }
@@ -127,7 +142,8 @@ func (a answer) matches(e *Entry) bool {
 	return a.status != link.Active || (a.url == e.URL && a.redirect == e.RedirectType && a.expiresAt == e.ExpiresAt)
 }
 
-// The edge answers exactly like the authority on 10,000 sampled codes while
+// The edge answers exactly like the authority on 10,000 sampled links (the
+// same codes on three domains) while
 // a bulk load and its updates arrive, across overlay compactions and
 // snapshot swaps: every answer is the authority's state at a version at
 // least as new as the last one applied before the lookup, and once the
@@ -136,7 +152,7 @@ func TestLayersAnswerLikeTheAuthority(t *testing.T) {
 	const sampled = 10_000
 	auth, codes := newAuthority(t, 24_000, 6_000, 30_000)
 	rng := rand.New(rand.NewPCG(19, 2))
-	sample := make([]string, sampled)
+	sample := make([]linkKey, sampled)
 	for i, j := range rng.Perm(len(codes))[:sampled] {
 		sample[i] = codes[j]
 	}
@@ -144,7 +160,7 @@ func TestLayersAnswerLikeTheAuthority(t *testing.T) {
 	layers.Overlay.compactMin = 2 << 10 // compact often at this scale
 
 	// floor[code] is the newest version of code whose Apply returned.
-	floor := make(map[string]*atomic.Uint64, len(codes))
+	floor := make(map[linkKey]*atomic.Uint64, len(codes))
 	for _, c := range codes {
 		floor[c] = new(atomic.Uint64)
 	}
@@ -156,7 +172,7 @@ func TestLayersAnswerLikeTheAuthority(t *testing.T) {
 		for i := range auth.events {
 			e := auth.events[i]
 			layers.Apply(&e)
-			floor[e.Code].Store(e.Version)
+			floor[linkKey{e.Domain, e.Code}].Store(e.Version)
 			applied.Store(int64(i + 1))
 		}
 	})
@@ -174,7 +190,7 @@ func TestLayersAnswerLikeTheAuthority(t *testing.T) {
 			swaps.Add(1)
 		}
 	})
-	check := func(code string, h Hit, ok bool, floor uint64) error {
+	check := func(code linkKey, h Hit, ok bool, floor uint64) error {
 		if !ok {
 			if floor != 0 {
 				return fmt.Errorf("%s: not found after version %d was applied", code, floor)
@@ -199,7 +215,7 @@ func TestLayersAnswerLikeTheAuthority(t *testing.T) {
 				}
 				code := sample[i%sampled]
 				f := floor[code].Load()
-				h, ok := layers.Find(link.DefaultDomain, []byte(code))
+				h, ok := layers.Find(code.d, []byte(code.code))
 				lookups.Add(1)
 				if err := check(code, h, ok, f); err != nil {
 					t.Error(err)
@@ -218,14 +234,14 @@ func TestLayersAnswerLikeTheAuthority(t *testing.T) {
 	verify := func(when string) {
 		t.Helper()
 		for _, code := range sample {
-			h, ok := layers.Find(link.DefaultDomain, []byte(code))
+			h, ok := layers.Find(code.d, []byte(code.code))
 			want := auth.asOf(code, last)
 			if got := answerOf(h); !ok || !got.matches(want) {
 				t.Fatalf("%s: %s answered %+v, %v; the authority holds %+v", when, code, got, ok, want)
 			}
 		}
-		for _, code := range []string{"zzzzzz", "promo-none", "00000a0"} {
-			if _, ok := layers.Find(link.DefaultDomain, []byte(code)); ok {
+		for _, code := range []linkKey{{0, "zzzzzz"}, {0, "promo-none"}, {0, "00000a0"}, {2, "00000A"}, {2, "promo-1_x"}} {
+			if _, ok := layers.Find(code.d, []byte(code.code)); ok {
 				t.Fatalf("%s: %s, which the authority never held, was found", when, code)
 			}
 		}
