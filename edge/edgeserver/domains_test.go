@@ -278,8 +278,8 @@ func TestDomainsOnTheEdge(t *testing.T) {
 		labels []string
 		want   float64
 	}{
-		{"edge_domain_redirects_total", []string{"kind", "not_found"}, 200},
-		{"edge_domain_redirects_total", []string{"kind", "root"}, 1},
+		{"edge_domain_redirects_total", []string{"outcome", "not_found"}, 200},
+		{"edge_domain_redirects_total", []string{"outcome", "root"}, 1},
 		{"edge_domains", nil, 3},
 		{"edge_domain_table_received", nil, 1},
 		{"edge_domains_undecodable", nil, 0},

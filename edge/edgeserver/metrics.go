@@ -38,8 +38,8 @@ func newRegistry(e *Edge, nc *nats.Conn) *prometheus.Registry {
 		"redirect": &h.Hits, "not_found": &h.NotFound, "gone": &h.Gone, "bad_method": &h.BadMethod,
 		"bad_code": &h.BadCode, "unknown_host": &h.UnknownHost, "rate_limited": &h.Limited, "unavailable": &h.Unavailable,
 	})
-	const domainRedirects = "Answers by a domain's own redirects (302): root (its root redirect for /), not_found (its not-found redirect for an unknown code, also counted in edge_requests_total as not_found or bad_code)."
-	family("edge_domain_redirects_total", domainRedirects, "kind", map[string]*atomic.Uint64{
+	const domainRedirects = "Answers by a domain's own redirects (302), by outcome: root (its root redirect for /), not_found (its not-found redirect for an unknown code, also counted in edge_requests_total as not_found or bad_code)."
+	family("edge_domain_redirects_total", domainRedirects, "outcome", map[string]*atomic.Uint64{
 		"root": &h.RootRedirects, "not_found": &h.NotFoundRedirects,
 	})
 	d := e.Domains
