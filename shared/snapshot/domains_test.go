@@ -98,6 +98,22 @@ func TestDomains(t *testing.T) {
 			t.Errorf("Find(%d, %q) found another domain's link", miss.Domain, miss.Code)
 		}
 	}
+	// Mapped and verified as an edge opens its copy, it answers the same.
+	m, err := OpenFile(writeTemp(t, buf.Bytes()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Verify(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range links {
+		if e, ok := m.Lookup(l.Domain, []byte(l.Code)); !ok || string(e.AppendURL(nil)) != l.URL {
+			t.Errorf("mapped: Lookup(%d, %q) = %q, %v; want %q", l.Domain, l.Code, e.AppendURL(nil), ok, l.URL)
+		}
+	}
+	if !reflect.DeepEqual(m.Domains(), want) {
+		t.Errorf("mapped: Domains() = %+v", m.Domains())
+	}
 	got := map[Key]string{}
 	s.Each(func(d link.DomainID, code []byte, e Entry) bool {
 		got[Key{d, string(code)}] = string(e.AppendURL(nil))

@@ -180,9 +180,10 @@ func preface(data []byte, n int, format uint32) (Header, []section, error) {
 	return h, secs, nil
 }
 
-// sectionAlign is where format 2 and 3 sections start: at multiples of 64 bytes
-// from the file's start (a mapping's start is page-aligned), so that no
-// table row straddles two cache lines. Format 1 sections follow each other.
+// sectionAlign is where format 2 and 3 sections start: at multiples of 64
+// bytes from the file's start (a mapping's start is page-aligned), so that
+// no table row straddles two cache lines. Format 1 sections follow each
+// other.
 const sectionAlign = 64
 
 func align(off uint64, format uint32) uint64 {
