@@ -328,9 +328,9 @@ func (r *Reader) nextCSV() (Record, error) {
 	}
 	rec.Code, rec.URL, rec.Domain = r.pick(fields)
 	rec.Title, rec.Tags = r.meta(fields)
-	if len(r.lines.taken) > 0 && strings.ContainsAny(rec.Code+rec.URL, "\n") {
-		// A code or URL over several lines is a quote left open that
-		// swallowed the rows after it.
+	if len(r.lines.taken) > 0 && strings.ContainsAny(rec.Code+rec.URL+rec.Domain, "\n") {
+		// A code, URL or domain over several lines is a quote left open
+		// that swallowed the rows after it.
 		r.lines.giveBack()
 		return Record{Line: line, Err: errors.New("quoted field runs over the next lines (a quote left open?)")}, nil
 	}

@@ -258,6 +258,7 @@ func FuzzReader(f *testing.F) {
 	f.Add([]byte("createdAt,shortUrl,shortCode,longUrl\n,\"a\"\"b\",c,\"d\ne\"\n"), uint8(3))
 	f.Add([]byte(`{"links":{"link_1":{"shorturl":"https://s/x","url":"https://e.com"}}}`), uint8(0))
 	f.Add([]byte(`{"shortUrls":{"data":[{"shortCode":"x","longUrl":"y"}]}}`), uint8(0))
+	f.Add([]byte("shortCode,longUrl,domain\nabc,https://e.com/,\"acme.link\nnext,https://e.com/2,x\n"), uint8(3))
 	f.Add([]byte(`[{"keyword":1,"url":"u"},{"keyword":`), uint8(2))
 	f.Fuzz(func(t *testing.T, data []byte, fsel uint8) {
 		formats := []Format{Auto, Bitly, YOURLS, Shlink}
