@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/edgelink/edgelink/control/idalloc"
+	"github.com/edgelink/edgelink/shared/link"
 	"github.com/edgelink/edgelink/shared/linkevent"
 )
 
@@ -278,7 +279,11 @@ func (s *Store) Status(ctx context.Context) (Status, error) {
 // a namespace's range only grows.
 var ErrNarrowing = errors.New("a namespace's range only grows")
 
-// Widen moves namespace's end (exclusive) up to `to`, at most 62^6, in one
+// errPastDomain: a widen past the end of the namespace's domain's IDs.
+var errPastDomain = errors.New("past the domain's IDs")
+
+// Widen moves namespace's end (exclusive) up to `to`, at most the end of
+// its domain's IDs (62^6 for the platform's, link.IDRange), in one
 // statement that touches exactly one row; the table's exclusion constraint
 // refuses (wrapping idalloc.ErrConfig) an end that would overlap another
 // namespace. It returns the old end.
@@ -288,18 +293,20 @@ var ErrNarrowing = errors.New("a namespace's range only grows")
 // with every instance stopped and start them again with the new --id-end
 // (docs/runbooks/capacity-exhaustion.md).
 func (s *Store) Widen(ctx context.Context, namespace string, to uint64) (uint64, error) {
-	const space = 56800235584 // 62^6
-	if to > space {
-		return 0, fmt.Errorf("widen: %w: %d is past the 6-character space (62^6 = %d)", idalloc.ErrConfig, to, uint64(space))
-	}
-	var old int64
+	var old, lower int64
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		err := tx.QueryRow(ctx, `SELECT upper_bound FROM alloc_namespaces WHERE namespace = $1 FOR UPDATE`, namespace).Scan(&old)
+		err := tx.QueryRow(ctx, `SELECT upper_bound, lower_bound FROM alloc_namespaces WHERE namespace = $1 FOR UPDATE`, namespace).Scan(&old, &lower)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return fmt.Errorf("%w: %q", idalloc.ErrUnknownNamespace, namespace)
 		}
 		if err != nil {
 			return err
+		}
+		// A namespace stays in its domain's IDs: past them lie another
+		// domain's, whose codes would collide with its own.
+		d, _ := link.SplitID(uint64(lower))
+		if _, end := link.IDRange(d); to > end {
+			return fmt.Errorf("%w: %d is past the IDs of namespace %s's domain (its 62^6 end is %d)", errPastDomain, to, namespace, end)
 		}
 		if int64(to) <= old {
 			return fmt.Errorf("%w: namespace %s ends at %d; %d would not widen it", ErrNarrowing, namespace, old, to)
@@ -328,6 +335,8 @@ func (s *Store) Widen(ctx context.Context, namespace string, to uint64) (uint64,
 		return uint64(old), fmt.Errorf("widen: %w: namespace %s up to %d would overlap another namespace's range", idalloc.ErrConfig, namespace, to)
 	case errors.Is(err, ErrNarrowing), errors.Is(err, idalloc.ErrUnknownNamespace):
 		return uint64(old), fmt.Errorf("widen: %w", err)
+	case errors.Is(err, errPastDomain):
+		return uint64(old), fmt.Errorf("widen: %w: %w", idalloc.ErrConfig, err)
 	}
 	return uint64(old), translate("widen", err, false)
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/edgelink/edgelink/control/idalloc"
 	"github.com/edgelink/edgelink/internal/pgtest"
+	"github.com/edgelink/edgelink/shared/link"
 )
 
 // storeWith is a store on a fresh database that holds namespace ns, and
@@ -266,5 +267,22 @@ func TestWiden(t *testing.T) {
 	}
 	if rep, err := s.Verify(ctx); err != nil || !rep.OK() {
 		t.Fatalf("verify: %+v %v", rep, err)
+	}
+}
+
+// TestWidenStaysInItsDomain: a domain's namespace widens within the
+// domain's IDs, never past them into the next domain's.
+func TestWidenStaysInItsDomain(t *testing.T) {
+	ctx := context.Background()
+	start, end := link.IDRange(2)
+	s, _ := storeWith(t, idalloc.Namespace{Name: "d2", Start: start, End: start + 100, Step: 100})
+	if old, err := s.Widen(ctx, "d2", start+1000); err != nil || old != start+100 {
+		t.Fatalf("widen d2 within domain 2: old %d, %v", old, err)
+	}
+	if _, err := s.Widen(ctx, "d2", end); err != nil {
+		t.Fatalf("widen d2 to domain 2's end %d: %v", end, err)
+	}
+	if _, err := s.Widen(ctx, "d2", end+1); !errors.Is(err, idalloc.ErrConfig) {
+		t.Errorf("widen d2 past domain 2's IDs: %v; want ErrConfig", err)
 	}
 }
