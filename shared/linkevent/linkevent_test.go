@@ -16,6 +16,9 @@ func TestRoundTrip(t *testing.T) {
 		{Version: 3, Kind: KindLink, Code: "summer-sale", URL: "https://example.com/", RedirectType: 307, Status: link.Active, ExpiresAt: 1893456000000},
 		{Version: 4, Kind: KindSegment, Namespace: "default", SegStart: 1, SegEnd: 1001, SegState: SegmentOpened},
 		{Version: 5, Prev: 4, Kind: KindLink, Domain: 12, Code: "00000A", URL: "https://example.com/b", RedirectType: 302, Status: link.Active},
+		// Local set-ups: IP literals, IPv6 without brackets.
+		{Version: 7, Kind: KindDomain, Conf: &link.Domain{Host: "::1", CodeMode: link.CodesSequential, Status: link.DomainActive, Version: 7}},
+		{Version: 8, Kind: KindDomain, Conf: &link.Domain{ID: 1, Host: "127.0.0.1", TenantID: 1, CodeMode: link.CodesSequential, Status: link.DomainActive, Version: 8}},
 		{Version: 6, Prev: 5, Kind: KindDomain, Conf: &link.Domain{ID: 12, Host: "go.acme.com", TenantID: 4, RootRedirect: "https://acme.com/",
 			Robots: "User-agent: *\nDisallow: /x\n", CodeMode: link.CodesFF1, KeyIDs: []string{"k2", "k1"}, Status: link.DomainActive, Version: 6}},
 	}
@@ -48,6 +51,9 @@ func TestUnmarshalRejects(t *testing.T) {
 		`{"v":1,"k":"domain"}`,
 		`{"v":1,"k":"domain","dc":{"id":3,"host":"Go.acme.com","code_mode":"sequential","status":"active"}}`,
 		`{"v":1,"k":"domain","dc":{"id":3,"host":"go.acme.com.","code_mode":"sequential","status":"active"}}`,
+		`{"v":1,"k":"domain","dc":{"id":3,"host":"[::1]","code_mode":"sequential","status":"active"}}`,
+		`{"v":1,"k":"domain","dc":{"id":3,"host":"0:0::1","code_mode":"sequential","status":"active"}}`,
+		`{"v":1,"k":"domain","dc":{"id":3,"host":"127.0.0.1:80","code_mode":"sequential","status":"active"}}`,
 		`{"v":1,"k":"domain","dc":{"id":3,"host":"go.acme.com","code_mode":"ff1","status":"active"}}`,
 		`{"v":1,"k":"domain","dc":{"id":3,"host":"go.acme.com","code_mode":"rot13","status":"active"}}`,
 		`{"v":1,"k":"domain","dc":{"id":3,"host":"go.acme.com","code_mode":"sequential","status":"gone"}}`,
