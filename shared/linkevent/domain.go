@@ -3,7 +3,6 @@ package linkevent
 import (
 	"errors"
 	"fmt"
-	"strings"
 
 	"github.com/edgelink/edgelink/shared/link"
 )
@@ -26,7 +25,7 @@ func validateDomain(e *Event) error {
 	if c.Version != 0 && c.Version != e.Version {
 		return fmt.Errorf("domain %d: configuration version %d in an event of another version", c.ID, c.Version)
 	}
-	if !canonicalHost(c.Host) {
+	if h, err := link.CanonicalHost(c.Host); err != nil || h != c.Host {
 		return fmt.Errorf("domain %d: host %q is not canonical", c.ID, c.Host)
 	}
 	if c.TenantID < 0 {
@@ -63,19 +62,6 @@ func validateDomain(e *Event) error {
 		}
 	}
 	return nil
-}
-
-// canonicalHost reports whether h is link.CanonicalHost's spelling of
-// itself. An IPv6 literal's canonical spelling has no brackets, which
-// CanonicalHost reads only with them (bare, its last colon would be a
-// port's).
-func canonicalHost(h string) bool {
-	in := h
-	if strings.IndexByte(h, ':') >= 0 {
-		in = "[" + h + "]"
-	}
-	c, err := link.CanonicalHost(in)
-	return err == nil && c == h
 }
 
 // validKeyID is the key name syntax of shared/ff1's key files: a letter or
