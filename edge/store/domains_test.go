@@ -3,6 +3,7 @@ package store
 import (
 	"errors"
 	"fmt"
+	"reflect"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -300,5 +301,67 @@ func must(t testing.TB, err error) {
 	t.Helper()
 	if err != nil {
 		t.Error(err)
+	}
+}
+
+// A write copies only the shards it touches: applying one domain to a
+// table of thousands leaves every other shard's maps shared with the
+// table before, so a replay of many domain events costs each a 64th of
+// the table, not all of it.
+func TestDomainsWriteCopiesItsShardsOnly(t *testing.T) {
+	d := NewDomains(testKeys(t))
+	confs := make([]link.Domain, 5000)
+	for i := range confs {
+		confs[i] = domainConf(link.DomainID(i+1), fmt.Sprintf("d%d.test", i+1), 1)
+	}
+	must(t, d.Replace(confs))
+	before := d.cur.Load()
+	moved := domainConf(77, "moved.test", 2)
+	must(t, d.Apply(moved))
+	after := d.cur.Load()
+	same := func(a, b any) bool { return reflect.ValueOf(a).UnsafePointer() == reflect.ValueOf(b).UnsafePointer() }
+	copied := func(name string, n int, differs func(i int) bool, atMost int) {
+		t.Helper()
+		c := 0
+		for i := range n {
+			if differs(i) {
+				c++
+			}
+		}
+		if c == 0 || c > atMost {
+			t.Errorf("%s: %d of %d shards copied; want 1 to %d", name, c, n, atMost)
+		}
+	}
+	copied("byID", domainShards, func(i int) bool { return !same(before.byID[i], after.byID[i]) }, 1)
+	copied("members", domainShards, func(i int) bool { return !same(before.members[i], after.members[i]) }, 2)
+	copied("byHost", domainShards, func(i int) bool { return !same(before.byHost[i], after.byHost[i]) }, 2)
+	if _, ok := d.ByHost([]byte("d77.test")); ok {
+		t.Error("the moved domain's old host still resolves")
+	}
+	if id, ok := byHost(t, d, "moved.test"); !ok || id != 77 || d.Len() != 5000 {
+		t.Errorf("moved.test → %d, %v, Len %d", id, ok, d.Len())
+	}
+	for _, i := range []int{1, 76, 78, 5000} {
+		if id, ok := byHost(t, d, fmt.Sprintf("d%d.test", i)); !ok || id != link.DomainID(i) {
+			t.Errorf("d%d.test → %d, %v after another domain moved", i, id, ok)
+		}
+	}
+}
+
+// Two active domains on one host (a moment's state between changes applied
+// out of order): the later change holds it, and when that domain moves
+// away the other one still on the host has it.
+func TestDomainsHostClaimedTwice(t *testing.T) {
+	d := NewDomains(testKeys(t))
+	must(t, d.Replace([]link.Domain{domainConf(5, "x.test", 10), domainConf(6, "x.test", 12)}))
+	if id, ok := byHost(t, d, "x.test"); !ok || id != 6 {
+		t.Fatalf("x.test → %d, %v; want the later change's domain 6", id, ok)
+	}
+	must(t, d.Apply(domainConf(6, "y.test", 13)))
+	if id, ok := byHost(t, d, "x.test"); !ok || id != 5 {
+		t.Errorf("after domain 6 moved: x.test → %d, %v; want domain 5", id, ok)
+	}
+	if id, ok := byHost(t, d, "y.test"); !ok || id != 6 {
+		t.Errorf("y.test → %d, %v; want 6", id, ok)
 	}
 }
