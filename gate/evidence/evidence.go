@@ -35,12 +35,16 @@ const (
 	NoRollback
 	WasteAccounted
 	ContractUnderLag
+	// Issue 20's statements, beyond seed 000's eight.
+	DomainIsolation
+	NonEnumerable
 )
 
 // Statements lists every gate statement in order.
 var Statements = []Statement{
 	UniqueIDs, DisjointIntervals, UnknownCommitsUnpublished, Jumpable,
 	ReserveThenReject, NoRollback, WasteAccounted, ContractUnderLag,
+	DomainIsolation, NonEnumerable,
 }
 
 var texts = map[Statement]string{
@@ -52,6 +56,8 @@ var texts = map[Statement]string{
 	NoRollback:                "Recovery, failover, deploy and restart never roll back the boundary.",
 	WasteAccounted:            "Capacity waste is explainable, auditable and alertable.",
 	ContractUnderLag:          "Cache, filter and replica latency do not break the defined contract.",
+	DomainIsolation:           "Every 201 redirects on its own domain and on no other; a host no domain has gets 404.",
+	NonEnumerable:             "Codes an FF1 domain generates cannot be walked, and never equal a reserved word or a taken code.",
 }
 
 func (s Statement) String() string {
