@@ -8,10 +8,12 @@ import (
 	"net/url"
 	"strings"
 	"testing"
+	"time"
 
 	goqr "github.com/piglig/go-qr"
 
 	"github.com/edgelink/edgelink/control/console"
+	"github.com/edgelink/edgelink/control/links"
 	"github.com/edgelink/edgelink/shared/link"
 )
 
@@ -173,5 +175,25 @@ func TestTwoDomainsOneCode(t *testing.T) {
 	}
 	if l, _ := e.svc.Get(ctx, other, "rival.test", "rival-1"); l.Status != link.Active {
 		t.Errorf("the rival's link is %s; want active", l.Status)
+	}
+
+	// A removed domain takes no new links; its links stay listed and
+	// filtered by it.
+	if _, err := e.domains.Remove(ctx, e.tenant, "go.acme.test"); err != nil {
+		t.Fatal(err)
+	}
+	// The links service trusts a domain it read for a while
+	// (links.DefaultDomainTTL): past it, the removal is seen.
+	e.clock.advance(links.DefaultDomainTTL + time.Second)
+	if form := b.do("GET", "/console/links/new", nil).Body.String(); strings.Contains(form, "go.acme.test") || strings.Contains(form, `<select id="domain"`) {
+		t.Errorf("the create form offers a removed domain:\n%.3000s", form)
+	}
+	list = b.do("GET", "/console/links?domain=go.acme.test", nil).Body.String()
+	if !strings.Contains(list, `<option value="go.acme.test" selected>go.acme.test (removed)</option>`) || strings.Join(rows(list), " ") != "same-2@go.acme.test" {
+		t.Errorf("the removed domain's links: %q\n%.3000s", rows(list), list)
+	}
+	w = b.do("POST", "/console/links", url.Values{"csrf": {token}, "domain": {"go.acme.test"}, "url": {"https://example.com/late"}, "code": {"late-1"}})
+	if w.Code != http.StatusBadRequest || !strings.Contains(w.Body.String(), "removed") || !strings.Contains(w.Body.String(), `value="late-1"`) {
+		t.Errorf("create on a removed domain: %d; want 400 with the reason\n%.2000s", w.Code, w.Body.String())
 	}
 }
