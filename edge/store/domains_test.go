@@ -365,3 +365,27 @@ func TestDomainsHostClaimedTwice(t *testing.T) {
 		t.Errorf("y.test → %d, %v; want 6", id, ok)
 	}
 }
+
+// BenchmarkDomainsByHost is the request path's host lookup: the Host
+// header's canonical key into a stack buffer, then the table, among 1,000
+// domains.
+func BenchmarkDomainsByHost(b *testing.B) {
+	d := NewDomains(testKeys(b))
+	confs := make([]link.Domain, 1000)
+	hosts := make([][]byte, len(confs))
+	for i := range confs {
+		confs[i] = domainConf(link.DomainID(i+1), fmt.Sprintf("go.tenant-%d.example", i), 1)
+		hosts[i] = []byte(fmt.Sprintf("Go.Tenant-%d.example:443", i))
+	}
+	must(b, d.Replace(confs))
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		var buf [253]byte
+		key, _ := link.AppendHostKey(buf[:0], hosts[i%len(hosts)])
+		if _, ok := d.ByHost(key); !ok {
+			b.Fatal("miss")
+		}
+		i += 7
+	}
+}
