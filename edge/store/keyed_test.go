@@ -27,6 +27,10 @@ func TestOverlayKeysByDomain(t *testing.T) {
 	if o.Len() != len(domains)*len(codes) {
 		t.Fatalf("Len %d; want %d", o.Len(), len(domains)*len(codes))
 	}
+	if o.Apply(&Entry{Domain: link.MaxDomainID + 1, Code: "00000A", URL: "https://x/", RedirectType: 302, Status: link.Active, Version: 9}) ||
+		o.Stats().Refused != 1 {
+		t.Errorf("a domain above link.MaxDomainID was taken (refused %d)", o.Stats().Refused)
+	}
 	for i, d := range domains {
 		for _, c := range codes {
 			r, ok := o.Lookup(d, []byte(c))
