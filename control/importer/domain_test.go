@@ -109,7 +109,9 @@ func TestImportDomains(t *testing.T) {
 		"2024-01-01,https://x/bad,bad host!,bad-1,https://example.com/bad\n" + // 6: not a host
 		"2024-01-01,https://s.test/none-1,,none-1,https://example.com/none\n" + // 7: no domain → platform
 		"2024-01-01,https://rival.link/rival-1,rival.link,rival-1,https://example.com/rival\n" // 8: another tenant's
-	sum, err := runImport(t, input, c, Options{DefaultDomains: []string{"S.test"}})
+	// Chunks of two rows, four in flight: the rows of several domains go
+	// up concurrently (run under -race).
+	sum, err := runImport(t, input, c, Options{DefaultDomains: []string{"S.test"}, BatchSize: 2, Concurrency: 4})
 	if err != nil {
 		t.Fatal(err)
 	}
