@@ -9,6 +9,8 @@ import (
 	"testing"
 
 	"github.com/edgelink/edgelink/control/allocstore"
+	"github.com/edgelink/edgelink/control/domains"
+	"github.com/edgelink/edgelink/control/postgres"
 	"github.com/edgelink/edgelink/gate/evidence"
 	"github.com/edgelink/edgelink/internal/scrape"
 	"github.com/edgelink/edgelink/internal/stack"
@@ -201,4 +203,97 @@ func TestFF1CodesSkipReservedWords(t *testing.T) {
 	}
 	evidence.Record(t, evidence.NonEnumerable, "FF1 domain counter raised to below the ID that encodes to the reserved word %q: the generator answered %v and skipped it (control_links_generated_codes_skipped_total{cause=\"reserved\"} = %v); each redirected on its domain",
 		word, got, skipped)
+}
+
+// TestFF1CodesSkipTakenCodes: codes are stored, so rotating a domain's key
+// changes only the codes of IDs allocated afterwards, and a new key's code
+// can equal one an old key gave. With the counter raised to just below the
+// ID whose code under the new key is a link's code under the old one, the
+// generator skips that ID (counted as taken); the old link still redirects
+// to its own target, and every new one to its.
+func TestFF1CodesSkipTakenCodes(t *testing.T) {
+	e := newEnv(t)
+	ctx := t.Context()
+	c := e.tenant(t, "acme")
+	addDomain(t, c, `{"host":"go.acme.test"}`)
+	d := e.domainID(t, "go.acme.test")
+	old := map[string]string{}
+	for i := range 20 {
+		r := c.CreatePatiently(ctx, stack.Link{URL: fmt.Sprintf("https://example.com/old/%d", i), Domain: "go.acme.test"})
+		if r.Status != http.StatusCreated {
+			t.Fatalf("create %d: %d %v", i, r.Status, r.Problem)
+		}
+		old[r.Code] = r.URL
+	}
+	if err := e.control.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	keys, err := ff1.LoadKeys(e.keys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	next := stack.CodeKeyNext
+	rotated, err := domains.New(postgres.New(e.pg.Pool()), domains.Config{Keys: keys}).
+		Update(ctx, 0, "go.acme.test", domains.Patch{KeyID: &next})
+	if err != nil || len(rotated.KeyIDs) != 2 || rotated.KeyIDs[0] != next {
+		t.Fatalf("rotate: %+v %v", rotated, err)
+	}
+	codes := e.codesOf(t, next, "go.acme.test")
+	var taken string
+	var local uint64
+	for code := range old {
+		if x, ok := codes.Decode([]byte(code)); ok && x > 10_000_000 && (taken == "" || x < local) {
+			taken, local = code, x
+		}
+	}
+	if taken == "" {
+		t.Fatal("no old code lies above the counter under the new key")
+	}
+	if _, err := allocstore.New(e.pg.Pool()).RaiseFloor(ctx, link.NamespaceOf(d), link.IDBase(d)+local-2, "gate"); err != nil {
+		t.Fatal(err)
+	}
+	e.control = stack.NewControl(t, e.ccfg)
+	c.ControlURL = e.control.URL
+	var want []string
+	for _, x := range []uint64{local - 2, local - 1, local + 1} {
+		code, err := codes.Encode(x)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want = append(want, string(code[:]))
+	}
+	v := stack.NewVisitor(e.edge.URL, stack.LoopbackIP(1))
+	t.Cleanup(v.Close)
+	var got []string
+	for i := range 3 {
+		r := c.CreatePatiently(ctx, stack.Link{URL: fmt.Sprintf("https://example.com/new/%d", i), Domain: "go.acme.test"})
+		if r.Status != http.StatusCreated {
+			t.Fatalf("create %d: %d %v", i, r.Status, r.Problem)
+		}
+		if _, dup := old[r.Code]; dup {
+			t.Fatalf("generated code %q: taken by a link made under the old key", r.Code)
+		}
+		if status, loc, err := v.FollowHost("go.acme.test", r.Code); err != nil || status != http.StatusFound || loc != r.URL {
+			t.Fatalf("go.acme.test/%s: %d %q %v; want 302", r.Code, status, loc, err)
+		}
+		got = append(got, r.Code)
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("generated codes %v; want %v (the new key's codes around the ID whose code is %q, which is skipped)", got, want, taken)
+	}
+	for code, url := range old {
+		if status, loc, err := v.FollowHost("go.acme.test", code); err != nil || status != http.StatusFound || loc != url {
+			t.Fatalf("go.acme.test/%s made under the old key: %d %q %v; want 302 to %s", code, status, loc, err, url)
+		}
+	}
+	fams, err := stack.Metrics(e.control.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	skipped, _ := scrape.Value(fams, "control_links_generated_codes_skipped_total", "cause", "taken")
+	if skipped < 1 {
+		t.Fatalf("control_links_generated_codes_skipped_total{cause=\"taken\"} = %v; want >= 1", skipped)
+	}
+	evidence.Record(t, evidence.NonEnumerable, "an FF1 domain's key rotated after 20 links; counter raised to below the ID whose code under the new key is %q, an old link's: the generator answered %v and skipped it (control_links_generated_codes_skipped_total{cause=\"taken\"} = %v); the 20 old links and the 3 new ones each redirected to their own targets (custom codes cannot take the generated shape, on any domain, so a taken code can only come from an earlier key)",
+		taken, got, skipped)
 }

@@ -9,23 +9,30 @@ import (
 	"testing"
 )
 
-// CodeKeyName is the key WriteCodeKeys writes, for control's DomainKey.
-const CodeKeyName = "test"
+// The keys WriteCodeKeys writes: CodeKeyName for control's DomainKey, and
+// CodeKeyNext for tests that rotate a domain's key.
+const (
+	CodeKeyName = "test"
+	CodeKeyNext = "test-next"
+)
 
-// WriteCodeKeys writes a code key file (shared/ff1 LoadKeys) with one fresh
-// random key named CodeKeyName into dir, unless one is there already, and
+// WriteCodeKeys writes a code key file (shared/ff1 LoadKeys) with two fresh
+// random keys, CodeKeyName and CodeKeyNext, into dir, unless one is there already, and
 // returns its path: control and every edge of a stack read the same file.
 func WriteCodeKeys(dir string) (string, error) {
 	path := filepath.Join(dir, "code-keys")
 	if _, err := os.Stat(path); err == nil {
 		return path, nil
 	}
-	key := make([]byte, 32)
-	if _, err := rand.Read(key); err != nil {
-		return "", err
+	file := "# FF1 code keys (docs/codes.md); keep secret\n"
+	for _, name := range []string{CodeKeyName, CodeKeyNext} {
+		key := make([]byte, 32)
+		if _, err := rand.Read(key); err != nil {
+			return "", err
+		}
+		file += fmt.Sprintf("%s %s\n", name, base64.StdEncoding.EncodeToString(key))
 	}
-	line := fmt.Sprintf("# FF1 code keys (docs/codes.md); keep secret\n%s %s\n", CodeKeyName, base64.StdEncoding.EncodeToString(key))
-	if err := os.WriteFile(path, []byte(line), 0o600); err != nil {
+	if err := os.WriteFile(path, []byte(file), 0o600); err != nil {
 		return "", err
 	}
 	return path, nil
