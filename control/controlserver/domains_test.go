@@ -118,20 +118,31 @@ func TestDomainsAcrossRestarts(t *testing.T) {
 	if n := platformEvents(); n != before+1 {
 		t.Errorf("%d platform domain events after two starts, want %d: the host is written once", n, before+1)
 	}
+	// Removed through this control's API, the domain takes no link at
+	// once: the links service forgets what it had read of it.
+	if a := call(t, "DELETE", c.url+"/api/v1/domains/go.acme.test", key, ""); a.status/100 != 2 {
+		t.Fatalf("remove go.acme.test: %d %s", a.status, a.body)
+	}
+	if a := call(t, "POST", c.url+"/api/v1/links", key, `{"url": "https://acme.example/", "domain": "go.acme.test"}`); a.status/100 != 4 {
+		t.Errorf("create on the removed domain: %d %s; want a 4xx", a.status, a.body)
+	}
 	if err := c.stop(); err != nil {
 		t.Fatal(err)
 	}
 
-	// The key file loses k1: control refuses to start, naming the domain
-	// and the key, never the key's bytes.
+	// An active FF1 domain whose key the file loses: control refuses to
+	// start, naming the domain and the key, never the key's bytes.
+	if _, err := domains.New(st, domains.Config{Keys: keys, DefaultKey: "k1"}).Create(ctx, tenant, domains.Input{Host: "go2.acme.test"}); err != nil {
+		t.Fatal(err)
+	}
 	otherFile, _ := writeKeys(t, "k2")
 	bad := cfg
 	bad.CodeKeysFile, bad.DomainKey, bad.HTTPAddr = otherFile, "k2", "127.0.0.1:0"
 	runCtx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
 	err = Run(runCtx, bad)
-	if err == nil || !strings.Contains(err.Error(), "go.acme.test") || !strings.Contains(err.Error(), `"k1"`) || strings.Contains(err.Error(), secret) {
-		t.Errorf("Run without the domain's key: %v; want an error naming go.acme.test and k1, not the key", err)
+	if err == nil || !strings.Contains(err.Error(), "go2.acme.test") || !strings.Contains(err.Error(), `"k1"`) || strings.Contains(err.Error(), secret) {
+		t.Errorf("Run without the domain's key: %v; want an error naming go2.acme.test and k1, not the key", err)
 	}
 	bad.CodeKeysFile, bad.DomainKey = keyFile, "k9"
 	if err := Run(runCtx, bad); err == nil || !strings.Contains(err.Error(), `"k9"`) {

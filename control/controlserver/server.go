@@ -244,7 +244,8 @@ func Run(ctx context.Context, cfg Config) error {
 		Log:                 log,
 	})
 	doms := domains.New(store, domains.Config{Keys: keys, DefaultKey: cfg.DomainKey,
-		Targets: links.TargetPolicy{Blocked: cfg.BlockedDomains, AllowPrivate: cfg.AllowPrivateTargets}})
+		Targets:  links.TargetPolicy{Blocked: cfg.BlockedDomains, AllowPrivate: cfg.AllowPrivateTargets},
+		OnChange: func(d link.Domain) { svc.ForgetDomain(d.Host) }})
 	probes := newOps(alloc, ns, store.Ping, cfg, log)
 	handler := api.New(store, svc, api.Config{PublicURL: cfg.PublicURL, Log: log, Stats: store,
 		Startup: probes.startup, Ready: probes.ready, Live: probes.live,

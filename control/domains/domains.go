@@ -48,6 +48,10 @@ type Config struct {
 	// Targets is the policy root and not-found redirects must pass, the
 	// one link targets pass.
 	Targets links.TargetPolicy
+	// OnChange, if set, is called with each domain as a create, update or
+	// removal committed it (control tells its links service to forget
+	// what it cached of the domain). It must not block.
+	OnChange func(link.Domain)
 }
 
 // Service manages domains. It is safe for concurrent use.
@@ -144,7 +148,15 @@ func (s *Service) Create(ctx context.Context, tenantID int64, in Input) (link.Do
 		return link.Domain{}, err
 	}
 	d.Robots = in.Robots
-	return s.store.CreateDomain(ctx, d)
+	return s.changed(s.store.CreateDomain(ctx, d))
+}
+
+// changed passes a committed change to Config.OnChange.
+func (s *Service) changed(d link.Domain, err error) (link.Domain, error) {
+	if err == nil && s.cfg.OnChange != nil {
+		s.cfg.OnChange(d)
+	}
+	return d, err
 }
 
 // Update changes a domain's settings. tenantID 0 is the operator and may
@@ -202,7 +214,7 @@ func (s *Service) Update(ctx context.Context, tenantID int64, host string, p Pat
 	if errors.Is(err, link.ErrNotFound) {
 		return link.Domain{}, unknown(host)
 	}
-	return d, err
+	return s.changed(d, err)
 }
 
 // rotate puts key first and keeps the others behind it, newest first, at
@@ -238,7 +250,7 @@ func (s *Service) Remove(ctx context.Context, tenantID int64, host string) (link
 	if errors.Is(err, link.ErrNotFound) {
 		return link.Domain{}, unknown(host)
 	}
-	return d, err
+	return s.changed(d, err)
 }
 
 // List returns the tenant's domains (removed ones too), then the

@@ -91,6 +91,25 @@ func (c *domainCache) lookup(ctx context.Context, host string) (link.Domain, err
 	return d, nil
 }
 
+// forget drops what the cache holds of host, so the next use reads it.
+func (c *domainCache) forget(host string) {
+	c.mu.Lock()
+	delete(c.byHost, host)
+	c.mu.Unlock()
+}
+
+// ForgetDomain makes the service read the domain with canonical host (""
+// for the platform's) afresh on its next use: control calls it after
+// changing a domain, so its own creates see a removal or a new key at once
+// (another instance's within Config.DomainTTL).
+func (s *Service) ForgetDomain(host string) {
+	s.domains.forget(host)
+	if host != platformKey {
+		// The platform's domain may be named by its host too.
+		s.domains.forget(platformKey)
+	}
+}
+
 // codesOf is the permutation of d's current key, made once per (domain,
 // key).
 func (c *domainCache) codesOf(d link.Domain) (*ff1.Codes, error) {
