@@ -12,6 +12,12 @@
 // can only ever take that range's own IDs. Ranges are never resumed after a
 // restart and never returned: unused IDs are waste, counted in the audit.
 //
+// Namespaces are configured at start (Config.Namespaces) or learned on the
+// first Next that names them (Config.Lookup reads them from the authority):
+// each domain of links has its own, made with the domain, possibly by another
+// instance after this one started. A namespace's range lies in one domain's
+// IDs (shared/link IDRange), and a learned one gets every rule below.
+//
 // Each namespace keeps a double buffer (current and standby) filled by exactly
 // one loader goroutine, which prefetches the standby when the current range
 // has fewer than PrefetchAhead seconds left at the observed rate (or is half
