@@ -53,6 +53,7 @@ import (
 	"github.com/edgelink/edgelink/bench/measure"
 	"github.com/edgelink/edgelink/internal/stack"
 	"github.com/edgelink/edgelink/shared/base62"
+	"github.com/edgelink/edgelink/shared/link"
 )
 
 func main() {
@@ -346,7 +347,7 @@ func rawLoop(ctx context.Context, pool *pgxpool.Pool, tenant int64, ids *memIDs,
 			idv, codes, urls := make([]int64, perTx), make([]string, perTx), make([]string, perTx)
 			for time.Now().Before(deadline) {
 				for i := range perTx {
-					id, _ := ids.NextID(ctx)
+					id, _ := ids.NextID(ctx, link.DefaultDomain)
 					idv[i] = int64(id)
 					codes[i], _ = base62.Encode(id)
 					urls[i] = prefix + strconv.FormatUint(id, 10)
@@ -381,6 +382,6 @@ func quantile(sorted []time.Duration, q float64) time.Duration {
 // memIDs stands in for the segment allocator's fast path.
 type memIDs struct{ next atomic.Uint64 }
 
-func (m *memIDs) NextID(context.Context) (uint64, error) { return m.next.Add(1), nil }
+func (m *memIDs) NextID(context.Context, link.DomainID) (uint64, error) { return m.next.Add(1), nil }
 
 func (*memIDs) Done(uint64, bool) {}

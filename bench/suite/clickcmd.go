@@ -24,6 +24,7 @@ import (
 	"github.com/edgelink/edgelink/control/postgres"
 	"github.com/edgelink/edgelink/edge/clickpub"
 	"github.com/edgelink/edgelink/shared/clicks"
+	"github.com/edgelink/edgelink/shared/link"
 )
 
 // The clicks scenario's processes, each a subcommand of this binary so its
@@ -235,7 +236,7 @@ func clickGen(args []string) error {
 			if ref == tail {
 				ref = len(referers) + r.IntN(tailReferrers)
 			}
-			rec.Record(q.code, refs[ref].raw, uas[ua].raw, q.status, at)
+			rec.Record(link.DefaultDomain, q.code, refs[ref].raw, uas[ua].raw, q.status, at)
 			if !q.known {
 				final.Unknown++
 				continue

@@ -18,6 +18,7 @@ import (
 	"github.com/edgelink/edgelink/internal/stack"
 	"github.com/edgelink/edgelink/internal/stack/allinone"
 	"github.com/edgelink/edgelink/shared/base62"
+	"github.com/edgelink/edgelink/shared/link"
 )
 
 // setStatus changes a link's status the way control's write path does (row
@@ -278,7 +279,7 @@ func TestEdgeCatchesUpAfterNATSRestart(t *testing.T) {
 	}
 	before := body["code"].(string)
 	pollStatus(t, r, before, http.StatusFound)
-	waitCaughtUp(t, e, "first link", func() bool { _, ok := e.Overlay.Lookup([]byte(before)); return ok })
+	waitCaughtUp(t, e, "first link", func() bool { _, ok := e.Overlay.Lookup(link.DefaultDomain, []byte(before)); return ok })
 
 	ns.Stop()
 	// Degraded, not unready: every edge shares a NATS outage, and a load
@@ -314,7 +315,7 @@ func TestEdgeCatchesUpAfterNATSRestart(t *testing.T) {
 	}
 	waitCaughtUp(t, e, "links created during the outage", func() bool {
 		for _, code := range during {
-			if _, ok := e.Overlay.Lookup([]byte(code)); !ok {
+			if _, ok := e.Overlay.Lookup(link.DefaultDomain, []byte(code)); !ok {
 				return false
 			}
 		}

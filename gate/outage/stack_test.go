@@ -18,6 +18,7 @@ import (
 
 	"github.com/edgelink/edgelink/edge/edgeserver"
 	"github.com/edgelink/edgelink/internal/stack"
+	"github.com/edgelink/edgelink/shared/link"
 )
 
 // env is one scenario's authority and stream: a PostgreSQL server of its
@@ -159,10 +160,10 @@ func within(ivs []interval, id uint64) bool {
 // overlay) or from a snapshot it swapped in, rather than only through the
 // authority.
 func (e *edge) knows(code string) bool {
-	if _, ok := e.E.Overlay.Lookup([]byte(code)); ok {
+	if _, ok := e.E.Overlay.Lookup(link.DefaultDomain, []byte(code)); ok {
 		return true
 	}
-	_, ok := e.E.Snapshots.Lookup([]byte(code))
+	_, ok := e.E.Snapshots.Lookup(link.DefaultDomain, []byte(code))
 	return ok
 }
 
