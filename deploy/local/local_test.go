@@ -163,3 +163,28 @@ func readyz(edgeURL string) (int, string) {
 	}
 	return status, body
 }
+
+// TestWelcomeDomainWorks is what `go tool task up` prints about domains:
+// a domain added through the API takes FF1 links at once (control and the
+// edge share the stack's code key file) and they redirect with its Host;
+// the same code on the platform's host is not that link.
+func TestWelcomeDomainWorks(t *testing.T) {
+	r, _ := startEdgeStack(t, "", nil)
+	c := client(r)
+	ctx := t.Context()
+	if a := c.Do(ctx, "POST", "/api/v1/domains", `{"host": "go.example.test"}`); a.Err != nil || a.Status != http.StatusCreated {
+		t.Fatalf("add a domain: %v", a)
+	}
+	l := c.CreatePatiently(ctx, stack.Link{URL: "https://example.com/", Domain: "go.example.test"})
+	if l.Status != http.StatusCreated {
+		t.Fatalf("create on the domain: %d %v", l.Status, l.Problem)
+	}
+	v := stack.NewVisitor(r.EdgeURL, stack.LoopbackIP(1))
+	t.Cleanup(v.Close)
+	if status, loc, err := v.FollowHost("go.example.test", l.Code); err != nil || status != http.StatusFound || loc != l.URL {
+		t.Fatalf("GET /%s with Host go.example.test: %d %q %v; want 302 to %s", l.Code, status, loc, err, l.URL)
+	}
+	if status, loc, _ := v.Follow(l.Code); loc == l.URL {
+		t.Fatalf("GET /%s on the platform's host answered the domain's link: %d", l.Code, status)
+	}
+}

@@ -97,8 +97,14 @@ func Run(ctx context.Context, o Options) (err error) {
 		defer stop(ns.Close)
 	}
 
+	// The FF1 code keys control and the edge share: made once, kept with
+	// the data, since codes already issued were made with them.
+	codeKeys, err := stack.WriteCodeKeys(dataDir)
+	if err != nil {
+		return err
+	}
 	ecfg := edgeserver.Config{HTTPAddr: o.EdgeAddr, NATSURL: ns.URL(), Name: "local", Log: o.Log,
-		SnapshotDir: filepath.Join(dataDir, "edge-local")}
+		SnapshotDir: filepath.Join(dataDir, "edge-local"), CodeKeysFile: codeKeys}
 	edge, err := stack.StartEdge(ctx, with(ecfg, o.Edge))
 	if err != nil {
 		return err
@@ -110,7 +116,7 @@ func Run(ctx context.Context, o Options) (err error) {
 		sched = *o.Snapshots
 	}
 	ccfg := controlserver.Config{HTTPAddr: o.ControlAddr, DatabaseURL: pg.DSN, NATSURL: ns.URL(),
-		PublicURL: edge.URL, Log: o.Log, Snapshots: sched}
+		PublicURL: edge.URL, Log: o.Log, Snapshots: sched, CodeKeysFile: codeKeys, DomainKey: stack.CodeKeyName}
 	control, err := stack.StartControl(ctx, with(ccfg, o.Control))
 	if err != nil {
 		return err
@@ -204,6 +210,17 @@ Follow it (put the "code" from the answer in place of CODE):
 
   curl -sS -i %s/CODE
 
+Add a domain of your own (its codes are FF1: nobody can walk them), make a
+link on it, and follow it with that Host:
+
+  curl -sS -X POST %s/api/v1/domains -H 'Authorization: Bearer %s' \
+    -H 'Content-Type: application/json' -d '{"host": "go.example.test"}'
+  curl -sS -X POST %s/api/v1/links -H 'Authorization: Bearer %s' \
+    -H 'Content-Type: application/json' \
+    -d '{"url": "https://example.com/", "domain": "go.example.test"}'
+  curl -sS -i -H 'Host: go.example.test' %s/CODE
+
 Press Ctrl-C to stop; data is kept for the next start.
-`, r.ControlURL, r.ControlURL, r.EdgeURL, r.NATSURL, r.DatabaseURL, r.APIKey, r.ControlURL, r.APIKey, r.EdgeURL)
+`, r.ControlURL, r.ControlURL, r.EdgeURL, r.NATSURL, r.DatabaseURL, r.APIKey, r.ControlURL, r.APIKey, r.EdgeURL,
+		r.ControlURL, r.APIKey, r.ControlURL, r.APIKey, r.EdgeURL)
 }
