@@ -170,6 +170,16 @@ func TestTwoDomainsOneCode(t *testing.T) {
 			t.Errorf("GET %s: %d; want 404", path, w.Code)
 		}
 	}
+	hostile := url.QueryEscape(`"><script>alert(1)</script>`)
+	for _, path := range []string{"/console/links/same-2?domain=" + hostile, "/console/links?domain=" + hostile} {
+		if w := b.do("GET", path, nil); w.Code == http.StatusOK || strings.Contains(w.Body.String(), "<script>alert") {
+			t.Errorf("GET %s: %d, or the domain written unescaped", path, w.Code)
+		}
+	}
+	w = b.do("POST", "/console/links", url.Values{"csrf": {token}, "domain": {`"><script>alert(1)</script>`}, "url": {"https://example.com/x"}})
+	if w.Code != http.StatusBadRequest || strings.Contains(w.Body.String(), "<script>alert") {
+		t.Errorf("create on a hostile domain: %d, or written unescaped", w.Code)
+	}
 	if w := b.do("POST", "/console/links/rival-1/status?domain=rival.test", url.Values{"csrf": {token}, "status": {"disabled"}}); w.Code != http.StatusNotFound {
 		t.Errorf("disable another tenant's link: %d; want 404", w.Code)
 	}
