@@ -163,7 +163,6 @@ type Server struct {
 	links    Links
 	cfg      Config
 	secure   bool
-	public   string
 	short    shortURLs
 	log      *slog.Logger
 	pages    *pages
@@ -204,7 +203,7 @@ func New(sessions Sessions, keys Keys, l Links, cfg Config) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{sessions: sessions, keys: keys, links: l, cfg: cfg, secure: secure,
-		public: strings.TrimRight(cfg.PublicURL, "/"), short: short, log: cfg.Log, pages: p,
+		short: short, log: cfg.Log, pages: p,
 		fails: authfail.New(cfg.SignInFailuresPerSecond, cfg.SignInFailureBurst, 100_000, cfg.Now),
 		mux:   http.NewServeMux()}
 	s.routes()

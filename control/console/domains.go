@@ -76,17 +76,14 @@ func domainParam(r *http.Request) string {
 }
 
 // domainChoice is a domain a form offers.
-type domainChoice struct {
-	Value, Label string
-	Platform     bool
-}
+type domainChoice struct{ Value, Label string }
 
 // domainChoices are the session's domains for the create form (active
 // ones, the platform's first with the value "", as the service takes it)
 // and for the list's filter (every one, removed ones too: their links
 // stay, each by its host).
 func (s *Server) domainChoices(r *http.Request, sess Session) (create, filter []domainChoice, err error) {
-	platform := domainChoice{Label: s.short.host + " (platform)", Platform: true}
+	platform := domainChoice{Label: s.short.host + " (platform)"}
 	create = []domainChoice{platform}
 	if s.cfg.Domains == nil {
 		return create, nil, nil
@@ -98,7 +95,7 @@ func (s *Server) domainChoices(r *http.Request, sess Session) (create, filter []
 	var own []domainChoice
 	for _, d := range ds {
 		if d.ID == link.DefaultDomain {
-			filter = append(filter, domainChoice{Value: d.Host, Label: platform.Label, Platform: true})
+			filter = append(filter, domainChoice{Value: d.Host, Label: platform.Label})
 			continue
 		}
 		label := d.Host
