@@ -281,6 +281,9 @@ func FuzzReader(f *testing.F) {
 			if rd.Encoding() == "csv" && rec.Line < last {
 				t.Fatalf("line went back from %d to %d", last, rec.Line)
 			}
+			if rd.Encoding() == "csv" && rec.Err == nil && strings.Contains(rec.Code+rec.URL+rec.Domain, "\n") {
+				t.Fatalf("a good record's code, URL or domain spans lines: %+v", rec)
+			}
 			last = rec.Line
 		}
 	})
