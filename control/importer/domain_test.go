@@ -89,8 +89,8 @@ func TestReadDomains(t *testing.T) {
 }
 
 // TestImportDomains: rows keep their domains — the same code on two
-// domains is two links, the export's default domain and Shlink's null are
-// the platform's, hosts are compared canonically (a row repeated in
+// domains is two links, the export's default domain, Shlink's null and
+// the platform's own host are the platform's, hosts are compared canonically (a row repeated in
 // another spelling is a duplicate), and a row on a host that is no domain
 // of the tenant's, or no host at all, is rejected with the reason while
 // every other row is imported. The mapping names each link's domain; a
@@ -108,7 +108,8 @@ func TestImportDomains(t *testing.T) {
 		"2024-01-01,https://nowhere.test/zz-1,nowhere.test,zz-1,https://example.com/nowhere\n" + // 5: not the tenant's
 		"2024-01-01,https://x/bad,bad host!,bad-1,https://example.com/bad\n" + // 6: not a host
 		"2024-01-01,https://s.test/none-1,,none-1,https://example.com/none\n" + // 7: no domain → platform
-		"2024-01-01,https://rival.link/rival-1,rival.link,rival-1,https://example.com/rival\n" // 8: another tenant's
+		"2024-01-01,https://rival.link/rival-1,rival.link,rival-1,https://example.com/rival\n" + // 8: another tenant's
+		"2024-01-01,https://sho.rt/plat-1,sho.rt,plat-1,https://example.com/plat\n" // 9: the platform's own host
 	// Chunks of two rows, four in flight: the rows of several domains go
 	// up concurrently (run under -race).
 	sum, err := runImport(t, input, c, Options{DefaultDomains: []string{"S.test"}, BatchSize: 2, Concurrency: 4})
@@ -118,7 +119,7 @@ func TestImportDomains(t *testing.T) {
 	want := map[int]struct {
 		kind   Kind
 		domain string
-	}{2: {Kept, ""}, 3: {Kept, "acme.link"}, 4: {Duplicate, "acme.link"}, 5: {Rejected, "nowhere.test"}, 6: {Rejected, "bad host!"}, 7: {Kept, ""}, 8: {Rejected, "rival.link"}}
+	}{2: {Kept, ""}, 3: {Kept, "acme.link"}, 4: {Duplicate, "acme.link"}, 5: {Rejected, "nowhere.test"}, 6: {Rejected, "bad host!"}, 7: {Kept, ""}, 8: {Rejected, "rival.link"}, 9: {Kept, "sho.rt"}}
 	for _, o := range sum.Outcomes {
 		w := want[o.Line]
 		if o.Kind != w.kind || o.Domain != w.domain {
@@ -143,14 +144,15 @@ func TestImportDomains(t *testing.T) {
 		{"", "abc12", "https://example.com/platform"},
 		{"acme.link", "abc12", "https://example.com/acme"},
 		{"", "none-1", "https://example.com/none"},
+		{"", "plat-1", "https://example.com/plat"},
 	} {
 		l, err := c.WithDomain(tc.domain).Get(ctx, tc.code)
 		if err != nil || l.URL != tc.url {
 			t.Errorf("%s on %q: %+v, %v; want %s", tc.code, tc.domain, l, err, tc.url)
 		}
 	}
-	if n := e.count(t, tenant); n != 3 {
-		t.Errorf("%d links; want 3", n)
+	if n := e.count(t, tenant); n != 4 {
+		t.Errorf("%d links; want 4", n)
 	}
 
 	var m bytes.Buffer
@@ -165,7 +167,7 @@ func TestImportDomains(t *testing.T) {
 	for _, r := range recs {
 		got = append(got, r[0]+">"+r[1]+"@"+r[6])
 	}
-	if strings.Join(got, " ") != "old_code>new_code@domain abc12>abc12@ abc12>abc12@acme.link none-1>none-1@" {
+	if strings.Join(got, " ") != "old_code>new_code@domain abc12>abc12@ abc12>abc12@acme.link none-1>none-1@ plat-1>plat-1@sho.rt" {
 		t.Errorf("mapping %q", got)
 	}
 

@@ -44,6 +44,11 @@ func newAPIEnv(t *testing.T) *apiEnv {
 	t.Helper()
 	pool := pgtest.Pool(t)
 	st := postgres.New(pool)
+	// What control does at start: the platform's domain is named by the
+	// public URL's host.
+	if _, err := st.EnsureDefaultDomain(context.Background(), "sho.rt"); err != nil {
+		t.Fatal(err)
+	}
 	svc := links.New(st, seqIDs{new(atomic.Uint64)}, links.Config{Reserved: api.Routes})
 	srv := httptest.NewServer(api.New(st, svc, api.Config{PublicURL: "https://sho.rt", RatePerSecond: -1}))
 	t.Cleanup(srv.Close)
