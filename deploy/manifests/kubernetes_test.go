@@ -760,6 +760,7 @@ var kubernetesChecks = []struct {
 	{"CommandLines", checkCommandLines},
 	{"ProbesAndMetricsAreServed", checkServed},
 	{"Wiring", checkWiring},
+	{"CodeKeys", checkCodeKeys},
 }
 
 // TestKubernetes renders deploy/kubernetes as `kubectl apply -k` would and
@@ -811,6 +812,24 @@ func TestKubernetesChecksCatchMistakes(t *testing.T) {
 		{"images disagree", "kustomization.yaml", "  - name: edgelink/edge\n    newTag: dev", "  - name: edgelink/edge\n    newTag: v2", "edgelink images carry tags [dev v2]"},
 		{"edges dropped", "kustomization.yaml", "  - edge.yaml\n", "", "edge runs 0 replicas"},
 		{"unknown kind", "control.yaml", "kind: PodDisruptionBudget", "kind: PodDisruptionBudgetz", `kind "PodDisruptionBudgetz" is not one this test knows`},
+		{"code keys writable", "edge.yaml", "mountPath: /etc/edgelink/keys\n              readOnly: true", "mountPath: /etc/edgelink/keys\n              readOnly: false",
+			"Deployment/edge container edge: volume mount code-keys (/etc/edgelink/keys) of the code keys is writable"},
+		{"control without the code keys", "control.yaml", "            - name: code-keys\n              mountPath: /etc/edgelink/keys\n              readOnly: true\n", "",
+			"Deployment/control container control: EDGELINK_CODE_KEYS=/etc/edgelink/keys/code-keys is under no volume mount"},
+		{"code keys where nothing is mounted", "config.yaml", "EDGELINK_CODE_KEYS: /etc/edgelink/keys/code-keys", "EDGELINK_CODE_KEYS: /etc/edgelink/code-keys",
+			"EDGELINK_CODE_KEYS=/etc/edgelink/code-keys is under no volume mount"},
+		{"code keys read by nobody", "config.yaml", "  EDGELINK_CODE_KEYS: /etc/edgelink/keys/code-keys\n", "", "container edge: no EDGELINK_CODE_KEYS"},
+		{"a key committed", "code-keys", "#   echo ", "k2026 " + strings.Repeat("A", 43) + "=\n#   echo ", "is not a comment: the committed code key file must hold no key"},
+		{"a placeholder the binaries refuse", "code-keys", "#   echo ", "k2026\n#   echo ", "want \"name base64-key\": control and the edges would refuse to start"},
+		{"domain key without its key", "config.yaml", `EDGELINK_DOMAIN_KEY: ""`, `EDGELINK_DOMAIN_KEY: k2026`,
+			`EDGELINK_DOMAIN_KEY names key "k2026", which Secret edgelink-code-keys-`},
+		{"code keys readable by all", "edge.yaml", "secretName: edgelink-code-keys\n            defaultMode: 0440", "secretName: edgelink-code-keys\n            defaultMode: 0444",
+			"Deployment/edge container edge: the code keys file has mode 0444: readable by every user"},
+		{"code keys unreadable by control", "control.yaml", "        fsGroup: 65532\n", "", "Deployment/control container control: the code keys file (mode 0440, owner root) is unreadable"},
+		{"edges read another file", "edge.yaml", "secretName: edgelink-code-keys\n            defaultMode: 0440",
+			"secretName: postgres-credentials\n            defaultMode: 0440\n            items:\n              - key: POSTGRES_PASSWORD\n                path: code-keys",
+			"control and every edge need the same file"},
+		{"code keys Secret without the file", "kustomization.yaml", "      - code-keys\n", "      - keys=code-keys\n", `has no key "code-keys"`},
 	}
 	src := kubernetesDir(t)
 	for _, m := range mutations {
@@ -822,7 +841,8 @@ func TestKubernetesChecksCatchMistakes(t *testing.T) {
 				t.Fatal(err)
 			}
 			for _, e := range entries {
-				if !strings.HasSuffix(e.Name(), ".yaml") {
+				// The manifests, and the files kustomize generates from.
+				if !e.Type().IsRegular() {
 					continue
 				}
 				b, err := os.ReadFile(filepath.Join(src, e.Name()))

@@ -1,0 +1,274 @@
+package manifests_test
+
+import (
+	"fmt"
+	"os"
+	"path"
+	"strings"
+	"testing"
+
+	"github.com/compose-spec/compose-go/v2/types"
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/edgelink/edgelink/shared/ff1"
+)
+
+// The code key file (shared/ff1 LoadKeys) is a secret that control and
+// every edge read at start: control makes FF1 domains' codes with it, an
+// edge rules out their misses from memory with it. These checks hold the
+// manifests to what that needs: every control and edge container names the
+// file in EDGELINK_CODE_KEYS, the path is a read-only mount of one Secret
+// (the same Secret and path everywhere, so the file is the same), readable
+// by the process and by no other user, and the committed file holds no key
+// (real keys never go in the repository) yet parses as the binaries parse
+// it, so a fresh deployment with it starts: control starts with no keys as
+// long as EDGELINK_DOMAIN_KEY names none it lacks.
+
+// codeKeysEnv is the variable both binaries read the key file's path from.
+const codeKeysEnv = "EDGELINK_CODE_KEYS"
+
+// checkKeyPlaceholder checks a committed key file: only comments and blank
+// lines, and parsed without error by ff1.ParseKeys (a line it refused would
+// stop control and every edge at start). A line that is not a comment is
+// named by number only: it may be a real key, and problems are printed.
+// It returns the keys the file holds (none when it passes).
+func checkKeyPlaceholder(where, text string) (*ff1.Keys, problems) {
+	var p problems
+	for n, line := range strings.Split(text, "\n") {
+		if s := strings.TrimSpace(line); s != "" && !strings.HasPrefix(s, "#") {
+			p.add("%s line %d is not a comment: the committed code key file must hold no key (generate real keys outside the repository)", where, n+1)
+		}
+	}
+	keys, err := ff1.ParseKeys(strings.NewReader(text))
+	if err != nil {
+		p.add("%s: %v: control and the edges would refuse to start with it", where, err)
+		return &ff1.Keys{}, p
+	}
+	return keys, p
+}
+
+// checkDomainKey: control refuses to start when EDGELINK_DOMAIN_KEY names
+// a key the file lacks, so the committed settings may name only a key the
+// committed file holds (with the placeholder: none).
+func checkDomainKey(where string, env map[string]string, keys *ff1.Keys, file string) (p problems) {
+	if name := env["EDGELINK_DOMAIN_KEY"]; name != "" && !keys.Has(name) {
+		p.add("%s: EDGELINK_DOMAIN_KEY names key %q, which %s does not hold: control would refuse to start (set the two together)", where, name, file)
+	}
+	return p
+}
+
+// codeKeysMount is where a container's EDGELINK_CODE_KEYS file comes from.
+type codeKeysMount struct {
+	where, path string
+	from        string // the Secret and key, or the compose secret and its file
+}
+
+// checkCodeKeys is the Kubernetes check.
+func checkCodeKeys(t testing.TB, c *cluster) (p problems) {
+	var seen []codeKeysMount
+	checked := map[string]bool{} // Secret/key pairs whose contents were checked
+	for _, e := range c.edgelinkContainers(t) {
+		if e.w.kind == "Job" {
+			continue // control migrate makes no codes
+		}
+		where := fmt.Sprintf("%s container %s", e.w, e.ct.Name)
+		env, err := c.containerEnv(e.ct)
+		if err != nil {
+			p.add("%s: %v", where, err)
+			continue
+		}
+		file := env[codeKeysEnv]
+		if file == "" {
+			p.add("%s: no %s: %s", where, codeKeysEnv, missingKeysCost(e.image))
+			continue
+		}
+		if !path.IsAbs(file) {
+			p.add("%s: %s=%s: want an absolute path", where, codeKeysEnv, file)
+			continue
+		}
+		m, rel := mountOf(e.ct, file)
+		if m == nil {
+			p.add("%s: %s=%s is under no volume mount: the file would not be there", where, codeKeysEnv, file)
+			continue
+		}
+		if !m.ReadOnly {
+			p.add("%s: volume mount %s (%s) of the code keys is writable: mount it readOnly", where, m.Name, m.MountPath)
+		}
+		spec := &e.w.template.Spec
+		var vol *corev1.Volume
+		for i := range spec.Volumes {
+			if spec.Volumes[i].Name == m.Name {
+				vol = &spec.Volumes[i]
+			}
+		}
+		if vol == nil || vol.Secret == nil {
+			p.add("%s: the code keys come from volume %s, which is not a Secret volume", where, m.Name)
+			continue
+		}
+		key, mode := rel, deref(vol.Secret.DefaultMode, corev1.SecretVolumeSourceDefaultMode)
+		if len(vol.Secret.Items) > 0 {
+			key = ""
+			for _, it := range vol.Secret.Items {
+				if it.Path == rel {
+					key, mode = it.Key, deref(it.Mode, mode)
+				}
+			}
+			if key == "" {
+				p.add("%s: volume %s maps no key of its Secret to %s", where, vol.Name, rel)
+				continue
+			}
+		}
+		s, ok := c.secrets[vol.Secret.SecretName]
+		if !ok {
+			p.add("%s: volume %s: no Secret %q", where, vol.Name, vol.Secret.SecretName)
+			continue
+		}
+		text, ok := secretData(s)[key]
+		if !ok {
+			p.add("%s: volume %s: Secret %s has no key %q", where, vol.Name, s.Name, key)
+			continue
+		}
+		// The kubelet owns secret files by root; with an fsGroup it gives
+		// that group read access (and ORs in 0440).
+		fsGroup := spec.SecurityContext != nil && spec.SecurityContext.FSGroup != nil
+		if mode&0o007 != 0 {
+			p.add("%s: the code keys file has mode %#o: readable by every user of the node; give it 0440 and the pod an fsGroup", where, mode)
+		} else if !fsGroup {
+			p.add("%s: the code keys file (mode %#o, owner root) is unreadable by the process: give the pod an fsGroup", where, mode)
+		}
+		if id := s.Name + "/" + key; !checked[id] {
+			checked[id] = true
+			_, found := checkKeyPlaceholder(fmt.Sprintf("Secret %s key %s", s.Name, key), text)
+			p = append(p, found...)
+		}
+		keys, _ := ff1.ParseKeys(strings.NewReader(text))
+		if keys == nil {
+			keys = &ff1.Keys{}
+		}
+		if e.image == "edgelink/control" {
+			p = append(p, checkDomainKey(where, env, keys, "Secret "+s.Name)...)
+		}
+		seen = append(seen, codeKeysMount{where: where, path: file, from: fmt.Sprintf("Secret %s key %s", s.Name, key)})
+	}
+	p = append(p, sameKeys(seen)...)
+	return p
+}
+
+// missingKeysCost says what a binary without the key file loses.
+func missingKeysCost(image string) string {
+	if image == "edgelink/control" {
+		return "control could make no FF1 domain's codes, and refuses to start once one exists"
+	}
+	return "the edge could rule out no FF1 domain's misses from memory (each would be asked of control)"
+}
+
+// sameKeys: one file for all, at one path, so an operator's
+// `kubectl exec` sees what every process sees.
+func sameKeys(seen []codeKeysMount) (p problems) {
+	if len(seen) == 0 {
+		return nil
+	}
+	first := seen[0]
+	for _, s := range seen[1:] {
+		if s.from != first.from {
+			p.add("%s reads the code keys from %s, but %s from %s: control and every edge need the same file",
+				s.where, s.from, first.where, first.from)
+		}
+		if s.path != first.path {
+			p.add("%s reads the code keys at %s, but %s at %s: mount them at one path", s.where, s.path, first.where, first.path)
+		}
+	}
+	return p
+}
+
+// mountOf is the volume mount a file at an absolute path is read from (the
+// deepest one holding it) and the file's path inside the volume.
+func mountOf(ct corev1.Container, file string) (*corev1.VolumeMount, string) {
+	var best *corev1.VolumeMount
+	rel := ""
+	for i := range ct.VolumeMounts {
+		m := &ct.VolumeMounts[i]
+		var r string
+		switch {
+		case m.MountPath == file && m.SubPath != "":
+			r = m.SubPath
+		case strings.HasPrefix(file, strings.TrimSuffix(m.MountPath, "/")+"/"):
+			r = path.Join(m.SubPath, strings.TrimPrefix(file, strings.TrimSuffix(m.MountPath, "/")+"/"))
+		default:
+			continue
+		}
+		if best == nil || len(m.MountPath) > len(best.MountPath) {
+			best, rel = m, r
+		}
+	}
+	return best, rel
+}
+
+// checkComposeCodeKeys is the compose check: control and the edge get the
+// key file as the same compose secret (read-only, and never in an image)
+// at the path EDGELINK_CODE_KEYS names, and the file the secret takes when
+// the operator names none is the committed placeholder.
+func checkComposeCodeKeys(proj *types.Project) (p problems) {
+	var seen []codeKeysMount
+	checked := map[string]*ff1.Keys{}
+	for _, name := range []string{"control", "edge"} {
+		svc, ok := proj.Services[name]
+		if !ok {
+			continue // checkCompose reports it
+		}
+		where := "compose service " + name
+		file := ""
+		if v := svc.Environment[codeKeysEnv]; v != nil {
+			file = *v
+		}
+		if file == "" {
+			p.add("%s: no %s: %s", where, codeKeysEnv, missingKeysCost("edgelink/"+name))
+			continue
+		}
+		var ref *types.ServiceSecretConfig
+		for i, s := range svc.Secrets {
+			// A relative target is under /run/secrets, as is an absent one.
+			target := s.Target
+			if target == "" {
+				target = s.Source
+			}
+			if !path.IsAbs(target) {
+				target = path.Join("/run/secrets", target)
+			}
+			if target == file {
+				ref = &svc.Secrets[i]
+			}
+		}
+		if ref == nil {
+			p.add("%s: %s=%s is no secret of the service: mount the code key file as a compose secret there", where, codeKeysEnv, file)
+			continue
+		}
+		sec, ok := proj.Secrets[ref.Source]
+		if !ok || sec.File == "" {
+			p.add("%s: secret %s takes no file", where, ref.Source)
+			continue
+		}
+		keys, ok := checked[sec.File]
+		if !ok {
+			b, err := os.ReadFile(sec.File)
+			if err != nil {
+				p.add("secret %s: %v: `docker compose up` would fail without the operator's own file", ref.Source, err)
+				keys = &ff1.Keys{}
+			} else {
+				var found problems
+				keys, found = checkKeyPlaceholder("secret "+ref.Source+" file "+sec.File, string(b))
+				p = append(p, found...)
+			}
+			checked[sec.File] = keys
+		}
+		if name == "control" {
+			env := map[string]string{}
+			if v := svc.Environment["EDGELINK_DOMAIN_KEY"]; v != nil {
+				env["EDGELINK_DOMAIN_KEY"] = *v
+			}
+			p = append(p, checkDomainKey(where, env, keys, "secret "+ref.Source)...)
+		}
+		seen = append(seen, codeKeysMount{where: where, path: file, from: fmt.Sprintf("secret %s (file %s)", ref.Source, sec.File)})
+	}
+	return append(p, sameKeys(seen)...)
+}
