@@ -13,13 +13,16 @@ import (
 	"github.com/edgelink/edgelink/control/postgres"
 	"github.com/edgelink/edgelink/internal/pgtest"
 	"github.com/edgelink/edgelink/shared/base62"
+	"github.com/edgelink/edgelink/shared/link"
 )
 
 // allocatorIDs hands the links service IDs from the segment allocator.
 type allocatorIDs struct{ a *idalloc.Allocator }
 
-func (x allocatorIDs) NextID(ctx context.Context) (uint64, error) { return x.a.Next(ctx, "default") }
-func (x allocatorIDs) Done(id uint64, committed bool)             { x.a.Done(id, committed) }
+func (x allocatorIDs) NextID(ctx context.Context, d link.DomainID) (uint64, error) {
+	return x.a.Next(ctx, link.NamespaceOf(d))
+}
+func (x allocatorIDs) Done(id uint64, committed bool) { x.a.Done(id, committed) }
 
 // TestAllocStatusReportsCreates is issue 17's report: with 30 links made
 // after a 100,000-ID segment lease, `alloc status` must give 30 creates in

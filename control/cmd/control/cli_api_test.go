@@ -20,12 +20,15 @@ import (
 	"github.com/edgelink/edgelink/control/links"
 	"github.com/edgelink/edgelink/control/postgres"
 	"github.com/edgelink/edgelink/internal/pgtest"
+	"github.com/edgelink/edgelink/shared/link"
 )
 
 type seqIDs struct{ n *atomic.Uint64 }
 
-func (s seqIDs) NextID(context.Context) (uint64, error) { return s.n.Add(1), nil }
-func (seqIDs) Done(uint64, bool)                        {}
+func (s seqIDs) NextID(_ context.Context, d link.DomainID) (uint64, error) {
+	return link.IDBase(d) + s.n.Add(1), nil
+}
+func (seqIDs) Done(uint64, bool) {}
 
 // apiServer is control's creator API on a fresh database, with a tenant's
 // key; IDs come from a counter (the allocator has its own tests).

@@ -53,12 +53,12 @@ func exitCode(err error) int {
 		return exitUsage
 	case errors.As(err, &problem):
 		return statusExit(problem.Status)
-	case errors.Is(err, link.ErrInvalidInput), errors.Is(err, link.ErrInvalidURL):
+	case errors.Is(err, link.ErrInvalidInput), errors.Is(err, link.ErrInvalidURL), errors.Is(err, link.ErrHost):
 		return exitUsage
 	case errors.Is(err, link.ErrNotFound), errors.Is(err, link.ErrDeleted):
 		return exitNotFound
 	case errors.Is(err, postgres.ErrTenantExists), errors.Is(err, postgres.ErrKeyRevoked),
-		errors.Is(err, link.ErrCodeTaken), errors.Is(err, link.ErrIdempotencyConflict):
+		errors.Is(err, link.ErrCodeTaken), errors.Is(err, link.ErrIdempotencyConflict), errors.Is(err, link.ErrDomainTaken):
 		return exitConflict
 	case errors.Is(err, link.ErrUnauthorized):
 		return exitAuth

@@ -39,6 +39,7 @@ func serve(t *testing.T, globals, flags []string) string {
 	case a := <-addr:
 		return "http://" + a.String()
 	case err := <-done:
+		done <- err // for the cleanup, which waits for it too
 		t.Fatalf("control serve: %v\n%s", err, log.String())
 	case <-time.After(2 * time.Minute):
 		t.Fatalf("control serve did not start within 2 minutes\n%s", log.String())

@@ -31,6 +31,7 @@ func (f apiFlags) client() (*apiclient.Client, error) {
 
 type linksCmd struct {
 	apiFlags
+	Domain  string          `name:"domain" placeholder:"HOST" help:"The domain the links are on: one of the tenant's (control domains list), a host; default: the platform's. Codes are unique per domain, so the same code on two domains is two links. With list: only that domain's links (default: every domain's)."`
 	Create  linksCreateCmd  `cmd:"" help:"Create a short link."`
 	List    linksListCmd    `cmd:"" help:"List your links, newest first, a page at a time (--all for every page)."`
 	Get     linksGetCmd     `cmd:"" help:"Show one of your links."`
@@ -69,16 +70,25 @@ type linksDeleteCmd struct {
 	Code string `arg:"" help:"The link's code."`
 }
 
+// client is the API client of the links commands, on --domain's links.
+func (l *linksCmd) client() (*apiclient.Client, error) {
+	c, err := l.apiFlags.client()
+	if err != nil {
+		return nil, err
+	}
+	return c.WithDomain(l.Domain), nil
+}
+
 func (c *linksCreateCmd) Run(ctx context.Context, l *linksCmd, stdout io.Writer) error {
-	return runLinksCreate(ctx, l.apiFlags, *c, stdout)
+	return runLinksCreate(ctx, l, *c, stdout)
 }
 
 func (c *linksGetCmd) Run(ctx context.Context, l *linksCmd, stdout io.Writer) error {
-	return runLinksGet(ctx, l.apiFlags, c.Code, stdout)
+	return runLinksGet(ctx, l, c.Code, stdout)
 }
 
 func (c *linksDisableCmd) Run(ctx context.Context, l *linksCmd, stdout io.Writer) error {
-	return runLinksDisable(ctx, l.apiFlags, c.Code, stdout)
+	return runLinksDisable(ctx, l, c.Code, stdout)
 }
 
 func (c *linksEnableCmd) Run(ctx context.Context, l *linksCmd, stdout io.Writer) error {
@@ -102,13 +112,21 @@ func (c *linksDeleteCmd) Run(ctx context.Context, l *linksCmd, stdout io.Writer)
 		return fmt.Errorf("links delete %s: %w", c.Code, err)
 	}
 	if l.JSON {
-		return printJSON(stdout, map[string]any{"code": c.Code, "status": "deleted"})
+		out := map[string]any{"code": c.Code, "status": "deleted"}
+		if l.Domain != "" {
+			out["domain"] = l.Domain
+		}
+		return printJSON(stdout, out)
 	}
-	fmt.Fprintf(stdout, "deleted %s: it answers 410 on the edges, and its code is never handed out again\n", c.Code)
+	on := ""
+	if l.Domain != "" {
+		on = " on " + l.Domain
+	}
+	fmt.Fprintf(stdout, "deleted %s%s: it answers 410 on the edges, and its code is never handed out again\n", c.Code, on)
 	return nil
 }
 
-func runLinksCreate(ctx context.Context, f apiFlags, c linksCreateCmd, stdout io.Writer) error {
+func runLinksCreate(ctx context.Context, f *linksCmd, c linksCreateCmd, stdout io.Writer) error {
 	cl, err := f.client()
 	if err != nil {
 		return err
@@ -135,7 +153,7 @@ func runLinksCreate(ctx context.Context, f apiFlags, c linksCreateCmd, stdout io
 	return f.show(stdout, fmt.Sprintf("%s %s -> %s", verb, l.ShortURL, l.URL), l)
 }
 
-func runLinksGet(ctx context.Context, f apiFlags, code string, stdout io.Writer) error {
+func runLinksGet(ctx context.Context, f *linksCmd, code string, stdout io.Writer) error {
 	cl, err := f.client()
 	if err != nil {
 		return err
@@ -147,7 +165,7 @@ func runLinksGet(ctx context.Context, f apiFlags, code string, stdout io.Writer)
 	return f.show(stdout, "", l)
 }
 
-func runLinksDisable(ctx context.Context, f apiFlags, code string, stdout io.Writer) error {
+func runLinksDisable(ctx context.Context, f *linksCmd, code string, stdout io.Writer) error {
 	cl, err := f.client()
 	if err != nil {
 		return err
@@ -178,12 +196,12 @@ func printLink(w io.Writer, l *apiclient.Link) {
 		expires = *l.ExpiresAt
 	}
 	rows := [][2]string{
-		{"code", l.Code}, {"short_url", l.ShortURL}, {"url", l.URL},
+		{"code", l.Code}, {"domain", l.Domain}, {"short_url", l.ShortURL}, {"url", l.URL},
 		{"redirect_type", fmt.Sprint(l.RedirectType)}, {"status", l.Status}, {"namespace", l.Namespace},
 		{"expires_at", expires}, {"version", fmt.Sprint(l.Version)}, {"created_at", l.CreatedAt}, {"updated_at", l.UpdatedAt},
 	}
 	if l.URLOriginal != l.URL {
-		rows = append(rows[:3], append([][2]string{{"url_original", l.URLOriginal}}, rows[3:]...)...)
+		rows = append(rows[:4], append([][2]string{{"url_original", l.URLOriginal}}, rows[4:]...)...)
 	}
 	if l.Title != nil {
 		rows = append(rows, [2]string{"title", *l.Title})

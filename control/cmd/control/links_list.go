@@ -72,14 +72,14 @@ func (p *listPrinter) page(ls []apiclient.Link, next string, last bool) error {
 	if len(ls) > 0 {
 		tw := tabwriter.NewWriter(p.w, 0, 0, 2, ' ', 0)
 		if p.count == 0 {
-			fmt.Fprintln(tw, "CODE\tSTATUS\tTYPE\tEXPIRES\tCREATED\tURL")
+			fmt.Fprintln(tw, "CODE\tDOMAIN\tSTATUS\tTYPE\tEXPIRES\tCREATED\tURL")
 		}
 		for _, l := range ls {
 			expires := "never"
 			if l.ExpiresAt != nil {
 				expires = *l.ExpiresAt
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\n", l.Code, l.Status, l.RedirectType, expires, l.CreatedAt, l.URL)
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\n", l.Code, l.Domain, l.Status, l.RedirectType, expires, l.CreatedAt, l.URL)
 		}
 		if err := tw.Flush(); err != nil {
 			return err

@@ -51,6 +51,7 @@ type cli struct {
 	Alloc    allocCmd    `cmd:"" help:"Inspect ID allocation."`
 	Snapshot snapshotCmd `cmd:"" help:"Build edge snapshots."`
 	Links    linksCmd    `cmd:"" help:"Create, list, show, tag, disable, enable and delete links, and draw their QR codes, through the creator API (--api-url, EDGELINK_API_KEY)."`
+	Domains  domainsCmd  `cmd:"" help:"Add, list, show, change and remove domains (any tenant's, and the platform's settings)."`
 	Import   importCmd   `cmd:"" help:"Import Bitly, YOURLS or Shlink exports through the creator API; safe to run again."`
 }
 
@@ -108,6 +109,8 @@ type serveCmd struct {
 	StreamReplicas int           `name:"stream-replicas" default:"1" env:"EDGELINK_STREAM_REPLICAS" help:"JetStream servers keeping each stream (LINK_CHANGES, CLICKS, LINK_SNAPSHOTS); 3 on a 3-node cluster."`
 	DrainTimeout   time.Duration `name:"drain-timeout" default:"10s" env:"EDGELINK_DRAIN_TIMEOUT" help:"At SIGTERM, how long creates in flight may finish (new ones get 503 at once); keep it below the pod's termination grace period."`
 	ConsoleCookies string        `name:"console-cookies" default:"auto" enum:"auto,secure,insecure" env:"EDGELINK_CONSOLE_COOKIES" help:"The console's session cookie: secure (control is reached over TLS), insecure (plain HTTP, a laptop) or auto (secure when --public-url is https)."`
+	CodeKeys       string        `name:"code-keys" env:"EDGELINK_CODE_KEYS" help:"The FF1 key file (lines: name base64-key, 16, 24 or 32 bytes; keep it secret, and give every edge the same file): the keys of domains with non-enumerable codes. Control refuses to start when an active ff1 domain's current key is not in it."`
+	DomainKey      string        `name:"domain-key" env:"EDGELINK_DOMAIN_KEY" help:"The name (in --code-keys) of the key new ff1 domains get; empty: a new ff1 domain must name its key. Rotating it affects only new domains (control domains set --key rotates one domain's)."`
 	IdempotencyTTL time.Duration `name:"idempotency-ttl" default:"24h" env:"EDGELINK_IDEMPOTENCY_TTL" help:"How long an Idempotency-Key answers retries (at most 720h, 30 days); a retry after it is a new create with a new code. Expired keys are purged in the background."`
 	serveLimits
 	snapshotBudget
@@ -134,6 +137,7 @@ func (s *serveCmd) Run(ctx context.Context, g *globals, log *slog.Logger, onList
 		IdempotencyTTL: s.IdempotencyTTL,
 		SnapshotBudget: s.Budget, SnapshotHotDays: s.HotDays,
 		ConsoleSecureCookies: consoleCookies(s.ConsoleCookies),
+		CodeKeysFile:         s.CodeKeys, DomainKey: s.DomainKey,
 	})
 }
 
