@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"os"
 	"path"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -271,4 +273,60 @@ func checkComposeCodeKeys(proj *types.Project) (p problems) {
 		seen = append(seen, codeKeysMount{where: where, path: file, from: fmt.Sprintf("secret %s (file %s)", ref.Source, sec.File)})
 	}
 	return append(p, sameKeys(seen)...)
+}
+
+// TestComposeCodeKeysCatchMistakes breaks a copy of the compose file, or of
+// the key file its secret takes, one way at a time.
+func TestComposeCodeKeysCatchMistakes(t *testing.T) {
+	const placeholder = "code-keys.placeholder"
+	df, tag := readDockerfile(t), kustomizeTag(t)
+	srcDir := filepath.Dir(composeFile(t))
+	mutations := []struct{ name, file, old, new, want string }{
+		{"edge without the code keys", "compose.yaml", "    secrets: [*code-keys]\n    tmpfs:\n      - /tmp\n    volumes:", "    tmpfs:\n      - /tmp\n    volumes:",
+			"compose service edge: EDGELINK_CODE_KEYS=/etc/edgelink/keys/code-keys is no secret of the service"},
+		{"control reads no code keys", "compose.yaml", "      EDGELINK_CODE_KEYS: /etc/edgelink/keys/code-keys\n      # The key new", "      # The key new",
+			"compose service control: no EDGELINK_CODE_KEYS"},
+		{"code keys where the secret is not", "compose.yaml", "  target: /etc/edgelink/keys/code-keys", "  target: code-keys",
+			"EDGELINK_CODE_KEYS=/etc/edgelink/keys/code-keys is no secret of the service"},
+		{"no placeholder", "compose.yaml", "./" + placeholder, "./code-keys", "no such file or directory: `docker compose up` would fail"},
+		{"domain key by default without its key", "compose.yaml", "${EDGELINK_DOMAIN_KEY:-}", "${EDGELINK_DOMAIN_KEY:-k2026}",
+			`compose service control: EDGELINK_DOMAIN_KEY names key "k2026", which secret code_keys does not hold`},
+		{"a key committed", placeholder, "# One key a line", "k2026 " + strings.Repeat("A", 43) + "=\n# One key a line",
+			"is not a comment: the committed code key file must hold no key"},
+	}
+	for _, m := range mutations {
+		t.Run(m.name, func(t *testing.T) {
+			t.Parallel()
+			// Beside the original's place, so the build context ../.. and
+			// the secret's ./ path work alike.
+			dir := filepath.Join(t.TempDir(), "deploy", "compose")
+			if err := os.MkdirAll(dir, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			for _, f := range []string{"compose.yaml", placeholder} {
+				b, err := os.ReadFile(filepath.Join(srcDir, f))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if f == m.file {
+					if n := strings.Count(string(b), m.old); n != 1 {
+						t.Fatalf("%s holds %q %d times, want once: update this mutation", f, m.old, n)
+					}
+					b = []byte(strings.Replace(string(b), m.old, m.new, 1))
+				}
+				if err := os.WriteFile(filepath.Join(dir, f), b, 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			var found problems
+			if proj, err := loadCompose(filepath.Join(dir, "compose.yaml")); err != nil {
+				found.add("%v", err)
+			} else {
+				found = checkCompose(t, proj, df, tag)
+			}
+			if !slices.ContainsFunc(found, func(s string) bool { return strings.Contains(s, m.want) }) {
+				t.Errorf("after %s in %s, no problem mentions %q; found:\n%s", m.name, m.file, m.want, strings.Join(found, "\n"))
+			}
+		})
+	}
 }

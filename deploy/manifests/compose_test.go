@@ -158,7 +158,7 @@ func checkCompose(t testing.TB, proj *types.Project, df *dockerfile, k8sTag stri
 			p.add("%s: healthcheck %v: want [CMD /usr/local/bin/httpcheck http://127.0.0.1:PORT%s] (the image has no shell)", where, svc.HealthCheck, readyPath[img])
 		}
 	}
-	return p
+	return append(p, checkComposeCodeKeys(proj)...)
 }
 
 // kustomizeTag is the tag deploy/kubernetes gives the edgelink images.
@@ -204,6 +204,17 @@ func TestComposeChecksCatchMistakes(t *testing.T) {
 		{"undefined dependency", "      nats:\n        condition: service_healthy\n      control:", "      natz:\n        condition: service_healthy\n      control:", "natz"},
 	}
 	dir := t.TempDir()
+	// The file the code keys secret takes, where the copies look for it.
+	placeholder, err := os.ReadFile(filepath.Join(filepath.Dir(composeFile(t)), "code-keys.placeholder"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Join(dir, "deploy", "compose"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "deploy", "compose", "code-keys.placeholder"), placeholder, 0o644); err != nil {
+		t.Fatal(err)
+	}
 	for i, m := range mutations {
 		t.Run(m.name, func(t *testing.T) {
 			if n := strings.Count(string(src), m.old); n != 1 {
