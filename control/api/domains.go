@@ -183,6 +183,18 @@ func unknownDomain(host string) apiwire.Problem {
 		Detail: fmt.Sprintf("no domain %.260q is yours to use; GET /api/v1/domains lists the ones you may", host)}
 }
 
+// writeLinkError answers the error of a link route on domain: a link
+// missing from a domain the request named says which domain it looked on
+// (the client's own words; an unknown or another tenant's domain answers
+// exactly so too).
+func (s *Server) writeLinkError(w http.ResponseWriter, r *http.Request, domain string, err error) {
+	if domain != "" && errors.Is(err, link.ErrNotFound) {
+		writeProblem(w, r, http.StatusNotFound, fmt.Sprintf("no such link on %.260s", domain))
+		return
+	}
+	s.writeError(w, r, err)
+}
+
 // domainBody is a new domain as a tenant posts it.
 type domainBody struct {
 	Host             *string `json:"host"`

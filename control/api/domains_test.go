@@ -161,6 +161,7 @@ func TestDomainErrors(t *testing.T) {
 	}
 	// Bob cannot see, change or remove alice's domain, nor use it: each
 	// answer is the one for a host nobody has.
+	answers := map[string][]string{}
 	for _, host := range []string{"go.alice.example", "nobody.example"} {
 		for _, tc := range []struct{ method, path, body string }{
 			{"GET", "/api/v1/domains/" + host, ""},
@@ -179,7 +180,12 @@ func TestDomainErrors(t *testing.T) {
 			if r.status != http.StatusNotFound {
 				t.Errorf("bob %s %s: %v; want 404", tc.method, tc.path, r)
 			}
+			detail, _ := r.json(t)["detail"].(string)
+			answers[host] = append(answers[host], strings.ReplaceAll(detail, host, "HOST"))
 		}
+	}
+	if a, b := answers["go.alice.example"], answers["nobody.example"]; !slices.Equal(a, b) {
+		t.Errorf("alice's domain answers bob %q, a domain nobody has %q: they must not differ", a, b)
 	}
 	r := e.do(t, "POST", "/api/v1/links/batch", bob, []byte(`{"links": [{"domain": "go.alice.example", "url": "https://bob.example/"}, {"url": "https://bob.example/ok"}]}`))
 	var ba batchAnswer

@@ -193,7 +193,7 @@ func (s *Server) getLink(w http.ResponseWriter, r *http.Request, tenant int64) {
 	}
 	l, err := s.links.Get(r.Context(), tenant, domain, r.PathValue("code"))
 	if err != nil {
-		s.writeError(w, r, err)
+		s.writeLinkError(w, r, domain, err)
 		return
 	}
 	now := s.cfg.Now()
@@ -286,6 +286,11 @@ func (s *Server) listLinks(w http.ResponseWriter, r *http.Request, tenant int64)
 	}
 	ls, next, err := s.links.List(r.Context(), tenant, lr)
 	if err != nil {
+		// Only the domain filter can name nothing.
+		if errors.Is(err, link.ErrNotFound) {
+			writeProblem(w, r, http.StatusNotFound, unknownDomain(lr.Domain).Detail)
+			return
+		}
 		s.writeError(w, r, err)
 		return
 	}
@@ -358,7 +363,7 @@ func (s *Server) patchLink(w http.ResponseWriter, r *http.Request, tenant int64)
 	}
 	l, err := s.links.Update(r.Context(), tenant, domain, r.PathValue("code"), u)
 	if err != nil {
-		s.writeError(w, r, err)
+		s.writeLinkError(w, r, domain, err)
 		return
 	}
 	now := s.cfg.Now()
@@ -373,7 +378,7 @@ func (s *Server) deleteLink(w http.ResponseWriter, r *http.Request, tenant int64
 	}
 	_, err = s.links.Delete(r.Context(), tenant, domain, r.PathValue("code"))
 	if err != nil && !errors.Is(err, link.ErrDeleted) {
-		s.writeError(w, r, err)
+		s.writeLinkError(w, r, domain, err)
 		return
 	}
 	// Deleting a deleted link succeeds without a change: DELETE is

@@ -227,7 +227,7 @@ func (s *Server) linkQR(w http.ResponseWriter, r *http.Request, tenant int64) {
 		err = link.ErrDeleted
 	}
 	if err != nil {
-		s.writeError(w, r, err)
+		s.writeLinkError(w, r, domain, err)
 		return
 	}
 	text := s.short.of(l)
