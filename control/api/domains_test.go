@@ -378,3 +378,40 @@ func TestLinkRoutesRefuseBadDomainQueries(t *testing.T) {
 		t.Errorf("refused requests changed the link: %+v", l)
 	}
 }
+
+// TestConcurrentDomainCreates: many tenants racing for one host get one
+// 201 between them and 409 for the rest, in any spelling; one domain and
+// one change event are written.
+func TestConcurrentDomainCreates(t *testing.T) {
+	e := newEnv(t, withDomains)
+	keys := make([]string, 4)
+	for i := range keys {
+		keys[i] = e.tenant(t, "t"+string(rune('a'+i)))
+	}
+	domains, events := e.count(t, "domains"), e.count(t, "outbox")
+	spellings := []string{"race.example", "RACE.example", "race.example.", "Race.Example:8443"}
+	statuses := make([]int, 24)
+	parallel(len(statuses), func(i int) {
+		r := e.do(t, "POST", "/api/v1/domains", keys[i%len(keys)], []byte(`{"host": "`+spellings[i%len(spellings)]+`"}`))
+		statuses[i] = r.status
+	})
+	created := 0
+	for _, st := range statuses {
+		switch st {
+		case http.StatusCreated:
+			created++
+		case http.StatusConflict:
+		default:
+			t.Errorf("a racing create answered %d; want 201 or 409", st)
+		}
+	}
+	if created != 1 {
+		t.Errorf("%d creates of one host succeeded (%v); want 1", created, statuses)
+	}
+	if n := e.count(t, "domains"); n != domains+1 {
+		t.Errorf("%d domains; want %d", n, domains+1)
+	}
+	if n := e.count(t, "outbox"); n != events+1 {
+		t.Errorf("%d outbox rows; want %d (the one domain's)", n, events+1)
+	}
+}
