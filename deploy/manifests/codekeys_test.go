@@ -1,6 +1,8 @@
 package manifests_test
 
 import (
+	"bytes"
+	"encoding/base64"
 	"fmt"
 	"os"
 	"path"
@@ -65,8 +67,12 @@ type codeKeysMount struct {
 	from        string // the Secret and key, or the compose secret and its file
 }
 
-// checkCodeKeys is the Kubernetes check.
-func checkCodeKeys(t testing.TB, c *cluster) (p problems) {
+// checkCodeKeys is the Kubernetes check of the committed manifests.
+func checkCodeKeys(t testing.TB, c *cluster) problems { return codeKeysProblems(t, c, true) }
+
+// codeKeysProblems checks how the pods get the code keys; committed says
+// the key file is the repository's own, which must hold no key.
+func codeKeysProblems(t testing.TB, c *cluster, committed bool) (p problems) {
 	var seen []codeKeysMount
 	checked := map[string]bool{} // Secret/key pairs whose contents were checked
 	for _, e := range c.edgelinkContainers(t) {
@@ -138,12 +144,16 @@ func checkCodeKeys(t testing.TB, c *cluster) (p problems) {
 		} else if !fsGroup {
 			p.add("%s: the code keys file (mode %#o, owner root) is unreadable by the process: give the pod an fsGroup", where, mode)
 		}
+		keys, err := ff1.ParseKeys(strings.NewReader(text))
 		if id := s.Name + "/" + key; !checked[id] {
 			checked[id] = true
-			_, found := checkKeyPlaceholder(fmt.Sprintf("Secret %s key %s", s.Name, key), text)
-			p = append(p, found...)
+			if committed {
+				_, found := checkKeyPlaceholder(fmt.Sprintf("Secret %s key %s", s.Name, key), text)
+				p = append(p, found...)
+			} else if err != nil {
+				p.add("Secret %s key %s: %v: control and the edges would refuse to start with it", s.Name, key, err)
+			}
 		}
-		keys, _ := ff1.ParseKeys(strings.NewReader(text))
 		if keys == nil {
 			keys = &ff1.Keys{}
 		}
@@ -328,5 +338,62 @@ func TestComposeCodeKeysCatchMistakes(t *testing.T) {
 				t.Errorf("after %s in %s, no problem mentions %q; found:\n%s", m.name, m.file, m.want, strings.Join(found, "\n"))
 			}
 		})
+	}
+}
+
+// TestKubernetesCodeKeysOverlay applies the code keys as deploy/README.md
+// tells an operator to, in an overlay of its own: the overlay's file
+// replaces the committed one in the Secret every control and edge pod
+// mounts, and EDGELINK_DOMAIN_KEY names a key in it.
+func TestKubernetesCodeKeysOverlay(t *testing.T) {
+	overlay := t.TempDir()
+	base, err := filepath.Rel(overlay, kubernetesDir(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Made as the README says; its bytes are this test's own.
+	keyFile := "k2026 " + base64.StdEncoding.EncodeToString(bytes.Repeat([]byte{7}, 32)) + "\n"
+	kustomization := `resources:
+  - ` + base + `
+secretGenerator:
+  - name: edgelink-code-keys
+    behavior: replace
+    files:
+      - code-keys
+patches:
+  - patch: |
+      apiVersion: v1
+      kind: ConfigMap
+      metadata:
+        name: control-config
+      data:
+        EDGELINK_DOMAIN_KEY: k2026
+`
+	for name, text := range map[string]string{"kustomization.yaml": kustomization, "code-keys": keyFile} {
+		if err := os.WriteFile(filepath.Join(overlay, name), []byte(text), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c, p := render(t, overlay)
+	if c == nil {
+		p.report(t)
+		t.FailNow()
+	}
+	p = append(p, codeKeysProblems(t, c, false)...)
+	p.report(t)
+	var names []string
+	for name, s := range c.secrets {
+		if strings.HasPrefix(name, "edgelink-code-keys") {
+			names = append(names, name)
+			if got := secretData(s)["code-keys"]; got != keyFile {
+				t.Errorf("Secret %s holds %d bytes of code keys, want the overlay's %d", name, len(got), len(keyFile))
+			}
+		}
+	}
+	if len(names) != 1 {
+		t.Errorf("code key Secrets %v, want exactly the overlay's", names)
+	}
+	if got := c.configMaps["control-config"].Data["EDGELINK_DOMAIN_KEY"]; got != "k2026" {
+		t.Errorf("control-config EDGELINK_DOMAIN_KEY = %q, want the overlay's k2026", got)
 	}
 }
