@@ -284,7 +284,8 @@ func TestTenantIsolation(t *testing.T) {
 }
 
 func TestRevokedKeyFailsNextRequest(t *testing.T) {
-	e, key := newEnvWithTenant(t)
+	e := newEnv(t, withDomains)
+	key := e.tenant(t, "acme")
 	if r := e.do(t, "GET", "/api/v1/links", key, nil); r.status != 200 {
 		t.Fatalf("list: %v", r)
 	}
@@ -298,6 +299,10 @@ func TestRevokedKeyFailsNextRequest(t *testing.T) {
 		{"GET", "/api/v1/links/abcd", ""},
 		{"PATCH", "/api/v1/links/abcd", `{"status": "disabled"}`},
 		{"DELETE", "/api/v1/links/abcd", ""},
+		{"GET", "/api/v1/domains", ""},
+		{"POST", "/api/v1/domains", `{"host": "go.example"}`},
+		{"PATCH", "/api/v1/domains/go.example", `{"robots": ""}`},
+		{"DELETE", "/api/v1/domains/go.example", ""},
 	} {
 		var body []byte
 		if tc.body != "" {
@@ -313,8 +318,8 @@ func TestRevokedKeyFailsNextRequest(t *testing.T) {
 			t.Errorf("key %q: %v; want 401", bad, r)
 		}
 	}
-	if links := e.count(t, "links"); links != 0 {
-		t.Fatalf("a revoked key wrote %d links", links)
+	if links, domains := e.count(t, "links"), e.count(t, "domains"); links != 0 || domains != 1 {
+		t.Fatalf("a revoked key wrote %d links and %d domains beside the platform's", links, domains-1)
 	}
 }
 
