@@ -80,7 +80,7 @@ func run(ctx context.Context, args []string) (err error) {
 	fs.IntVar(&o.conns, "connections", 64, "connections of wrk and the paced generator")
 	fs.StringVar(&o.serverCPU, "server-cpu", "0", "CPUs of the servers in the pinned variant (taskset list)")
 	fs.StringVar(&o.loadCPU, "load-cpu", "1", "CPUs of the load generator in the pinned variant")
-	scen := fs.String("scenarios", "redirect,scan,propagation,coldstart,create,clicks,writes", "scenarios to run")
+	scen := fs.String("scenarios", "redirect,scan,propagation,coldstart,create,clicks,writes", "scenarios to run (also: domains, the edge's cost of many hosts)")
 	clickOpts := clickFlags(fs)
 	writesOpts := writesFlags(fs)
 	fs.StringVar(&o.out, "out", "bench/results", "folder for the results file and charts")
@@ -189,6 +189,8 @@ func run(ctx context.Context, args []string) (err error) {
 		{"create", e.create},
 		{"clicks", func() error { return e.clicks(clickOpts) }},
 		{"writes", func() error { return e.writes(writesOpts) }},
+		// Last: it adds as many links again, on other domains.
+		{"domains", e.domains},
 	} {
 		if !o.scenarios[s.name] {
 			continue
@@ -232,7 +234,7 @@ func (e *env) setup() error {
 	sampled := make(chan struct{})
 	go func() { defer close(sampled); trace.sample(sctx, e.st.edgeURL) }()
 	defer func() { stopSampling(); <-sampled }()
-	took, err := e.st.loadLinks(e.ctx, e.o.links, e.o.seed, 4, os.Stdout, trace.batchDone)
+	took, err := e.st.loadLinks(e.ctx, e.o.links, e.o.seed, 4, nil, os.Stdout, trace.batchDone)
 	if err != nil {
 		return err
 	}

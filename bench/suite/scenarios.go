@@ -169,7 +169,7 @@ func (e *env) startEdge() (*server, error) {
 	}
 	addr := "127.0.0.1:" + strconv.Itoa(port)
 	name := "cold" + strconv.Itoa(port)
-	p, err := e.procs.Start("edge-cold", edgeArgv(filepath.Join(e.dir, "edge"), addr, e.st.natsURL, name, filepath.Join(e.dir, "edge-"+name)),
+	p, err := e.procs.Start("edge-cold", edgeArgv(filepath.Join(e.dir, "edge"), addr, e.st.natsURL, name, filepath.Join(e.dir, "edge-"+name), e.st.codeKeys),
 		"", nil, e.log, e.log)
 	if err != nil {
 		return nil, err

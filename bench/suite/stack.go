@@ -46,6 +46,9 @@ type benchStack struct {
 	client     stack.Client
 	edge       *measure.Proc
 	edgeURL    string
+	// codeKeys is the code key file control and every edge of the run
+	// read (FF1 domains' codes are made and ruled out with it).
+	codeKeys string
 
 	// The click roller runs here rather than inside control, so the
 	// suite can pause it during a timed run.
@@ -117,9 +120,12 @@ func startStack(ctx context.Context, dir string, procs *measure.Group, edgeBin s
 		return nil, err
 	}
 	s.edgeURL = "http://127.0.0.1:" + strconv.Itoa(edgePort)
+	if s.codeKeys, err = stack.WriteCodeKeys(dir); err != nil {
+		return nil, err
+	}
 	if s.ctl, err = stack.StartControl(context.WithoutCancel(ctx), controlserver.Config{DatabaseURL: s.pg.DSN, NATSURL: s.natsURL,
 		PublicURL: s.edgeURL, Log: slog.New(slog.NewTextHandler(logw, &slog.HandlerOptions{Level: slog.LevelWarn})),
-		NoClickRollup: true}); err != nil {
+		NoClickRollup: true, CodeKeysFile: s.codeKeys, DomainKey: stack.CodeKeyName}); err != nil {
 		return nil, err
 	}
 	s.controlURL = s.ctl.URL
@@ -137,7 +143,7 @@ func startStack(ctx context.Context, dir string, procs *measure.Group, edgeBin s
 	// The edge with its defaults, as an operator would run it, but with
 	// its snapshot folder inside the run's: a snapshot kept from another
 	// run (another stream) must not be loaded.
-	s.edge, err = procs.Start("edge", edgeArgv(edgeBin, "127.0.0.1:"+strconv.Itoa(edgePort), s.natsURL, "bench", filepath.Join(dir, "edge-bench")),
+	s.edge, err = procs.Start("edge", edgeArgv(edgeBin, "127.0.0.1:"+strconv.Itoa(edgePort), s.natsURL, "bench", filepath.Join(dir, "edge-bench"), s.codeKeys),
 		"", nil, logw, logw)
 	if err != nil {
 		return nil, err
@@ -148,12 +154,17 @@ func startStack(ctx context.Context, dir string, procs *measure.Group, edgeBin s
 	return s, nil
 }
 
-// edgeArgv is the edge's command line; --snapshot-dir is passed only when
-// the binary has the flag (the snapshot boot is newer than this suite).
-func edgeArgv(bin, addr, natsURL, name, snapDir string) []string {
+// edgeArgv is the edge's command line; --snapshot-dir and --code-keys are
+// passed only when the binary has the flag (both are newer than this
+// suite, which may measure an older edge).
+func edgeArgv(bin, addr, natsURL, name, snapDir, codeKeys string) []string {
 	argv := []string{bin, "--listen", addr, "--nats-url", natsURL, "--name", name, "--log-level", "warn"}
-	if out, _ := exec.Command(bin, "--help").CombinedOutput(); strings.Contains(string(out), "--snapshot-dir") {
+	out, _ := exec.Command(bin, "--help").CombinedOutput()
+	if strings.Contains(string(out), "--snapshot-dir") {
 		argv = append(argv, "--snapshot-dir", snapDir)
+	}
+	if strings.Contains(string(out), "--code-keys") {
+		argv = append(argv, "--code-keys", codeKeys)
 	}
 	return argv
 }
@@ -179,8 +190,9 @@ func (s *benchStack) stop() {
 
 // loadLinks creates n links through control's batch endpoint
 // (POST /api/v1/links/batch, 1,000 per request) from a few concurrent
-// clients, like a campaign tool would.
-func (s *benchStack) loadLinks(ctx context.Context, n int, seed uint64, clients int, progress io.Writer, batchDone func(total uint64)) (time.Duration, error) {
+// clients, like a campaign tool would: on the platform's domain when hosts
+// is empty, else link i on hosts[i%len(hosts)] (the tenant's domains).
+func (s *benchStack) loadLinks(ctx context.Context, n int, seed uint64, clients int, hosts []string, progress io.Writer, batchDone func(total uint64)) (time.Duration, error) {
 	const batch = 1000
 	var next atomic.Int64
 	var created atomic.Int64
@@ -206,6 +218,11 @@ func (s *benchStack) loadLinks(ctx context.Context, n int, seed uint64, clients 
 					u, _ := json.Marshal(dataset.Target(r))
 					body.WriteString(`{"url":`)
 					body.Write(u)
+					if len(hosts) > 0 {
+						h, _ := json.Marshal(hosts[(int(first)+i)%len(hosts)])
+						body.WriteString(`,"domain":`)
+						body.Write(h)
+					}
 					body.WriteByte('}')
 				}
 				body.WriteString(`]}`)
