@@ -23,6 +23,18 @@ type Series struct {
 // with min–max error bars where given and there is one series, and saves
 // it as a PNG.
 func BarChart(file, title, ylabel string, groups []string, series []Series) error {
+	p, err := barPlot(title, ylabel, groups, series)
+	if err != nil {
+		return fmt.Errorf("chart %s: %w", file, err)
+	}
+	return p.Save(vg.Length(max(6, 1.6*float64(len(groups)))+2)*vg.Inch, 4.5*vg.Inch, file)
+}
+
+// legendRoom is the headroom above the tallest bar, as a share of it: the
+// legend sits at the top and would otherwise cover the tallest bars.
+const legendRoom = 0.2
+
+func barPlot(title, ylabel string, groups []string, series []Series) (*plot.Plot, error) {
 	p := plot.New()
 	p.Title.Text = title
 	p.Y.Label.Text = ylabel
@@ -37,7 +49,7 @@ func BarChart(file, title, ylabel string, groups []string, series []Series) erro
 		}
 		bars, err := plotter.NewBarChart(vals, w)
 		if err != nil {
-			return fmt.Errorf("chart %s: %w", file, err)
+			return nil, err
 		}
 		bars.LineStyle.Width = vg.Length(0)
 		bars.Color = plotutil.Color(i)
@@ -56,14 +68,17 @@ func BarChart(file, title, ylabel string, groups []string, series []Series) erro
 			}
 			eb, err := plotter.NewYErrorBars(pts)
 			if err != nil {
-				return err
+				return nil, err
 			}
 			eb.LineStyle.Color = color.Black
 			p.Add(eb)
 		}
 	}
 	p.NominalX(groups...)
-	return p.Save(vg.Length(max(6, 1.6*float64(len(groups)))+2)*vg.Inch, 4.5*vg.Inch, file)
+	if p.Y.Max > 0 {
+		p.Y.Max *= 1 + legendRoom
+	}
+	return p, nil
 }
 
 // LineChart draws one line per series over xs and saves it as a PNG.

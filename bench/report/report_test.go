@@ -90,3 +90,15 @@ func TestPanelChart(t *testing.T) {
 		t.Fatal("x names that do not match the xs were accepted")
 	}
 }
+
+// TestBarPlotLeavesRoomForTheLegend: the y axis reaches above the tallest
+// bar, so the legend at the top does not cover it.
+func TestBarPlotLeavesRoomForTheLegend(t *testing.T) {
+	p, err := barPlot("t", "y", []string{"a", "b"}, []Series{{Name: "s1", Values: []float64{10, 40}}, {Name: "s2", Values: []float64{30, 20}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := 40 * (1 + legendRoom); p.Y.Max < want {
+		t.Errorf("y axis up to %v, want at least %v above the tallest bar (40)", p.Y.Max, want)
+	}
+}
