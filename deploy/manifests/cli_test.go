@@ -23,6 +23,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/edgelink/edgelink/internal/pgtest"
 )
 
 // repoRoot is the module's root, two folders up from this package.
@@ -51,9 +53,10 @@ var (
 	buildErr  error
 )
 
-// TestMain removes the binaries built for the flag checks.
+// TestMain stops the shared PostgreSQL server (internal/pgtest) and
+// removes the binaries built for the flag checks.
 func TestMain(m *testing.M) {
-	code := m.Run()
+	code := pgtest.Run(m)
 	if builtDir != "" {
 		os.RemoveAll(builtDir)
 	}
