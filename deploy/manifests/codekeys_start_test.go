@@ -54,6 +54,9 @@ func TestCommittedCodeKeysStart(t *testing.T) {
 	}
 	for _, d := range deployments {
 		t.Run(d.name, func(t *testing.T) {
+			if d.file == "" {
+				t.Fatal("the manifests give control and the edge no committed key file")
+			}
 			pg, nats := stack.SharedPostgres(t), stack.NewNATS(t, stack.NATSConfig{})
 			edge := stack.NewEdge(t, edgeserver.Config{NATSURL: nats.URL(), Name: "fresh-" + d.name, SnapshotDir: t.TempDir(),
 				CodeKeysFile: d.file})
