@@ -265,13 +265,15 @@ func (e *env) domains() error {
 
 // The runs' scenario names, and the edge's series each reads.
 const (
-	scenDomainSingle = "domains-single"
-	scenDomainMixed  = "domains-mixed"
-	scenDomainScan   = "domains-scan"
-	metricMallocs    = "go_memstats_mallocs_total"
-	metricHits       = `edge_requests_total{outcome="redirect"}`
-	metricAsked      = "edge_authority_questions_total"
-	metricTrips      = "edge_authority_requests_total"
+	scenDomainSingle  = "domains-single"
+	scenDomainMixed   = "domains-mixed"
+	scenDomainScan    = "domains-scan"
+	metricMallocs     = "go_memstats_mallocs_total"
+	metricHits        = `edge_requests_total{outcome="redirect"}`
+	metricAsked       = "edge_authority_questions_total"
+	metricTrips       = "edge_authority_requests_total"
+	metricSnapHits    = `edge_hits_total{layer="snapshot"}`
+	metricOverlayHits = `edge_hits_total{layer="overlay"}`
 )
 
 func (e *env) edgeServer() (*server, error) {
