@@ -95,7 +95,7 @@ func testSlowClientsAreTimedOut(t *testing.T, s *env) {
 	if a := s.follow(t, "/"+code); a.status != http.StatusFound {
 		t.Fatalf("GET /%s: %v", code, a)
 	}
-	edge := startSlowClients(t, s.edgeAddr, "GET /"+code+" HTTP/1.1\r\nHost: edge\r\n", 50)
+	edge := startSlowClients(t, s.edgeAddr, "GET /"+code+" HTTP/1.1\r\nHost: 127.0.0.1\r\n", 50)
 	control := startSlowClients(t, strings.TrimPrefix(s.controlURL, "http://"),
 		"GET /api/v1/links/"+code+" HTTP/1.1\r\nHost: control\r\nAuthorization: Bearer "+key+"\r\n", 20)
 
@@ -139,12 +139,12 @@ func testOversizedRequestsOnTheEdge(t *testing.T, s *env) {
 		fmt.Fprintf(&manyHeaders, "X-H%d: %s\r\n", i, strings.Repeat("v", 20))
 	}
 	for _, tc := range []struct{ name, request string }{
-		{"16 KB request line", "GET /" + code + "?q=" + strings.Repeat("a", 16<<10) + " HTTP/1.1\r\nHost: edge\r\n\r\n"},
-		{"64 KB header", "GET /" + code + " HTTP/1.1\r\nHost: edge\r\nX-Big: " + strings.Repeat("a", 64<<10) + "\r\n\r\n"},
-		{"600 headers", "GET /" + code + " HTTP/1.1\r\nHost: edge\r\n" + manyHeaders.String() + "\r\n"},
-		{"64 KB cookie", "GET /" + code + " HTTP/1.1\r\nHost: edge\r\nCookie: a=" + strings.Repeat("b", 64<<10) + "\r\n\r\n"},
-		{"1 MB body", "GET /" + code + " HTTP/1.1\r\nHost: edge\r\nContent-Length: 1048576\r\n\r\n" + strings.Repeat("x", 1<<20)},
-		{"1 MB chunked body", "GET /" + code + " HTTP/1.1\r\nHost: edge\r\nTransfer-Encoding: chunked\r\n\r\n100000\r\n" + strings.Repeat("x", 1<<20) + "\r\n0\r\n\r\n"},
+		{"16 KB request line", "GET /" + code + "?q=" + strings.Repeat("a", 16<<10) + " HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"},
+		{"64 KB header", "GET /" + code + " HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Big: " + strings.Repeat("a", 64<<10) + "\r\n\r\n"},
+		{"600 headers", "GET /" + code + " HTTP/1.1\r\nHost: 127.0.0.1\r\n" + manyHeaders.String() + "\r\n"},
+		{"64 KB cookie", "GET /" + code + " HTTP/1.1\r\nHost: 127.0.0.1\r\nCookie: a=" + strings.Repeat("b", 64<<10) + "\r\n\r\n"},
+		{"1 MB body", "GET /" + code + " HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 1048576\r\n\r\n" + strings.Repeat("x", 1<<20)},
+		{"1 MB chunked body", "GET /" + code + " HTTP/1.1\r\nHost: 127.0.0.1\r\nTransfer-Encoding: chunked\r\n\r\n100000\r\n" + strings.Repeat("x", 1<<20) + "\r\n0\r\n\r\n"},
 	} {
 		a := raw(t, s.edgeAddr, tc.request)
 		switch a.status {

@@ -85,7 +85,7 @@ func testInfoLogsCarryNoLinkDataOrKeys(t *testing.T, s *env) {
 		}
 	}
 	// Unknown on the edge: a custom-shaped code goes to the authority.
-	if a := raw(t, s.edgeAddr, "GET /"+unknownCode+" HTTP/1.1\r\nHost: edge\r\nConnection: close\r\n\r\n"); a.status != http.StatusNotFound {
+	if a := raw(t, s.edgeAddr, "GET /"+unknownCode+" HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"); a.status != http.StatusNotFound {
 		t.Fatalf("GET /%s: %v", unknownCode, a)
 	}
 	expect("patch", s.call(t, "PATCH", "/api/v1/links/"+customCode, key, body(patchedURL, "")[:len(body(patchedURL, ""))-1]+`, "redirect_type": 307}`), 200)
@@ -124,7 +124,7 @@ func testInfoLogsCarryNoLinkDataOrKeys(t *testing.T, s *env) {
 			t.Errorf("%s %s without the links table: %v; want a 5xx", r.method, r.path, a)
 		}
 	}
-	if a := raw(t, s.edgeAddr, "GET /"+faultCode+" HTTP/1.1\r\nHost: edge\r\nConnection: close\r\n\r\n"); a.status != http.StatusServiceUnavailable {
+	if a := raw(t, s.edgeAddr, "GET /"+faultCode+" HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"); a.status != http.StatusServiceUnavailable {
 		t.Errorf("GET /%s on the edge without the links table: %v; want 503", faultCode, a)
 	}
 	if _, err := s.pg.Pool().Exec(t.Context(), `ALTER TABLE links_away RENAME TO links`); err != nil {
@@ -141,7 +141,7 @@ func testInfoLogsCarryNoLinkDataOrKeys(t *testing.T, s *env) {
 	if _, err := s.pg.Pool().Exec(t.Context(), `UPDATE links SET status = 'active' WHERE code = $1`, corruptCode); err != nil {
 		t.Fatal(err)
 	}
-	if a := raw(t, s.edgeAddr, "GET /"+corruptCode+" HTTP/1.1\r\nHost: edge\r\nConnection: close\r\n\r\n"); a.status != http.StatusServiceUnavailable {
+	if a := raw(t, s.edgeAddr, "GET /"+corruptCode+" HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"); a.status != http.StatusServiceUnavailable {
 		t.Errorf("GET /%s, a row the authority cannot answer: %v; want 503", corruptCode, a)
 	}
 	eventCode := secret("custom code", tag("canary-event-"))
@@ -153,7 +153,7 @@ func testInfoLogsCarryNoLinkDataOrKeys(t *testing.T, s *env) {
 		t.Fatal(err)
 	}
 	stack.Eventually(t, "the edge counts the bad event", 30*time.Second, func() bool {
-		return strings.Contains(raw(t, s.edgeAddr, "GET /-/metrics HTTP/1.1\r\nHost: edge\r\nConnection: close\r\n\r\n").String(), "edge_changefeed_bad_events_total 1")
+		return strings.Contains(raw(t, s.edgeAddr, "GET /-/metrics HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n").String(), "edge_changefeed_bad_events_total 1")
 	})
 
 	// The edge answered the last change (waitStatus above), so the relay
@@ -186,7 +186,7 @@ func waitStatus(t *testing.T, s *env, code string, status int) {
 	t.Helper()
 	var a answer
 	if err := stack.Poll(t.Context(), "edge answers", 30*time.Second, func() bool {
-		a = raw(t, s.edgeAddr, "GET /"+code+" HTTP/1.1\r\nHost: edge\r\nConnection: close\r\n\r\n")
+		a = raw(t, s.edgeAddr, "GET /"+code+" HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
 		return a.status == status
 	}); err != nil {
 		t.Fatalf("GET /%s: %v; want %d", code, a, status)

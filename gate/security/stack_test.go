@@ -44,6 +44,12 @@ func startStack(t *testing.T, blocked ...string) *env {
 	e := stack.NewEdge(t, edgeserver.Config{NATSURL: s.natsURL, Name: "security",
 		Log: logger(s.edgeLog), SnapshotDir: t.TempDir()})
 	s.edgeAddr, s.edgeURL = e.Addr, e.URL
+	// Requests written by hand say "Host: 127.0.0.1": the host of
+	// --public-url, the platform domain's, which the edge answers for (any
+	// other host is no domain's and gets 404).
+	if !strings.HasPrefix(e.URL, "http://127.0.0.1:") {
+		t.Fatalf("the edge listens at %s, not on 127.0.0.1", e.URL)
+	}
 	// Generated codes start at a random point of the space, so they look
 	// like codes (4cQ3xZ), not like numbers a log line could hold (000001).
 	idStart := base62.Space/4 + rand.Uint64N(base62.Space/2)
@@ -142,7 +148,7 @@ func (s *env) follow(t *testing.T, target string) answer {
 	t.Helper()
 	var a answer
 	_ = stack.Poll(t.Context(), "follow", 30*time.Second, func() bool {
-		a = raw(t, s.edgeAddr, "GET "+target+" HTTP/1.1\r\nHost: edge\r\nConnection: close\r\n\r\n")
+		a = raw(t, s.edgeAddr, "GET "+target+" HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
 		return a.status != http.StatusNotFound
 	})
 	return a
