@@ -258,7 +258,7 @@ func Run(ctx context.Context, cfg Config) error {
 	// tenant the console's session resolved (console.QRAuth).
 	qr := api.New(console.QRAuth{}, svc, api.Config{PublicURL: cfg.PublicURL, Log: log, RatePerSecond: -1, AuthFailuresPerSecond: -1})
 	sessions := pgstore.New(pool)
-	web, err := console.New(sessions, sessions, svc, console.Config{PublicURL: cfg.PublicURL, Secure: cfg.ConsoleSecureCookies, Log: log, QR: qr, Stats: store})
+	web, err := console.New(sessions, sessions, svc, console.Config{PublicURL: cfg.PublicURL, Secure: cfg.ConsoleSecureCookies, Log: log, QR: qr, Stats: store, Domains: doms})
 	if err != nil {
 		return err
 	}

@@ -36,9 +36,10 @@ func startStack(t *testing.T) *env {
 	t.Helper()
 	pg := stack.SharedPostgres(t)
 	natsURL := stack.NewNATS(t, stack.NATSConfig{}).URL()
-	e := stack.NewEdge(t, edgeserver.Config{NATSURL: natsURL, Name: "console", SnapshotDir: t.TempDir()})
+	keys := stack.CodeKeys(t)
+	e := stack.NewEdge(t, edgeserver.Config{NATSURL: natsURL, Name: "console", SnapshotDir: t.TempDir(), CodeKeysFile: keys})
 	c := stack.NewControl(t, controlserver.Config{DatabaseURL: pg.DSN, NATSURL: natsURL, PublicURL: e.URL,
-		Snapshots: snapshots.Schedule{Disabled: true}})
+		Snapshots: snapshots.Schedule{Disabled: true}, CodeKeysFile: keys, DomainKey: stack.CodeKeyName})
 	tenant, key := pg.NewTenant(t, "console-"+t.Name())
 	return &env{controlURL: c.URL, edgeURL: e.URL, pg: pg, tenant: tenant, key: key}
 }
