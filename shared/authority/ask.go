@@ -24,9 +24,17 @@ const MaxCodes = 128
 // this one in either order of upgrade; one about another domain is
 // format 3, which an older control refuses (answering Unavailable: never a
 // NotFound it did not look up).
+//
+// Format 4 is format 3 followed by hosts: a question that asks which
+// domain each of some hosts is, and an answer that carries the domains
+// found (see Question.Hosts). It is written only when hosts are asked or
+// answered, so what an older control or edge reads is unchanged; an older
+// control refuses a format 4 question (Unavailable), which an edge must
+// take as "cannot tell", never as "no such host".
 const (
 	askFormatNoDomains byte = 2
 	askFormat          byte = 3
+	askFormatHosts     byte = 4
 )
 
 // Question is what an edge asks in one message.
@@ -40,6 +48,10 @@ type Question struct {
 	// every code is on link.DefaultDomain (as UnmarshalQuestion leaves it
 	// for a question about that domain only).
 	Domains []link.DomainID
+	// Hosts are asked about as a whole: which active domain has each
+	// (canonical, link.CanonicalHost), answered in Answer.Domains. At most
+	// MaxHosts.
+	Hosts []string
 }
 
 // Domain is the domain of Codes[i]: Domains[i], or link.DefaultDomain
@@ -98,6 +110,10 @@ type Answer struct {
 	// Replies are the codes' answers, Found or NotFound, in the question's
 	// order; a Found reply's Code is the code asked.
 	Replies []Reply
+	// Domains are the active domains that have one of the question's
+	// Hosts, read after the question was sent: a host asked that none of
+	// them has was no active domain's when the authority read.
+	Domains []link.Domain
 }
 
 // MarshalQuestion appends q's encoding to dst after checking it.
@@ -108,8 +124,11 @@ func MarshalQuestion(dst []byte, q *Question) ([]byte, error) {
 	if len(q.Codes) > MaxCodes {
 		return nil, fmt.Errorf("%w: %d codes in one question, at most %d", errInvalid, len(q.Codes), MaxCodes)
 	}
-	if len(q.Codes) == 0 && !q.Frontier {
+	if len(q.Codes) == 0 && !q.Frontier && len(q.Hosts) == 0 {
 		return nil, fmt.Errorf("%w: an empty question", errInvalid)
+	}
+	if err := checkHosts(q.Hosts); err != nil {
+		return nil, err
 	}
 	if len(q.Domains) != 0 && len(q.Domains) != len(q.Codes) {
 		return nil, fmt.Errorf("%w: %d domains for %d codes", errInvalid, len(q.Domains), len(q.Codes))
@@ -118,11 +137,14 @@ func MarshalQuestion(dst []byte, q *Question) ([]byte, error) {
 	if q.Frontier {
 		flags |= 1
 	}
-	domains := q.hasDomains()
 	format := askFormatNoDomains
-	if domains {
+	switch {
+	case len(q.Hosts) > 0:
+		format = askFormatHosts
+	case q.hasDomains():
 		format = askFormat
 	}
+	domains := format != askFormatNoDomains
 	dst = append(dst, format, flags)
 	dst = binary.AppendUvarint(dst, uint64(len(q.Codes)))
 	for i, c := range q.Codes {
@@ -130,13 +152,16 @@ func MarshalQuestion(dst []byte, q *Question) ([]byte, error) {
 			return nil, fmt.Errorf("%w: code %d of %d bytes is not a valid code", errInvalid, i, len(c))
 		}
 		if domains {
-			if q.Domains[i] > link.MaxDomainID {
-				return nil, fmt.Errorf("%w: code %d on domain %d", errInvalid, i, q.Domains[i])
+			if q.Domain(i) > link.MaxDomainID {
+				return nil, fmt.Errorf("%w: code %d on domain %d", errInvalid, i, q.Domain(i))
 			}
-			dst = binary.AppendUvarint(dst, uint64(q.Domains[i]))
+			dst = binary.AppendUvarint(dst, uint64(q.Domain(i)))
 		}
 		dst = binary.AppendUvarint(dst, uint64(len(c)))
 		dst = append(dst, c...)
+	}
+	if format == askFormatHosts {
+		dst = appendHosts(dst, q.Hosts)
 	}
 	return dst, nil
 }
@@ -155,10 +180,11 @@ func UnmarshalQuestion(b []byte, q *Question) error {
 
 func unmarshalQuestion(b []byte, q *Question) error {
 	*q = Question{}
-	if len(b) < 3 || (b[0] != askFormat && b[0] != askFormatNoDomains) || b[1]&^1 != 0 {
+	if len(b) < 3 || b[0] < askFormatNoDomains || b[0] > askFormatHosts || b[1]&^1 != 0 {
 		return fmt.Errorf("%w: bad question header", errInvalid)
 	}
-	domains := b[0] == askFormat
+	format := b[0]
+	domains := format != askFormatNoDomains
 	q.Frontier = b[1]&1 != 0
 	b = b[2:]
 	n, k := binary.Uvarint(b)
@@ -166,7 +192,7 @@ func unmarshalQuestion(b []byte, q *Question) error {
 		return fmt.Errorf("%w: code count", errInvalid)
 	}
 	b = b[k:]
-	if n == 0 && !q.Frontier {
+	if n == 0 && !q.Frontier && format != askFormatHosts {
 		return fmt.Errorf("%w: an empty question", errInvalid)
 	}
 	q.Codes = make([]string, 0, n)
@@ -192,6 +218,15 @@ func unmarshalQuestion(b []byte, q *Question) error {
 		}
 		q.Codes = append(q.Codes, string(c))
 		b = b[k+int(l):]
+	}
+	if format == askFormatHosts {
+		var err error
+		if q.Hosts, b, err = readHosts(b); err != nil {
+			return err
+		}
+		if !q.hasDomains() {
+			q.Domains = nil // as a format 2 question leaves it
+		}
 	}
 	if len(b) != 0 {
 		return fmt.Errorf("%w: trailing bytes", errInvalid)
@@ -219,6 +254,9 @@ func MarshalAnswer(dst []byte, a *Answer) ([]byte, error) {
 			format = askFormat
 		}
 	}
+	if len(a.Domains) > 0 {
+		format = askFormatHosts
+	}
 	dst = append(dst, format, byte(a.Kind))
 	dst = binary.AppendUvarint(dst, a.Version)
 	dst = binary.AppendUvarint(dst, uint64(a.PromiseMillis))
@@ -237,7 +275,7 @@ func MarshalAnswer(dst []byte, a *Answer) ([]byte, error) {
 		if r.Kind != Found {
 			continue
 		}
-		if format == askFormat {
+		if format != askFormatNoDomains {
 			dst = binary.AppendUvarint(dst, uint64(r.Domain))
 		}
 		dst = binary.AppendUvarint(dst, r.Version)
@@ -246,6 +284,9 @@ func MarshalAnswer(dst []byte, a *Answer) ([]byte, error) {
 		dst = binary.AppendVarint(dst, r.ExpiresAt)
 		dst = binary.AppendUvarint(dst, uint64(len(r.URL)))
 		dst = append(dst, r.URL...)
+	}
+	if format == askFormatHosts {
+		return appendDomains(dst, a.Domains)
 	}
 	return dst, nil
 }
@@ -265,10 +306,11 @@ func UnmarshalAnswer(b []byte, q *Question, a *Answer) error {
 
 func unmarshalAnswer(b []byte, q *Question, a *Answer) error {
 	*a = Answer{}
-	if len(b) < 2 || (b[0] != askFormat && b[0] != askFormatNoDomains) {
+	if len(b) < 2 || b[0] < askFormatNoDomains || b[0] > askFormatHosts {
 		return fmt.Errorf("%w: bad answer header", errInvalid)
 	}
-	domains := b[0] == askFormat
+	format := b[0]
+	domains := format != askFormatNoDomains
 	a.Kind = Kind(b[1])
 	b = b[2:]
 	var err error
@@ -355,6 +397,11 @@ func unmarshalAnswer(b []byte, q *Question, a *Answer) error {
 		}
 		a.Replies = append(a.Replies, r)
 	}
+	if format == askFormatHosts {
+		if a.Domains, b, err = readDomains(b, q); err != nil {
+			return err
+		}
+	}
 	if len(b) != 0 {
 		return fmt.Errorf("%w: trailing bytes", errInvalid)
 	}
@@ -380,7 +427,7 @@ func statusOf(b byte) link.Status {
 func (a *Answer) validate() error {
 	switch a.Kind {
 	case Unavailable:
-		if len(a.Replies) != 0 || len(a.Frontiers) != 0 || a.PromiseMillis != 0 {
+		if len(a.Replies) != 0 || len(a.Frontiers) != 0 || len(a.Domains) != 0 || a.PromiseMillis != 0 {
 			return fmt.Errorf("%w: an unavailable answer with content", errInvalid)
 		}
 		return nil
@@ -390,6 +437,9 @@ func (a *Answer) validate() error {
 	}
 	if len(a.Replies) > MaxCodes {
 		return fmt.Errorf("%w: %d replies", errInvalid, len(a.Replies))
+	}
+	if err := checkDomains(a.Domains); err != nil {
+		return err
 	}
 	for _, f := range a.Frontiers {
 		if f.Namespace == "" || len(f.Namespace) > 255 || f.Start >= f.End || f.Next < f.Start || f.Next > f.End ||

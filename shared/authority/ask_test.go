@@ -112,6 +112,12 @@ func FuzzUnmarshalAsk(f *testing.F) {
 		Replies: []Reply{{Kind: Found, Version: 2, Domain: 4, Code: "00000A", URL: "https://e.com/", RedirectType: 302, Status: link.Active}, {Kind: NotFound}}})
 	f.Add(q3b)
 	f.Add(a3b)
+	q4 := Question{Codes: []string{"00000A"}, Domains: []link.DomainID{4}, Hosts: []string{"go.example.com", "x.example"}}
+	q4b, _ := MarshalQuestion(nil, &q4)
+	a4b, _ := MarshalAnswer(nil, &Answer{Kind: Found, Version: 3, Replies: []Reply{{Kind: NotFound}},
+		Domains: []link.Domain{{ID: 4, Host: "go.example.com", CodeMode: link.CodesFF1, KeyIDs: []string{"k1"}, Status: link.DomainActive, Version: 9}}})
+	f.Add(q4b)
+	f.Add(a4b)
 	f.Fuzz(func(t *testing.T, b []byte) {
 		var gq Question
 		if err := UnmarshalQuestion(b, &gq); err == nil {
@@ -119,7 +125,7 @@ func FuzzUnmarshalAsk(f *testing.F) {
 				t.Fatalf("decoded question %+v does not encode: %v", gq, err)
 			}
 		}
-		for _, q := range []*Question{&q, &q3} {
+		for _, q := range []*Question{&q, &q3, &q4} {
 			var a Answer
 			if err := UnmarshalAnswer(b, q, &a); err == nil {
 				if _, err := MarshalAnswer(nil, &a); err != nil {
