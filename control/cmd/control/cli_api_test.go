@@ -206,6 +206,23 @@ func TestImportCommand(t *testing.T) {
 	if _, _, err := runCLIEnv(t, env, "import", "--api-url", url, "--mapping", filepath.Join(dir, "m.csv"), y, sh); err == nil {
 		t.Error("--mapping with two files accepted")
 	}
+	// A Shlink export names its own default domain in every row: with
+	// --default-domain those rows land on the platform's domain, and the
+	// mapping file says which domain each link is on.
+	// (Two files: an import's batches are idempotent by file, so the same
+	// file with other options would be refused.)
+	sdA, sdB := filepath.Join(dir, "sda.csv"), filepath.Join(dir, "sdb.csv")
+	_ = os.WriteFile(sdA, []byte("shortCode,longUrl,domain\nsd-1,https://example.com/d1,s.old.example\n"), 0o644)
+	_ = os.WriteFile(sdB, []byte("shortCode,longUrl,domain\nsd-2,https://example.com/d2,s.old.example\n"), 0o644)
+	if out, errOut, err := runCLIEnv(t, env, "import", "--api-url", url, sdA); !strings.Contains(out, "rejected    1") {
+		t.Errorf("without --default-domain the row is on a domain the tenant lacks: %q %q %v", out, errOut, err)
+	}
+	if out, _, err := runCLIEnv(t, env, "import", "--api-url", url, "--default-domain", "S.old.example", sdB); err != nil || !strings.Contains(out, "kept code 1") {
+		t.Errorf("--default-domain: %q %v", out, err)
+	}
+	if m := readCSV(t, sdB+".mapping.csv"); len(m) != 2 || m[0][len(m[0])-1] != "domain" || m[1][0] != "sd-2" || m[1][len(m[1])-1] != "" {
+		t.Errorf("mapping with domains %v", m)
+	}
 	// A file that is no export fails with a clear message.
 	bad := filepath.Join(dir, "x.csv")
 	_ = os.WriteFile(bad, []byte("foo,bar\n1,2\n"), 0o644)

@@ -4,13 +4,11 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
-	"encoding/csv"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
 	"os"
-	"strconv"
 	"sync"
 	"time"
 
@@ -30,6 +28,10 @@ type importCmd struct {
 	Concurrency  int      `default:"4" help:"Batch requests in flight."`
 	Namespace    string   `help:"ID namespace of the imported links (default: the API's default)."`
 	RedirectType int      `name:"redirect-type" help:"Redirect status of the imported links: 301, 302 (default), 307 or 308."`
+	// A Shlink export names its own default domain in every row; those
+	// rows belong on the platform's domain here, not on a domain of that
+	// name.
+	DefaultDomains []string `name:"default-domain" help:"The export's own default host (repeatable): its rows go on the platform's domain. Shlink exports name it in every row."`
 }
 
 func (c *importCmd) Run(ctx context.Context, stdout io.Writer, progress progressOut) error {
@@ -93,7 +95,7 @@ func importFile(ctx context.Context, c importCmd, format importer.Format, cl imp
 	prog := newProgressLine(stderr, file)
 	s, runErr := importer.Run(ctx, rd, cl, importer.Options{
 		Digest: digest, BatchSize: c.BatchSize, Concurrency: c.Concurrency,
-		Namespace: c.Namespace, RedirectType: c.RedirectType,
+		Namespace: c.Namespace, RedirectType: c.RedirectType, DefaultDomains: c.DefaultDomains,
 		Progress: prog.update, BytesTotal: size,
 	})
 	prog.finish()
@@ -131,19 +133,12 @@ func fileDigest(path string) (string, int64, error) {
 
 func writeOutcomes(mapping, rejects string, s *importer.Summary) error {
 	var mb, rb bytes.Buffer
-	mw, rw := csv.NewWriter(&mb), csv.NewWriter(&rb)
-	_ = mw.Write([]string{"old_code", "new_code", "status", "line", "url", "reason"})
-	_ = rw.Write([]string{"line", "old_code", "status", "url", "reason"})
-	for _, o := range s.Outcomes {
-		switch o.Kind {
-		case importer.Kept, importer.Existing, importer.Recoded:
-			_ = mw.Write([]string{o.OldCode, o.NewCode, string(o.Kind), strconv.Itoa(o.Line), o.URL, o.Reason})
-		default:
-			_ = rw.Write([]string{strconv.Itoa(o.Line), o.OldCode, string(o.Kind), o.URL, o.Reason})
-		}
+	if err := s.WriteMapping(&mb); err != nil {
+		return fmt.Errorf("write mapping: %w", err)
 	}
-	mw.Flush()
-	rw.Flush()
+	if err := s.WriteRejects(&rb); err != nil {
+		return fmt.Errorf("write rejects: %w", err)
+	}
 	if err := atomicfile.Write(mapping, mb.Bytes()); err != nil {
 		return fmt.Errorf("write mapping: %w", err)
 	}
