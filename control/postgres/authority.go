@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/edgelink/edgelink/shared/authority"
@@ -68,6 +69,10 @@ LEFT JOIN links l ON l.domain_id = q.domain_id AND l.code = q.code COLLATE "C"`
 // exist has no links: its codes are NotFound. Errors are the database's;
 // the caller answers Unavailable.
 func (s *Store) LookupCodes(ctx context.Context, domains []link.DomainID, codes []string) ([]authority.Reply, uint64, error) {
+	return lookupCodesOn(ctx, s.pool, domains, codes)
+}
+
+func lookupCodesOn(ctx context.Context, db querier, domains []link.DomainID, codes []string) ([]authority.Reply, uint64, error) {
 	if len(domains) != 0 && len(domains) != len(codes) {
 		return nil, 0, fmt.Errorf("lookup codes: %d domains for %d codes", len(domains), len(codes))
 	}
@@ -78,7 +83,7 @@ func (s *Store) LookupCodes(ctx context.Context, domains []link.DomainID, codes 
 		}
 		ids[i] = int32(d)
 	}
-	rows, err := s.pool.Query(ctx, lookupCodes, ids, codes)
+	rows, err := db.Query(ctx, lookupCodes, ids, codes)
 	if err != nil {
 		return nil, 0, translate(err)
 	}
@@ -120,4 +125,44 @@ func (s *Store) LookupCodes(ctx context.Context, domains []link.DomainID, codes 
 		}
 	}
 	return out, uint64(seq), nil
+}
+
+// lookupHosts reads the active domains among hosts (canonical, compared
+// byte for byte as the unique index holds them).
+const lookupHosts = `SELECT ` + domainColumns + ` FROM domains WHERE host = ANY($1::text[]) AND status = 'active'`
+
+// LookupKeys answers an edge's question about codes (as LookupCodes) and
+// hosts: the active domains that have one of hosts, in no particular
+// order, codes and hosts read in one snapshot so the answer is one moment
+// of the authority's state. A host no active domain has is simply absent.
+// Without hosts it is LookupCodes, with no domains. Errors are the
+// database's; the caller answers Unavailable.
+func (s *Store) LookupKeys(ctx context.Context, domains []link.DomainID, codes, hosts []string) ([]authority.Reply, []link.Domain, uint64, error) {
+	if len(hosts) == 0 {
+		reps, v, err := s.LookupCodes(ctx, domains, codes)
+		return reps, nil, v, err
+	}
+	var (
+		reps  []authority.Reply
+		found []link.Domain
+		v     uint64
+	)
+	err := pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
+		var err error
+		if len(codes) > 0 {
+			if reps, v, err = lookupCodesOn(ctx, tx, domains, codes); err != nil {
+				return err
+			}
+		}
+		rows, err := tx.Query(ctx, lookupHosts, hosts)
+		if err != nil {
+			return translate(err)
+		}
+		found, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (link.Domain, error) { return scanDomain(r) })
+		return err
+	})
+	if err != nil {
+		return nil, nil, 0, fmt.Errorf("lookup hosts: %w", err)
+	}
+	return reps, found, v, nil
 }

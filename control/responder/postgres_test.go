@@ -117,3 +117,59 @@ func TestAnswersByDomain(t *testing.T) {
 		t.Errorf("single-code lookup = %+v, %v; want the platform's link", rep, err)
 	}
 }
+
+// TestAnswersHosts: on a real database and NATS, a host is answered with
+// its active domain, created a moment before the question; a removed
+// domain's host and one nobody has get no domain.
+func TestAnswersHosts(t *testing.T) {
+	ctx := context.Background()
+	pool := pgtest.Pool(t)
+	store := postgres.New(pool)
+	tenant, err := store.CreateTenant(ctx, "acme")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range []struct {
+		id     link.DomainID
+		host   string
+		status string
+	}{{1, "go.acme.com", "active"}, {2, "old.acme.com", "removed"}} {
+		if _, err := pool.Exec(ctx, `INSERT INTO domains (id, host, tenant_id, code_mode, status, version)
+			VALUES ($1, $2, $3, 'sequential', $4, nextval('change_version_seq'))`, int32(d.id), d.host, tenant, d.status); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ns := natstest.Start(t)
+	nc, _ := ns.Connect(t)
+	r := responder.New(nc, store, nil, responder.Config{})
+	rctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- r.Run(rctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	})
+	client, _ := ns.Connect(t)
+	q := authority.Question{Codes: []string{"spring"}, Domains: []link.DomainID{1}, Hosts: []string{"go.acme.com", "old.acme.com", "nobody.example"}}
+	b, err := authority.MarshalQuestion(nil, &q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var msg *nats.Msg
+	poll.Until(t, "an answer", 10*time.Second, func() bool {
+		msg, err = client.Request(authority.AskSubject, b, 5*time.Second)
+		return err == nil
+	})
+	var a authority.Answer
+	if err := authority.UnmarshalAnswer(msg.Data, &q, &a); err != nil {
+		t.Fatal(err)
+	}
+	if a.Kind != authority.Found || len(a.Replies) != 1 || a.Replies[0].Kind != authority.NotFound {
+		t.Fatalf("answer = %+v; want spring not found", a)
+	}
+	if len(a.Domains) != 1 || a.Domains[0].ID != 1 || a.Domains[0].Host != "go.acme.com" || a.Domains[0].TenantID != tenant {
+		t.Errorf("domains = %+v; want go.acme.com's only", a.Domains)
+	}
+}

@@ -127,3 +127,21 @@ func (f *ReplicaFirst) LookupCodes(ctx context.Context, domains []link.DomainID,
 	}
 	return reps, pversion, nil
 }
+
+// LookupKeys asks the primary whenever hosts are asked, codes and hosts
+// together: a replica behind the primary does not have a domain created a
+// moment ago, and a host missing from it proves nothing. Host questions
+// are rare (an edge asks once per domain it has not received yet), so
+// they cost the primary little. Without hosts it is LookupCodes.
+func (f *ReplicaFirst) LookupKeys(ctx context.Context, domains []link.DomainID, codes, hosts []string) ([]authority.Reply, []link.Domain, uint64, error) {
+	if len(hosts) == 0 {
+		reps, v, err := f.LookupCodes(ctx, domains, codes)
+		return reps, nil, v, err
+	}
+	reps, found, v, err := f.Primary.LookupKeys(ctx, domains, codes, hosts)
+	if err != nil {
+		return nil, nil, 0, fmt.Errorf("primary: %w", err)
+	}
+	f.FromPrimary.Add(uint64(len(codes)))
+	return reps, found, v, nil
+}

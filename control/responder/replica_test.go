@@ -21,6 +21,9 @@ type routeLookup struct {
 	fail  bool
 	calls int
 	asked []string
+	// domains are the hosts LookupKeys finds; hostsAsked those asked.
+	domains    map[string]link.DomainID
+	hostsAsked []string
 }
 
 // key names a code in routeLookup's tables: the code on the platform's
@@ -176,4 +179,48 @@ func TestReplicaFirstRouting(t *testing.T) {
 			t.Fatalf("LookupForEdge with both down = %+v; want an error (the edge answers Unavailable)", rep)
 		}
 	})
+}
+
+// LookupKeys answers codes as LookupCodes; hostsAsked records the hosts,
+// and every host in domains is found.
+func (l *routeLookup) LookupKeys(ctx context.Context, domains []link.DomainID, codes, hosts []string) ([]authority.Reply, []link.Domain, uint64, error) {
+	reps, v, err := l.LookupCodes(ctx, domains, codes)
+	if err != nil {
+		return nil, nil, 0, err
+	}
+	var found []link.Domain
+	for _, h := range hosts {
+		l.hostsAsked = append(l.hostsAsked, h)
+		if id, ok := l.domains[h]; ok {
+			found = append(found, link.Domain{ID: id, Host: h, CodeMode: link.CodesSequential, Status: link.DomainActive, Version: 3})
+		}
+	}
+	return reps, found, v, nil
+}
+
+// TestReplicaFirstHosts: a question with hosts goes to the primary whole,
+// codes with it: a replica behind it lacks the domain created a moment
+// ago, and its miss proves nothing.
+func TestReplicaFirstHosts(t *testing.T) {
+	replica := &routeLookup{found: map[string]bool{"3/00000A": true}}
+	primary := &routeLookup{found: map[string]bool{"3/00000A": true}, domains: map[string]link.DomainID{"go.acme.com": 3}}
+	rf := &ReplicaFirst{Replica: replica, Primary: primary}
+	reps, found, _, err := rf.LookupKeys(context.Background(), []link.DomainID{3}, []string{"00000A"}, []string{"go.acme.com", "nobody.example"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(reps) != 1 || reps[0].Kind != authority.Found || len(found) != 1 || found[0].ID != 3 {
+		t.Fatalf("answers %+v, domains %+v; want the link and go.acme.com's domain", reps, found)
+	}
+	if replica.calls != 0 || len(primary.hostsAsked) != 2 {
+		t.Errorf("replica asked %d times, primary asked hosts %q; want the primary only", replica.calls, primary.hostsAsked)
+	}
+	// Without hosts it is LookupCodes: the replica first.
+	if _, found, _, err := rf.LookupKeys(context.Background(), []link.DomainID{3}, []string{"00000A"}, nil); err != nil || found != nil || replica.calls != 1 {
+		t.Errorf("codes only: domains %+v, %v, replica calls %d; want the replica asked", found, err, replica.calls)
+	}
+	down := &ReplicaFirst{Replica: replica, Primary: &routeLookup{fail: true}}
+	if _, _, _, err := down.LookupKeys(context.Background(), nil, []string{"00000A"}, []string{"go.acme.com"}); err == nil {
+		t.Error("primary down: no error; want one (the edge answers 503)")
+	}
 }

@@ -7,6 +7,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -27,6 +28,10 @@ type Lookup interface {
 	// (domains empty: all on link.DefaultDomain), a Found reply with its
 	// domain, and the change version reached when they were read.
 	LookupCodes(ctx context.Context, domains []link.DomainID, codes []string) ([]authority.Reply, uint64, error)
+	// LookupKeys answers codes as LookupCodes does and, in the same read,
+	// hosts: the active domains that have one of them (a host none has is
+	// absent). Without hosts it is LookupCodes.
+	LookupKeys(ctx context.Context, domains []link.DomainID, codes, hosts []string) ([]authority.Reply, []link.Domain, uint64, error)
 }
 
 // Frontiers reads every namespace's allocation frontier and ceiling on the
@@ -63,8 +68,9 @@ type Responder struct {
 	// Answered, NotFound count codes answered found and not found;
 	// Failed the messages answered Unavailable; Invalid the malformed
 	// ones; Questions the messages on AskSubject and FrontierReads those
-	// that asked for the frontier.
-	Answered, NotFound, Failed, Invalid, Questions, FrontierReads atomic.Uint64
+	// that asked for the frontier; HostsFound and HostsNotFound the hosts
+	// answered with a domain and without.
+	Answered, NotFound, Failed, Invalid, Questions, FrontierReads, HostsFound, HostsNotFound atomic.Uint64
 }
 
 // New returns a responder answering on nc from lookup, and the frontier from
@@ -144,7 +150,10 @@ func (r *Responder) ask(ctx context.Context, msg *nats.Msg) {
 	lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.cfg.Timeout)
 	defer cancel()
 	var err error
-	if len(q.Codes) > 0 {
+	switch {
+	case len(q.Hosts) > 0:
+		a.Replies, a.Domains, a.Version, err = r.lookup.LookupKeys(lctx, q.Domains, q.Codes, q.Hosts)
+	case len(q.Codes) > 0:
 		a.Replies, a.Version, err = r.lookup.LookupCodes(lctx, q.Domains, q.Codes)
 	}
 	if err == nil && q.Frontier && r.frontiers != nil {
@@ -156,9 +165,12 @@ func (r *Responder) ask(ctx context.Context, msg *nats.Msg) {
 	if err == nil {
 		err = checkReplies(&q, a.Replies)
 	}
+	if err == nil {
+		err = checkDomains(&q, a.Domains)
+	}
 	if err != nil {
 		r.Failed.Add(1)
-		r.cfg.Log.Warn("authority question failed", "codes", len(q.Codes), "frontier", q.Frontier, "err", err)
+		r.cfg.Log.Warn("authority question failed", "codes", len(q.Codes), "hosts", len(q.Hosts), "frontier", q.Frontier, "err", err)
 		r.respond(msg, &authority.Answer{Kind: authority.Unavailable})
 		return
 	}
@@ -170,7 +182,29 @@ func (r *Responder) ask(ctx context.Context, msg *nats.Msg) {
 			r.NotFound.Add(1)
 		}
 	}
+	r.HostsFound.Add(uint64(len(a.Domains)))
+	r.HostsNotFound.Add(uint64(len(q.Hosts) - len(a.Domains)))
 	r.respond(msg, &a)
+}
+
+// checkDomains makes sure a lookup answered q's hosts with active domains
+// of those hosts, each once: an edge would serve the domain's links on
+// whatever host the answer names.
+func checkDomains(q *authority.Question, ds []link.Domain) error {
+	if len(ds) > len(q.Hosts) {
+		return fmt.Errorf("%d domains for %d hosts", len(ds), len(q.Hosts))
+	}
+	for i := range ds {
+		if !slices.Contains(q.Hosts, ds[i].Host) || ds[i].Status != link.DomainActive {
+			return fmt.Errorf("domain %d is not an active domain of a host asked", i)
+		}
+		for j := range i {
+			if ds[j].Host == ds[i].Host {
+				return fmt.Errorf("domain %d repeats a host", i)
+			}
+		}
+	}
+	return nil
 }
 
 // checkReplies makes sure a lookup answered each of q's codes at its index

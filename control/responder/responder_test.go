@@ -241,3 +241,66 @@ func TestConcurrencyIsBounded(t *testing.T) {
 		t.Fatalf("peak concurrent lookups %d; want exactly the bound 3", p)
 	}
 }
+
+// LookupKeys answers codes as LookupCodes and knows one host; "evil.example"
+// is answered with a domain of another host (a broken lookup), and
+// "broken.example" fails.
+func (f *fakeLookup) LookupKeys(ctx context.Context, domains []link.DomainID, codes, hosts []string) ([]authority.Reply, []link.Domain, uint64, error) {
+	var reps []authority.Reply
+	if len(codes) > 0 {
+		var err error
+		if reps, _, err = f.LookupCodes(ctx, domains, codes); err != nil {
+			return nil, nil, 0, err
+		}
+	}
+	var found []link.Domain
+	for _, h := range hosts {
+		switch h {
+		case "go.acme.com":
+			found = append(found, link.Domain{ID: 3, Host: h, TenantID: 1, CodeMode: link.CodesSequential, Status: link.DomainActive, Version: 8})
+		case "evil.example":
+			found = append(found, link.Domain{ID: 4, Host: "victim.example", TenantID: 2, CodeMode: link.CodesSequential, Status: link.DomainActive, Version: 8})
+		case "broken.example":
+			return nil, nil, 0, errors.New("database down")
+		}
+	}
+	return reps, found, 9, nil
+}
+
+// TestQuestionsHosts: hosts are answered with the active domains that have
+// them, beside the codes of the same question; a lookup that fails, or
+// that names a host not asked, is answered Unavailable, never with a
+// domain the edge would serve on the wrong host.
+func TestQuestionsHosts(t *testing.T) {
+	r, _, raw := startAsk(t, &fakeLookup{}, fakeFrontiers{}, Config{})
+	ask := func(q authority.Question) authority.Answer {
+		t.Helper()
+		b, err := authority.MarshalQuestion(nil, &q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var a authority.Answer
+		if err := authority.UnmarshalAnswer(raw(b), &q, &a); err != nil {
+			t.Fatalf("answer to %+v: %v", q, err)
+		}
+		return a
+	}
+	a := ask(authority.Question{Codes: []string{"00000A"}, Domains: []link.DomainID{3}, Hosts: []string{"go.acme.com", "nobody.example"}})
+	if a.Kind != authority.Found || len(a.Replies) != 1 || a.Replies[0].URL != "https://acme.example/" {
+		t.Fatalf("answer = %+v; want the code's link", a)
+	}
+	if d, ok := a.DomainOf("go.acme.com"); !ok || d.ID != 3 || len(a.Domains) != 1 {
+		t.Errorf("domains = %+v; want go.acme.com's only", a.Domains)
+	}
+	if a := ask(authority.Question{Hosts: []string{"nobody.example"}}); a.Kind != authority.Found || len(a.Domains) != 0 {
+		t.Errorf("an unknown host = %+v; want an answer without domains", a)
+	}
+	for _, h := range []string{"evil.example", "broken.example"} {
+		if a := ask(authority.Question{Hosts: []string{h}}); a.Kind != authority.Unavailable {
+			t.Errorf("host %s = %+v; want Unavailable", h, a)
+		}
+	}
+	if r.HostsFound.Load() != 1 || r.HostsNotFound.Load() != 2 || r.Failed.Load() != 2 {
+		t.Errorf("hosts found %d, not found %d, failed %d; want 1, 2, 2", r.HostsFound.Load(), r.HostsNotFound.Load(), r.Failed.Load())
+	}
+}
