@@ -89,9 +89,10 @@ type Client struct {
 
 	// Requests counts round trips, Asked the codes they carried,
 	// Coalesced the waits that shared another's question, Failed the
-	// round trips that ended in an error, Busy the codes shed, Refreshes
-	// the answers that renewed the promise.
-	Requests, Asked, Coalesced, Failed, Busy, Refreshes atomic.Uint64
+	// round trips that ended in an error, Busy the codes and hosts shed,
+	// Refreshes the answers that renewed the promise. HostsAsked counts
+	// the calls of AskHost, HostsSent the hosts the round trips carried.
+	Requests, Asked, Coalesced, Failed, Busy, Refreshes, HostsAsked, HostsSent atomic.Uint64
 }
 
 // New returns a client asking over nc.
@@ -152,11 +153,13 @@ func (c *Client) poke() {
 	}
 }
 
-// linkKey is a link's key: the same code on two domains is two links, asked
-// about and answered apart.
+// linkKey is what one question is about: a link's key (the same code on
+// two domains is two links, asked about and answered apart), or, with host
+// set and no code, which domain a host is.
 type linkKey struct {
 	domain link.DomainID
 	code   string
+	host   string
 }
 
 type question struct {
@@ -172,6 +175,8 @@ type waiter struct {
 
 type result struct {
 	rep authority.Reply
+	// dom is a host's domain when rep is Found.
+	dom link.Domain
 	err error
 }
 
@@ -181,12 +186,35 @@ type result struct {
 // waits at most MaxWait for a round trip slot (then ErrBusy) and a round
 // trip's timeout for the answer.
 func (c *Client) Ask(d link.DomainID, code string) (authority.Reply, error) {
+	r, err := c.wait(linkKey{domain: d, code: code})
+	return r.rep, err
+}
+
+// AskHost asks the authority which active domain has host (canonical, as
+// link.CanonicalHost gives it) and waits for the answer: the domain and
+// true, or false when no active domain had host when the authority read,
+// after AskHost was called (so a domain created before the call, even a
+// moment before, is found). Hosts are asked with codes, many to a message,
+// one question in flight per host, under the same bounds as Ask: ErrBusy
+// past them, ErrUnavailable when the authority cannot tell. Neither error
+// means the host is unknown.
+func (c *Client) AskHost(host string) (link.Domain, bool, error) {
+	c.HostsAsked.Add(1)
+	r, err := c.wait(linkKey{host: host})
+	if err != nil {
+		return link.Domain{}, false, err
+	}
+	return r.dom, r.rep.Kind == authority.Found, nil
+}
+
+// wait queues a question about key, or joins the one queued or in flight,
+// and waits for its answer within the bounds.
+func (c *Client) wait(key linkKey) (result, error) {
 	if !c.nc.IsConnected() {
 		c.Failed.Add(1)
-		return authority.Reply{}, fmt.Errorf("%w: nats not connected", ErrUnavailable)
+		return result{}, fmt.Errorf("%w: nats not connected", ErrUnavailable)
 	}
 	w := &waiter{done: make(chan result, 1)}
-	key := linkKey{d, code}
 	c.mu.Lock()
 	c.clock++
 	w.arrived = c.clock
@@ -195,7 +223,7 @@ func (c *Client) Ask(d link.DomainID, code string) (authority.Reply, error) {
 		if len(c.pending) >= c.cfg.MaxPending {
 			c.mu.Unlock()
 			c.Busy.Add(1)
-			return authority.Reply{}, ErrBusy
+			return result{}, ErrBusy
 		}
 		q = &question{key: key}
 		c.byCode[key] = q
@@ -209,9 +237,9 @@ func (c *Client) Ask(d link.DomainID, code string) (authority.Reply, error) {
 
 	r, ok := await(c, w.done, func() bool { return c.withdraw(key, w) })
 	if !ok {
-		return authority.Reply{}, ErrBusy
+		return result{}, ErrBusy
 	}
-	return r.rep, r.err
+	return r, r.err
 }
 
 // withdraw takes w back if its code has not been sent yet (or was queued
@@ -279,10 +307,8 @@ func (c *Client) sendOne(ctx context.Context) bool {
 			})
 		}
 	}
-	n := min(len(c.pending), authority.MaxCodes)
-	batch := slices.Clone(c.pending[:n])
-	c.pending = slices.Delete(c.pending, 0, n)
-	if n == 0 && !q.Frontier {
+	batch := c.takeBatch()
+	if len(batch) == 0 && !q.Frontier {
 		c.mu.Unlock()
 		return false
 	}
@@ -294,15 +320,21 @@ func (c *Client) sendOne(ctx context.Context) bool {
 	other := false
 	for _, b := range batch {
 		b.sent = sent
+		if b.key.host != "" {
+			q.Hosts = append(q.Hosts, b.key.host)
+			continue
+		}
 		q.Codes = append(q.Codes, b.key.code)
 		other = other || b.key.domain != link.DefaultDomain
 	}
 	if other {
 		// Domains stay empty for a question about the platform's domain
 		// only, which a control from before domains can still read.
-		q.Domains = make([]link.DomainID, len(batch))
-		for i, b := range batch {
-			q.Domains[i] = b.key.domain
+		q.Domains = make([]link.DomainID, 0, len(q.Codes))
+		for _, b := range batch {
+			if b.key.host == "" {
+				q.Domains = append(q.Domains, b.key.domain)
+			}
 		}
 	}
 	more := len(c.pending) > 0 || c.refresh.Load()
@@ -338,11 +370,20 @@ func (c *Client) answer(batch []*question, a *authority.Answer, err error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	requeued := false
-	for i, q := range batch {
+	i := 0 // the index of q's reply, when q is about a code
+	for _, q := range batch {
 		var r result
+		host := q.key.host != ""
 		switch {
 		case err != nil:
 			r.err = err
+		case host:
+			// Not found is not cached by anyone: a domain may be created
+			// a moment later, and its first links must redirect at once.
+			r.rep.Kind = authority.NotFound
+			if d, ok := a.DomainOf(q.key.host); ok {
+				r.rep.Kind, r.dom = authority.Found, d
+			}
 		case a.Replies[i].Kind == authority.Found:
 			r.rep = a.Replies[i]
 			if r.rep.Domain != q.key.domain || r.rep.Code != q.key.code {
@@ -351,6 +392,9 @@ func (c *Client) answer(batch []*question, a *authority.Answer, err error) {
 			}
 		default:
 			r.rep = authority.Reply{Kind: authority.NotFound, Version: a.Version}
+		}
+		if !host {
+			i++
 		}
 		late := q.waiters[:0:0]
 		for _, w := range q.waiters {
@@ -396,11 +440,12 @@ func (c *Client) ask(ctx context.Context, q *authority.Question) (authority.Answ
 	var a authority.Answer
 	c.Requests.Add(1)
 	c.Asked.Add(uint64(len(q.Codes)))
+	c.HostsSent.Add(uint64(len(q.Hosts)))
 	if !c.nc.IsConnected() {
 		c.Failed.Add(1)
 		return a, fmt.Errorf("%w: nats not connected", ErrUnavailable)
 	}
-	b, err := authority.MarshalQuestion(make([]byte, 0, 16+8*len(q.Codes)), q)
+	b, err := authority.MarshalQuestion(make([]byte, 0, 16+8*len(q.Codes)+32*len(q.Hosts)), q)
 	if err != nil {
 		c.Failed.Add(1)
 		return a, fmt.Errorf("%w: %w", ErrUnavailable, err)
@@ -421,4 +466,28 @@ func (c *Client) ask(ctx context.Context, q *authority.Question) (authority.Answ
 		return a, fmt.Errorf("%w: control could not read its database", ErrUnavailable)
 	}
 	return a, nil
+}
+
+// takeBatch takes the oldest queued questions one message may carry: up to
+// authority.MaxCodes codes and authority.MaxHosts hosts, in arrival order,
+// leaving the rest queued in theirs. The caller holds mu.
+func (c *Client) takeBatch() []*question {
+	var batch []*question
+	codes, hosts := 0, 0
+	rest := c.pending[:0]
+	for _, q := range c.pending {
+		switch {
+		case q.key.host != "" && hosts < authority.MaxHosts:
+			hosts++
+		case q.key.host == "" && codes < authority.MaxCodes:
+			codes++
+		default:
+			rest = append(rest, q)
+			continue
+		}
+		batch = append(batch, q)
+	}
+	clear(c.pending[len(rest):])
+	c.pending = rest
+	return batch
 }

@@ -27,11 +27,13 @@ type fakeNATS struct {
 	answer    func(d link.DomainID, code string) authority.Reply
 	frontier  []authority.Frontier
 	promise   uint32
-	raw       []byte // when set, the answer's bytes, whatever was asked
+	raw       []byte                 // when set, the answer's bytes, whatever was asked
+	hosts     map[string]link.Domain // the domains hosts are answered with
 
 	mu      sync.Mutex
 	asked   [][]string        // the codes of each question, in order of arrival
 	domains [][]link.DomainID // and their domains
+	hostQs  [][]string        // the hosts of each question
 }
 
 func (f *fakeNATS) IsConnected() bool { return f.connected.Load() }
@@ -50,6 +52,7 @@ func (f *fakeNATS) RequestWithContext(ctx context.Context, subj string, data []b
 	f.mu.Lock()
 	f.asked = append(f.asked, q.Codes)
 	f.domains = append(f.domains, q.Domains)
+	f.hostQs = append(f.hostQs, q.Hosts)
 	f.mu.Unlock()
 	if f.onRequest != nil {
 		f.onRequest(&q)
@@ -71,6 +74,11 @@ func (f *fakeNATS) RequestWithContext(ctx context.Context, subj string, data []b
 				r.Domain = d // a found link names its domain
 			}
 			a.Replies = append(a.Replies, r)
+		}
+		for _, h := range q.Hosts {
+			if d, ok := f.hosts[h]; ok {
+				a.Domains = append(a.Domains, d)
+			}
 		}
 		var err error
 		if b, err = authority.MarshalAnswer(nil, &a); err != nil {
