@@ -91,8 +91,8 @@ func TestLayersTwoDomains(t *testing.T) {
 			t.Errorf("ByHost(%s) = %+v, %v; want domain %d", host, s, ok, want)
 		}
 	}
-	if s, _ := a.Domains.ByHost([]byte("one.test")); s.Undecodable || len(s.Codes) != 1 {
-		t.Errorf("one.test's state = %+v; want k1's decoder", s)
+	if s, _ := a.Domains.ByHost([]byte("one.test")); s.Undecodable || len(s.Codes) != 2 {
+		t.Errorf("one.test's state = %+v; want k1's decoder, then the file's other key", s)
 	}
 	want := []struct {
 		d    link.DomainID

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"hash/maphash"
 	"maps"
+	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -17,7 +18,9 @@ import (
 type DomainState struct {
 	Conf link.Domain
 	// Codes are the decoders of an FF1 domain, one per Conf.KeyIDs in
-	// order; nil on a sequential domain, and nil when Undecodable.
+	// order, then one per other key of the edge's key file (a rotation
+	// the edge has not applied yet may already be in use: see state);
+	// nil on a sequential domain, and nil when Undecodable.
 	Codes []*ff1.Codes
 	// Undecodable marks an FF1 domain naming a key the edge's key file
 	// lacks (or none at all): the edge cannot turn its codes into IDs, so
@@ -269,6 +272,22 @@ func (d *Domains) state(c link.Domain) *DomainState {
 			return s
 		}
 		codes = append(codes, cd)
+	}
+	// Then every other key of the edge's file. A rotation names a key the
+	// operator added to every edge's file first (docs/codes.md); control
+	// encodes with it as soon as the rotation commits, and this edge may
+	// not have applied the domain's change yet. A code made with it then
+	// decodes, under the domain's old keys, to an unrelated ID that could
+	// look sealed or beyond the frontier: ruling a miss out under the
+	// file's other keys too keeps that from becoming a 404. It costs a miss
+	// one decode per key, never a hit.
+	for _, name := range d.keys.Names() {
+		if slices.Contains(c.KeyIDs, name) {
+			continue
+		}
+		if cd, err := d.keys.Codes(name, c.Host); err == nil {
+			codes = append(codes, cd)
+		}
 	}
 	s.Codes = codes
 	return s
