@@ -5,6 +5,7 @@ import (
 
 	"github.com/valyala/fasthttp"
 
+	"github.com/edgelink/edgelink/edge/resolve"
 	"github.com/edgelink/edgelink/edge/store"
 	"github.com/edgelink/edgelink/shared/link"
 )
@@ -27,17 +28,65 @@ func (h *Handler) domain(ctx *fasthttp.RequestCtx) (*store.DomainState, bool) {
 	if h.Domains == nil || !h.Domains.Known() {
 		return h.platform()
 	}
+	host := h.requestHost(ctx)
+	var buf [hostKeyRoom]byte
+	if key, ok := link.AppendHostKey(buf[:0], host); ok {
+		return h.Domains.ByHost(key)
+	}
+	return h.slowDomain(host)
+}
+
+// requestHost is the host a request names: its Host (or the authority of
+// an absolute request-target), or the one a trusted proxy forwarded.
+func (h *Handler) requestHost(ctx *fasthttp.RequestCtx) []byte {
 	host := ctx.Host()
 	if h.FromProxy != nil && h.FromProxy(ctx) {
 		if fwd := forwardedHost(ctx.Request.Header.PeekAll(fasthttp.HeaderXForwardedHost)); fwd != nil {
 			host = fwd
 		}
 	}
-	var buf [hostKeyRoom]byte
-	if key, ok := link.AppendHostKey(buf[:0], host); ok {
-		return h.Domains.ByHost(key)
+	return host
+}
+
+// unknownHost handles a request whose host the domain table lacks. It
+// returns the host's domain, learnt from the authority, or nil after
+// writing the answer itself: the platform's plain 404 only when the
+// authority said no active domain has the host (or the host is no host
+// name at all), 503 when it could not tell. A domain created a moment ago
+// is on the authority before its change event reaches this edge, and its
+// links' 201s promise a redirect now.
+//
+// The ask is paid from the client's 404 budget before it is made, so a
+// flood of invented hosts from one client asks at most as often as its
+// budget allows, then gets 429 without asking; a real new domain costs a
+// client one token, on the first request this edge sees for it (then the
+// table has it). Nothing is kept of a "not found": the domain may be
+// created a moment later.
+func (h *Handler) unknownHost(ctx *fasthttp.RequestCtx) *store.DomainState {
+	if h.Hosts == nil {
+		h.notFound(ctx, nil, &h.Counters.UnknownHost)
+		return nil
 	}
-	return h.slowDomain(host)
+	canon, err := link.CanonicalHost(string(h.requestHost(ctx)))
+	if err != nil {
+		h.notFound(ctx, nil, &h.Counters.UnknownHost)
+		return nil
+	}
+	if !h.allowNotFound(ctx) {
+		return nil
+	}
+	h.Counters.HostAsks.Add(1)
+	dom, outcome := h.Hosts.Resolve(canon)
+	switch outcome {
+	case resolve.Found:
+		return dom
+	case resolve.Unavailable:
+		h.unavailable(ctx)
+	default:
+		h.Counters.UnknownHost.Add(1)
+		h.text(ctx, fasthttp.StatusNotFound, textNotFound)
+	}
+	return nil
 }
 
 // slowDomain looks up a host the fast path could not read. Rare: browsers

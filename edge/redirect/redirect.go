@@ -34,8 +34,11 @@ type Resolver interface {
 }
 
 // Limiter is the abuse policy on 404s: it takes a token for a client IP and
-// reports whether one was there. It is asked only when the answer would be
-// 404, so it never stands between a link that exists and its redirect.
+// reports whether one was there. It is asked when the answer would be 404,
+// and before asking the authority about a host the edge does not know
+// (host.go): so it stands between a link that exists and its redirect only
+// on the first request an edge sees for a domain it has not received yet,
+// from a client that has spent its budget.
 type Limiter interface {
 	Allow(ip netip.Addr) bool
 }
@@ -46,6 +49,13 @@ type Limiter interface {
 // block, allocate or keep the slices.
 type ClickRecorder interface {
 	Record(d link.DomainID, code, referer, userAgent []byte, status int, atMillis int64)
+}
+
+// HostResolver answers a host the domain table lacks (resolve.Hosts): its
+// domain (Found), NotFound when no active domain has it, or Unavailable.
+// It may block for a bounded time.
+type HostResolver interface {
+	Resolve(host string) (*store.DomainState, resolve.Outcome)
 }
 
 // Counters are the handler's outcome counts; fields are updated atomically.
@@ -63,13 +73,17 @@ type Counters struct {
 	// redirect and NotFoundRedirects the unknown codes answered by a
 	// domain's not-found redirect (counted in NotFound or BadCode too).
 	UnknownHost, RootRedirects, NotFoundRedirects atomic.Uint64
+	// HostAsks counts the hosts the table lacked that were asked of the
+	// authority (Hosts).
+	HostAsks atomic.Uint64
 }
 
 // Handler answers redirects. Domains (optional) maps the request's host to
 // its domain (host.go); without it, or before it has received a table,
 // every host is the platform's domain. Store holds the overlay and the
 // snapshot (the newer version of a link wins); Miss (optional) resolves
-// what both lack, else a miss is a 404. NotFoundLimit (optional) is the
+// what both lack, else a miss is a 404. Hosts (optional) answers a host
+// the table lacks once it has one, else such a host is the platform's 404. NotFoundLimit (optional) is the
 // per-client budget of 404s, past which a 404 is answered 429; ClientIP
 // (optional) says who the client is (default: the socket's peer);
 // FromProxy (optional) says whether the request came from a trusted proxy,
@@ -83,6 +97,7 @@ type Handler struct {
 	Domains       *store.Domains
 	Store         Finder
 	Miss          Resolver
+	Hosts         HostResolver
 	NotFoundLimit Limiter
 	ClientIP      func(ctx *fasthttp.RequestCtx) netip.Addr
 	FromProxy     func(ctx *fasthttp.RequestCtx) bool
@@ -149,9 +164,11 @@ func (h *Handler) Serve(ctx *fasthttp.RequestCtx) {
 	dom, ok := h.domain(ctx)
 	if !ok {
 		// Never another domain's links, and nothing of any domain's: the
+		// host's own, once the authority says which it is, else the
 		// platform's own plain 404.
-		h.notFound(ctx, nil, &h.Counters.UnknownHost)
-		return
+		if dom = h.unknownHost(ctx); dom == nil {
+			return
+		}
 	}
 	if len(path) < 2 || !link.ValidCodeSyntax(path[1:]) {
 		h.serveDomain(ctx, dom, path)
@@ -230,9 +247,7 @@ func (h *Handler) resolve(ctx *fasthttp.RequestCtx, dom *store.DomainState, code
 	case resolve.Found:
 		return e
 	case resolve.Unavailable:
-		h.Counters.Unavailable.Add(1)
-		ctx.Response.Header.SetCanonical(headerRetry, retryAfter)
-		h.text(ctx, fasthttp.StatusServiceUnavailable, textUnavail)
+		h.unavailable(ctx)
 	default:
 		h.notFound(ctx, dom, &h.Counters.NotFound)
 	}
@@ -245,10 +260,7 @@ func (h *Handler) resolve(ctx *fasthttp.RequestCtx, dom *store.DomainState, code
 // touches a code that exists (that one was answered before it got here).
 // A not-found redirect spends the budget too: to a scanner it is a 404.
 func (h *Handler) notFound(ctx *fasthttp.RequestCtx, dom *store.DomainState, n *atomic.Uint64) {
-	if h.NotFoundLimit != nil && !h.NotFoundLimit.Allow(h.clientIP(ctx)) {
-		h.Counters.Limited.Add(1)
-		ctx.Response.Header.SetCanonical(headerRetry, retryAfter)
-		h.text(ctx, fasthttp.StatusTooManyRequests, textLimited)
+	if !h.allowNotFound(ctx) {
 		return
 	}
 	n.Add(1)
@@ -258,6 +270,25 @@ func (h *Handler) notFound(ctx *fasthttp.RequestCtx, dom *store.DomainState, n *
 		return
 	}
 	h.text(ctx, fasthttp.StatusNotFound, textNotFound)
+}
+
+// allowNotFound takes a token of the client's 404 budget, or answers 429
+// and reports false when it has none.
+func (h *Handler) allowNotFound(ctx *fasthttp.RequestCtx) bool {
+	if h.NotFoundLimit != nil && !h.NotFoundLimit.Allow(h.clientIP(ctx)) {
+		h.Counters.Limited.Add(1)
+		ctx.Response.Header.SetCanonical(headerRetry, retryAfter)
+		h.text(ctx, fasthttp.StatusTooManyRequests, textLimited)
+		return false
+	}
+	return true
+}
+
+// unavailable answers 503: the edge cannot prove the answer now.
+func (h *Handler) unavailable(ctx *fasthttp.RequestCtx) {
+	h.Counters.Unavailable.Add(1)
+	ctx.Response.Header.SetCanonical(headerRetry, retryAfter)
+	h.text(ctx, fasthttp.StatusServiceUnavailable, textUnavail)
 }
 
 // redirectTo answers 302 to a domain's own target (its root or not-found
