@@ -52,6 +52,12 @@ func newRegistry(e *Edge, nc *nats.Conn) *prometheus.Registry {
 	})
 	gauge("edge_domains_undecodable", "Active FF1 domains whose key the edge's --code-keys file lacks: none of their misses is ruled out from memory, each is asked of the authority. Should be 0.", func() float64 { return float64(d.Undecodable()) })
 	counter("edge_domains_refused_total", "Domain configurations (from a snapshot or the stream) refused as invalid; the domain keeps its previous state.", func() float64 { return float64(d.Refused.Load()) })
+	hs := e.Hosts
+	const hostAsks = "Hosts the domain table lacked, asked of the authority before any 404, by outcome: found (a domain the edge had not received yet: taken into the table), not_found (no active domain has it: the platform's 404; nothing is kept of it), failed (the authority could not tell, or its answer was refused: 503)."
+	family("edge_host_asks_total", hostAsks, "outcome", map[string]*atomic.Uint64{
+		"found": &hs.Found, "not_found": &hs.NotFound, "failed": &hs.Failed,
+	})
+	counter("edge_host_asks_refused_total", "Domain configurations from a host ask the table refused as invalid (answered 503; also counted as failed).", u(&hs.Refused))
 	counter("edge_undecodable_misses_total", "Misses of a generated code's shape on an FF1 domain the edge cannot decode (edge_domains_undecodable): asked of the authority instead of ruled out.", u(&r.Undecodable))
 
 	const hits = "Known links answered (302 or 410), by the layer that held them: overlay, snapshot, cache (long-tail), authority (asked over NATS: a link the edge had not received yet)."

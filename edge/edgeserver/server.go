@@ -112,6 +112,7 @@ type Edge struct {
 	Domains   *store.Domains
 	Feed      *changefeed.Feed
 	Resolver  *resolve.Resolver
+	Hosts     *resolve.Hosts
 	Authority *lookup.Client
 	Clicks    *clickpub.Recorder
 	Overlay   *store.Overlay
@@ -169,15 +170,18 @@ func Run(ctx context.Context, cfg Config) error {
 	res := &resolve.Resolver{
 		Cache: cache, Hint: hint, Segments: segments, Authority: client, Complete: feed.Complete,
 	}
+	// A host the table lacks may be a domain created a moment ago: asked of
+	// the authority before any 404 (edge/redirect host.go).
+	hosts := &resolve.Hosts{Domains: domains, Authority: client}
 	rec := clickpub.New(js, clickpub.Config{Edge: cfg.Name, Buffer: cfg.ClickBuffer, Log: log,
 		FlushEvery: cfg.ClickFlushEvery, ReportEvery: cfg.ClickReportEvery})
-	e := &Edge{Domains: domains, Feed: feed, Resolver: res, Authority: client, Clicks: rec, Overlay: overlay,
+	e := &Edge{Domains: domains, Feed: feed, Resolver: res, Hosts: hosts, Authority: client, Clicks: rec, Overlay: overlay,
 		Segments: segments, Snapshots: snaps, Syncer: syncer}
 	proxies, err := clientip.New(cfg.TrustedProxies)
 	if err != nil {
 		return err
 	}
-	h := &redirect.Handler{Domains: domains, Store: applied, Miss: res, Clicks: rec}
+	h := &redirect.Handler{Domains: domains, Store: applied, Miss: res, Hosts: hosts, Clicks: rec}
 	if cfg.NotFoundRate > 0 {
 		h.NotFoundLimit = ratelimit.New(cfg.NotFoundRate, cfg.NotFoundBurst, 100_000, nil)
 	}

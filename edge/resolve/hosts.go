@@ -31,7 +31,8 @@ type Hosts struct {
 
 	// Asked counts the hosts asked, Found those the authority knew,
 	// NotFound those it did not, Failed the asks that could not be
-	// answered and Refused the domains the table would not take.
+	// answered (Refused among them: the domains the table would not
+	// take).
 	Asked, Found, NotFound, Failed, Refused atomic.Uint64
 }
 
@@ -60,6 +61,7 @@ func (h *Hosts) Resolve(host string) (*store.DomainState, Outcome) {
 	}
 	if err := h.Domains.Apply(d); err != nil {
 		h.Refused.Add(1)
+		h.Failed.Add(1)
 		return nil, Unavailable
 	}
 	st, ok := h.Domains.ByHost([]byte(host))
