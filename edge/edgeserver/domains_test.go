@@ -214,6 +214,10 @@ func TestDomainsOnTheEdge(t *testing.T) {
 	if v := metric(t, base, "edge_requests_total", "outcome", "unknown_host"); v != 1 {
 		t.Errorf("edge_requests_total{outcome=\"unknown_host\"} = %v; want 1", v)
 	}
+	// The unknown host was asked of the authority before its 404.
+	if v := metric(t, base, "edge_host_asks_total", "outcome", "not_found"); v != 1 {
+		t.Errorf("edge_host_asks_total{outcome=\"not_found\"} = %v; want 1", v)
+	}
 
 	// Random codes on the FF1 domain: decoded with its key, beyond its
 	// frontier, answered from memory: a frontier question at most, no
