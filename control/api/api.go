@@ -188,7 +188,10 @@ func New(auth Authenticator, l Links, cfg Config) *Server {
 	s := &Server{auth: newSharedAuth(auth), links: l, cfg: cfg, log: cfg.Log, mux: http.NewServeMux(),
 		public: strings.TrimRight(cfg.PublicURL, "/"), limit: newLimiter(cfg.RatePerSecond, cfg.Burst, cfg.Now),
 		met: newRequestMetrics(cfg.Registerer)}
-	s.short = newShortURLs(s.public)
+	// A public URL that does not parse still serves: its short URLs are
+	// then paths, as with none.
+	short, _ := links.NewShortURLs(s.public)
+	s.short = shortURLs{short}
 	s.fails = authfail.New(cfg.AuthFailuresPerSecond, cfg.AuthFailureBurst, cfg.AuthFailureClients, cfg.Now)
 	s.limMet = newLimitMetrics(cfg.Registerer, s.fails)
 	allowed := make(map[string][]string)

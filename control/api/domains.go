@@ -25,73 +25,30 @@ type Domains interface {
 	Get(ctx context.Context, tenantID int64, host string) (link.Domain, error)
 }
 
-// shortURLs makes links' short URLs. On the platform's domain a short URL
-// is exactly --public-url + "/" + code, as before domains; on another it
-// is the code on the domain's host with --public-url's scheme and port,
-// since every edge serves every domain on the same listeners.
-type shortURLs struct {
-	public string // --public-url without its trailing '/'
-	scheme string // "https://"
-	port   string // ":8081", or "" for the scheme's own
-	// host is --public-url's host, canonical: the platform domain's host
-	// (control writes it into domain 0 at start).
-	host string
-}
-
-func newShortURLs(public string) shortURLs {
-	s := shortURLs{public: public, scheme: "https://"}
-	u, err := url.Parse(public)
-	if err != nil || u.Host == "" {
-		return s
-	}
-	s.scheme = u.Scheme + "://"
-	if p := u.Port(); p != "" {
-		s.port = ":" + p
-	}
-	s.host, _ = link.CanonicalHost(u.Host)
-	return s
-}
+// shortURLs is links.ShortURLs with the API's JSON encoding of one.
+type shortURLs struct{ links.ShortURLs }
 
 // domainOf is the host of l's domain.
-func (u *shortURLs) domainOf(l *links.Link) string {
-	if l.DomainID == link.DefaultDomain {
-		return u.host
-	}
-	return l.Domain
-}
+func (u *shortURLs) domainOf(l *links.Link) string { return u.HostOf(l.DomainID, l.Domain) }
 
-// appendEscaped appends l's short URL, escaped for a JSON string.
+// appendEscaped appends l's short URL, escaped for a JSON string, without
+// building it first.
 func (u *shortURLs) appendEscaped(b []byte, l *links.Link) []byte {
 	// Escaped piece by piece, as the whole would be: each piece is
 	// valid UTF-8 on its own, and '/' is no escape's part.
 	if l.DomainID == link.DefaultDomain {
-		b = appendEscaped(b, u.public)
+		b = appendEscaped(b, u.Public)
 	} else {
-		b = appendEscaped(b, u.scheme)
-		if strings.IndexByte(l.Domain, ':') >= 0 { // an IPv6 literal
-			b = append(b, '[')
-			b = appendEscaped(b, l.Domain)
-			b = append(b, ']')
-		} else {
-			b = appendEscaped(b, l.Domain)
-		}
-		b = appendEscaped(b, u.port)
+		b = appendEscaped(b, u.Scheme)
+		b = appendEscaped(b, links.Bracketed(l.Domain))
+		b = appendEscaped(b, u.Port)
 	}
 	b = append(b, '/')
 	return appendEscaped(b, l.Code)
 }
 
 // of is l's short URL.
-func (u *shortURLs) of(l *links.Link) string {
-	if l.DomainID == link.DefaultDomain {
-		return u.public + "/" + l.Code
-	}
-	host := l.Domain
-	if strings.IndexByte(host, ':') >= 0 {
-		host = "[" + host + "]"
-	}
-	return u.scheme + host + u.port + "/" + l.Code
-}
+func (u *shortURLs) of(l *links.Link) string { return u.Of(l.DomainID, l.Domain, l.Code) }
 
 // canonicalDomain is v, a domain's host as a client sent it in field,
 // in its canonical spelling (link.CanonicalHost: lower case, punycode, no
@@ -112,7 +69,7 @@ func canonicalDomain(field, v string) (string, error) {
 // platform's own host), else a canonical host.
 func (s *Server) linkDomain(field, v string) (string, error) {
 	h, err := canonicalDomain(field, v)
-	if err != nil || h == s.short.host {
+	if err != nil || h == s.short.Host {
 		return "", err
 	}
 	return h, nil

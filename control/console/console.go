@@ -163,7 +163,7 @@ type Server struct {
 	links    Links
 	cfg      Config
 	secure   bool
-	short    shortURLs
+	short    links.ShortURLs
 	log      *slog.Logger
 	pages    *pages
 	fails    *authfail.Budget
@@ -198,7 +198,7 @@ func New(sessions Sessions, keys Keys, l Links, cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	short, err := newShortURLs(cfg.PublicURL)
+	short, err := links.NewShortURLs(cfg.PublicURL)
 	if err != nil {
 		return nil, err
 	}

@@ -32,10 +32,10 @@ type row struct {
 }
 
 func (s *Server) row(l *links.Link) row {
-	r := row{Link: l, Short: s.short.of(l.DomainID, l.Domain, l.Code), State: links.State(&l.Link, s.cfg.Now()),
+	r := row{Link: l, Short: s.short.Of(l.DomainID, l.Domain, l.Code), State: links.State(&l.Link, s.cfg.Now()),
 		Host: l.Domain, ID: "row-" + l.Code}
 	if l.DomainID == link.DefaultDomain {
-		r.Host = s.short.host
+		r.Host = s.short.Host
 	} else {
 		r.ID += "@" + l.Domain
 	}
@@ -83,7 +83,7 @@ type domainChoice struct{ Value, Label string }
 // and for the list's filter (every one, removed ones too: their links
 // stay, each by its host).
 func (s *Server) domainChoices(r *http.Request, sess Session) (create, filter []domainChoice, err error) {
-	platform := domainChoice{Label: s.short.host + " (platform)"}
+	platform := domainChoice{Label: s.short.Host + " (platform)"}
 	create = []domainChoice{platform}
 	if s.cfg.Domains == nil {
 		return create, nil, nil
@@ -110,44 +110,4 @@ func (s *Server) domainChoices(r *http.Request, sess Session) (create, filter []
 		return create, nil, nil // one domain: nothing to filter by
 	}
 	return create, append(filter, own...), nil
-}
-
-// shortURLs makes short URLs as the contract says: the platform domain's
-// is PublicURL + "/" + code exactly, another domain's is its host with
-// PublicURL's scheme and port.
-type shortURLs struct {
-	base         string // PublicURL without a trailing slash
-	scheme, port string
-	host         string // PublicURL's host: the platform domain as shown
-}
-
-func newShortURLs(public string) (shortURLs, error) {
-	base := strings.TrimRight(public, "/")
-	if base == "" {
-		return shortURLs{}, nil
-	}
-	u, err := url.Parse(base)
-	if err != nil || u.Host == "" {
-		return shortURLs{}, fmt.Errorf("console: public url %q is not an absolute URL", public)
-	}
-	return shortURLs{base: base, scheme: u.Scheme, port: u.Port(), host: u.Hostname()}, nil
-}
-
-// of is the short URL of code on domain id with host.
-func (u shortURLs) of(id link.DomainID, host, code string) string {
-	if id == link.DefaultDomain {
-		return u.base + "/" + code
-	}
-	scheme := u.scheme
-	if scheme == "" {
-		scheme = "https"
-	}
-	h := host
-	if strings.Contains(h, ":") { // an IPv6 literal
-		h = "[" + h + "]"
-	}
-	if u.port != "" {
-		h += ":" + u.port
-	}
-	return scheme + "://" + h + "/" + code
 }

@@ -47,7 +47,7 @@ func TestNATSNodeLoss(t *testing.T) {
 
 	ctlCfg := func(node int) controlserver.Config {
 		return controlserver.Config{
-			DatabaseURL: dsn, NATSURL: nc.NodeURL(node), PublicURL: "http://edge.invalid",
+			DatabaseURL: dsn, NATSURL: nc.NodeURL(node), PublicURL: "http://127.0.0.1",
 			StreamReplicas: 3,
 			IDStep:         500, // several leases per instance within the test
 			// Snapshots often, so the bucket exists and edges swap them

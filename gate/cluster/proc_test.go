@@ -44,7 +44,7 @@ func TestControlChild(t *testing.T) {
 	// the test binary that started it; SIGKILL is the only way it ends.
 	ctx := context.Background()
 	err := controlserver.Run(ctx, controlserver.Config{
-		HTTPAddr: "127.0.0.1:0", DatabaseURL: s.DatabaseURL, NATSURL: s.NATSURL, PublicURL: "http://edge.invalid",
+		HTTPAddr: "127.0.0.1:0", DatabaseURL: s.DatabaseURL, NATSURL: s.NATSURL, PublicURL: "http://127.0.0.1",
 		StreamReplicas: s.StreamReplicas, IDStep: s.IDStep, AbandonAfter: s.AbandonAfter, Instance: s.Instance,
 		Log:      slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError})),
 		OnListen: func(a net.Addr) { fmt.Printf("listening %s\n", a) },

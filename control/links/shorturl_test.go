@@ -1,8 +1,9 @@
-package console
+package links_test
 
 import (
 	"testing"
 
+	"github.com/edgelink/edgelink/control/links"
 	"github.com/edgelink/edgelink/shared/link"
 )
 
@@ -24,15 +25,22 @@ func TestShortURLs(t *testing.T) {
 		{"https://sho.rt:8443/s", 7, "xn--bcher-kva.example", "https://xn--bcher-kva.example:8443/abc"},
 		{"http://[::1]:8081", 2, "::1", "http://[::1]:8081/abc"},
 	} {
-		u, err := newShortURLs(tc.public)
+		u, err := links.NewShortURLs(tc.public)
 		if err != nil {
 			t.Fatalf("%s: %v", tc.public, err)
 		}
-		if got := u.of(tc.id, tc.host, "abc"); got != tc.want {
+		if got := u.Of(tc.id, tc.host, "abc"); got != tc.want {
 			t.Errorf("public %s, domain %d %s: %s; want %s", tc.public, tc.id, tc.host, got, tc.want)
 		}
 	}
-	if _, err := newShortURLs("sho.rt"); err == nil {
+	if _, err := links.NewShortURLs("sho.rt"); err == nil {
 		t.Error("a public URL without a scheme was taken")
+	}
+	u, err := links.NewShortURLs("https://SHO.rt.:8443")
+	if err != nil || u.Host != "sho.rt" || u.HostOf(0, "") != "sho.rt" || u.HostOf(3, "go.acme.com") != "go.acme.com" {
+		t.Errorf("the platform's host from a public URL in another spelling: %+v %v", u, err)
+	}
+	if empty, err := links.NewShortURLs(""); err != nil || empty.Of(0, "", "abc") != "/abc" {
+		t.Errorf("no public URL: %+v %v", empty, err)
 	}
 }
