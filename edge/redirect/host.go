@@ -89,6 +89,37 @@ func (h *Handler) unknownHost(ctx *fasthttp.RequestCtx) *store.DomainState {
 	return nil
 }
 
+// tableless is the domain a request's host names, for a code the
+// platform's domain lacks, while the edge has no domain table yet (every
+// host is then served as the platform's, the upgrade path). A fresh
+// edge's first moments are such a time too: a tenant may add a domain and
+// create a link on it before this edge has read the stream's first domain
+// event, and that link's 201 promises a redirect. So before answering
+// that 404 the host is looked up (in what the table has learnt, then of
+// the authority); a domain other than the platform's gets the code asked
+// again on it. An authority that cannot tell (one from before domains
+// refuses host questions) leaves the 404 as it was before domains.
+func (h *Handler) tableless(ctx *fasthttp.RequestCtx, dom *store.DomainState) *store.DomainState {
+	if h.Domains == nil || h.Hosts == nil || h.Domains.Known() || dom.Conf.ID != link.DefaultDomain {
+		return nil
+	}
+	canon, err := link.CanonicalHost(string(h.requestHost(ctx)))
+	if err != nil {
+		return nil
+	}
+	other, ok := h.Domains.ByHost([]byte(canon))
+	if !ok {
+		var outcome resolve.Outcome
+		if other, outcome = h.Hosts.Resolve(canon); outcome != resolve.Found {
+			return nil
+		}
+	}
+	if other.Conf.ID == link.DefaultDomain {
+		return nil
+	}
+	return other
+}
+
 // slowDomain looks up a host the fast path could not read. Rare: browsers
 // send Unicode names as punycode already.
 func (h *Handler) slowDomain(host []byte) (*store.DomainState, bool) {

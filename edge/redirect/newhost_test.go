@@ -193,3 +193,31 @@ func TestNewHostConcurrent(t *testing.T) {
 	}
 	wg.Wait()
 }
+
+// TestNewHostBeforeAnyTable: an edge that has read no domain table yet (a
+// fresh edge's first moments) serves every host as the platform's; a code
+// the platform lacks is looked up on the host's domain, learnt from the
+// authority, before its 404, so a tenant's first link on a domain it just
+// added redirects. An authority that cannot tell leaves the 404 as it was
+// before domains.
+func TestNewHostBeforeAnyTable(t *testing.T) {
+	h, auth, hosts := newHostHandler(t)
+	h.Domains = store.NewDomains(nil)
+	hosts.Domains = h.Domains
+	auth.set(newDomain)
+	checkHost(t, h, hostCase{"the domain's link", "new.acme.com", "/new001", 302, "https://acme.example/new"}, hostRequest("new.acme.com", "/new001", nil))
+	if h.Domains.Known() {
+		t.Fatal("learning a tenant's domain made the table Known")
+	}
+	checkHost(t, h, hostCase{"a code nobody has", "new.acme.com", "/nope01", 404, ""}, hostRequest("new.acme.com", "/nope01", nil))
+	auth.mu.Lock()
+	asked := auth.asks["new.acme.com"]
+	auth.mu.Unlock()
+	if asked != 1 {
+		t.Errorf("the host was asked %d times; want once (then the table has it)", asked)
+	}
+	auth.mu.Lock()
+	auth.err = errors.New("an authority from before domains")
+	auth.mu.Unlock()
+	checkHost(t, h, hostCase{"authority cannot tell", "other.acme.com", "/new001", 404, ""}, hostRequest("other.acme.com", "/new001", nil))
+}

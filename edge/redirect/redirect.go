@@ -183,7 +183,7 @@ func (h *Handler) Serve(ctx *fasthttp.RequestCtx) {
 			return
 		}
 		h.Counters.Resolved.Add(1)
-		h.answer(ctx, dom.Conf.ID, code, !e.Missing && e.Status == link.Active, e.ExpiresAt, e.RedirectType,
+		h.answer(ctx, e.Domain, code, !e.Missing && e.Status == link.Active, e.ExpiresAt, e.RedirectType,
 			bytesOf(e.URL), nil)
 	case hit.Overlay:
 		h.Counters.OverlayHits.Add(1)
@@ -243,6 +243,11 @@ func (h *Handler) resolve(ctx *fasthttp.RequestCtx, dom *store.DomainState, code
 		return nil
 	}
 	e, outcome := h.Miss.Resolve(dom, code)
+	if outcome == resolve.NotFound {
+		if other := h.tableless(ctx, dom); other != nil {
+			e, outcome = h.Miss.Resolve(other, code)
+		}
+	}
 	switch outcome {
 	case resolve.Found:
 		return e
