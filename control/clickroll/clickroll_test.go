@@ -62,7 +62,8 @@ func (e *env) publish(t *testing.T, edge string, msgs, per int) int {
 		b := clicks.AppendHeader(nil, clicks.Source{Edge: edge, Boot: "boot", Offered: uint64(sent + per)}, per)
 		for i := range per {
 			code := fmt.Sprintf("code-%d", (m*per+i)%10+1)
-			b = clicks.AppendClick(b, link.DefaultDomain, []byte(code), day.UnixMilli()+int64(i), 302, clicks.DeviceMobile, i%3 == 0, []byte("t.co"))
+			b = clicks.AppendClick(b, clicks.ClickView{Domain: link.DefaultDomain, Code: []byte(code), At: day.UnixMilli() + int64(i), Status: 302,
+				Device: clicks.DeviceMobile, Bot: i%3 == 0, Referrer: []byte("t.co")})
 		}
 		if _, err := e.js.Publish(context.Background(), clicks.Subject(edge), b); err != nil {
 			t.Fatal(err)
@@ -345,7 +346,7 @@ INSERT INTO links (id, domain_id, code, tenant_id, code_source, url_original, ur
 		msg := clicks.AppendHeader(nil, clicks.Source{Edge: "e1", Boot: "boot"}, 10)
 		for i := range 10 {
 			d := []link.DomainID{0, 1, 2, 0}[i%4] // domain 2 has no link "same"
-			msg = clicks.AppendClick(msg, d, []byte("same"), day.UnixMilli()+int64(m*10+i), 302, clicks.DeviceMobile, false, nil)
+			msg = clicks.AppendClick(msg, clicks.ClickView{Domain: d, Code: []byte("same"), At: day.UnixMilli() + int64(m*10+i), Status: 302, Device: clicks.DeviceMobile})
 		}
 		if _, err := e.js.Publish(ctx, clicks.Subject("e1"), msg); err != nil {
 			t.Fatal(err)

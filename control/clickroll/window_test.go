@@ -24,8 +24,8 @@ func message(edge string, n int, r *rand.Rand, codes, domains int) []byte {
 		if codes < 100 {
 			code = fmt.Sprintf("custom-code-%d", r.IntN(codes)) // longer
 		}
-		b = clicks.AppendClick(b, link.DomainID(r.IntN(domains)), []byte(code), day+int64(r.IntN(2000)), statuses[r.IntN(len(statuses))],
-			clicks.Device(r.IntN(5)), r.IntN(4) == 0, []byte(refs[r.IntN(len(refs))]))
+		b = clicks.AppendClick(b, clicks.ClickView{Domain: link.DomainID(r.IntN(domains)), Code: []byte(code), At: day + int64(r.IntN(2000)),
+			Status: statuses[r.IntN(len(statuses))], Device: clicks.Device(r.IntN(5)), Bot: r.IntN(4) == 0, Referrer: []byte(refs[r.IntN(len(refs))])})
 	}
 	return b
 }

@@ -68,7 +68,7 @@ type slot struct {
 	status uint16
 	nCode  uint8
 	nRef   uint8
-	nUA    uint8
+	nUA    uint16
 	code   [link.MaxCodeLen]byte
 	ref    [rawReferrerLen]byte
 	ua     [clicks.MaxUserAgentLen]byte
@@ -169,7 +169,7 @@ func (r *Recorder) Record(d link.DomainID, code, referer, userAgent []byte, stat
 			s.at, s.domain, s.status = atMillis, d, uint16(status)
 			s.nCode = uint8(copy(s.code[:], code))
 			s.nRef = uint8(copy(s.ref[:], referer))
-			s.nUA = uint8(copy(s.ua[:], userAgent))
+			s.nUA = uint16(copy(s.ua[:], userAgent))
 			s.seq.Store(pos + 1)
 			if (pos+1)%uint64(r.cfg.Batch) == 0 {
 				select {
@@ -243,30 +243,29 @@ func (r *Recorder) source() clicks.Source {
 
 // uaClass is a classified User-Agent, by its 64-bit hash.
 type uaClass struct {
-	hash   uint64
-	device clicks.Device
-	bot    bool
-	ok     bool
+	hash  uint64
+	agent clicks.Agent
+	ok    bool
 }
 
 const uaCacheSize = 4096
 
-// classify is clicks.Classify behind a direct-mapped cache: a few dozen
-// User-Agents make most traffic, and hashing one costs a few percent of
-// classifying it. A 64-bit hash collision (about 2^-64 per pair) would
+// classify is clicks.ParseUserAgent behind a direct-mapped cache: a few
+// dozen User-Agents make most traffic, and hashing one costs a few percent
+// of classifying it. A 64-bit hash collision (about 2^-64 per pair) would
 // reuse another UA's class: a counting error, never a crash.
-func (r *Recorder) classify(ua []byte) (clicks.Device, bool) {
+func (r *Recorder) classify(ua []byte) clicks.Agent {
 	if r.uaCache == nil {
 		r.seed, r.uaCache = maphash.MakeSeed(), make([]uaClass, uaCacheSize)
 	}
 	h := maphash.Bytes(r.seed, ua)
 	c := &r.uaCache[h%uaCacheSize]
 	if c.ok && c.hash == h {
-		return c.device, c.bot
+		return c.agent
 	}
-	d, bot := clicks.Classify(ua)
-	*c = uaClass{hash: h, device: d, bot: bot, ok: true}
-	return d, bot
+	a := clicks.ParseUserAgent(ua)
+	*c = uaClass{hash: h, agent: a, ok: true}
+	return a
 }
 
 // flush publishes one batch, reporting whether it published a full one
@@ -284,9 +283,9 @@ func (r *Recorder) flush(ctx context.Context, buf *[]byte, ensured *bool) bool {
 	var host [clicks.MaxReferrerLen]byte
 	for range n {
 		s := &r.ring[r.head&r.mask]
-		device, bot := r.classify(s.ua[:s.nUA])
-		ref := clicks.ReferrerHost(host[:], s.ref[:s.nRef])
-		b = clicks.AppendClick(b, s.domain, s.code[:s.nCode], s.at, s.status, device, bot, ref)
+		a := r.classify(s.ua[:s.nUA])
+		b = clicks.AppendClick(b, clicks.ClickView{Domain: s.domain, Code: s.code[:s.nCode], At: s.at, Status: s.status,
+			Device: a.Device, Bot: a.Bot, Browser: a.Browser, OS: a.OS, Referrer: clicks.ReferrerHost(host[:], s.ref[:s.nRef])})
 		s.seq.Store(r.head + r.mask + 1) // free for the next lap
 		r.head++
 	}

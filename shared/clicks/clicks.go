@@ -8,10 +8,18 @@
 // exactly-once: control stores its stream position in the same transaction
 // as the rollups.
 //
-// No IP address is carried: a click is the domain and code, the time, the edge, the
-// status answered, the referrer's host only, and a device class and bot flag
-// derived from the User-Agent on the edge (the raw User-Agent never leaves
-// the edge).
+// What a click carries (format 5): the domain and code, the time, the edge,
+// the status answered, which of the link's targets served it (Rule), the
+// referrer's host only, the device class, bot flag, browser and OS families
+// derived from the User-Agent on the edge, the client's country, and a
+// visitor hash for counting uniques. What it never carries: the client's IP
+// address, the raw User-Agent, the full referrer URL. The country is looked
+// up on the edge and the address forgotten; the visitor hash is a keyed hash
+// of the address and User-Agent under a salt of the click's UTC day that
+// every edge shares and that is deleted soon after the day ends
+// (SaltBucket), so once the salt is gone no one, the operator included, can
+// recompute a visitor's hash from an address, nor link one day's visitors to
+// another's.
 package clicks
 
 import (
@@ -19,6 +27,7 @@ import (
 	"errors"
 	"fmt"
 	"time"
+	"unsafe"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -56,7 +65,8 @@ const (
 	MaxReferrerLen = 64 // a referrer host; DNS allows 253, real ones rarely pass 64
 )
 
-// Click is one redirect served.
+// Click is one redirect served. Fields a format does not carry are zero:
+// before format 5 a click has no country, browser, OS, visitor or rule.
 type Click struct {
 	Domain   link.DomainID // with Code, the link's key
 	Code     string
@@ -65,6 +75,18 @@ type Click struct {
 	Device   Device
 	Bot      bool
 	Referrer string // the referrer's host, lower case; "" when none
+	// Country is the client's ISO 3166-1 alpha-2 code, upper case; zero
+	// when unknown (no geo data on the edge, or an address it lacks).
+	Country [2]byte
+	Browser Browser
+	OS      OS
+	// Visitor is a keyed hash of the client for counting unique visitors
+	// per day; 0 when unknown (the edge had no salt for the click's day).
+	// Equal within a UTC day across edges, unrelated across days.
+	Visitor uint64
+	// Rule says which target served the click: 0 the link's own, i its
+	// i-th rule.
+	Rule uint8
 }
 
 // Day is the UTC day of the click, as rollups key it.
@@ -103,12 +125,13 @@ const (
 	formatClicksV1 byte = 1 // code and time only (the first edge release)
 	formatClicksV2 byte = 2 // no domain (before issue 20)
 	formatLatency  byte = 3
-	formatClicks   byte = 4 // a domain per click
+	formatClicksV4 byte = 4 // a domain per click
+	formatClicks   byte = 5 // and country, browser, OS, visitor, rule (issue 22)
 )
 
 var errInvalid = errors.New("clicks: invalid message")
 
-func appendString(dst []byte, s []byte, max int) []byte {
+func appendString[S string | []byte](dst []byte, s S, max int) []byte {
 	if len(s) > max {
 		s = s[:max]
 	}
@@ -117,8 +140,8 @@ func appendString(dst []byte, s []byte, max int) []byte {
 }
 
 func appendSource(dst []byte, src Source) []byte {
-	dst = appendString(dst, []byte(src.Edge), MaxEdgeLen)
-	dst = appendString(dst, []byte(src.Boot), MaxBootLen)
+	dst = appendString(dst, src.Edge, MaxEdgeLen)
+	dst = appendString(dst, src.Boot, MaxBootLen)
 	dst = binary.AppendUvarint(dst, src.Offered)
 	return binary.AppendUvarint(dst, src.Dropped)
 }
@@ -130,23 +153,29 @@ func AppendHeader(dst []byte, src Source, n int) []byte {
 	return binary.AppendUvarint(dst, uint64(n))
 }
 
-// AppendClick appends one click of a batch: on code of domain d. code must
-// be a valid code and d at most link.MaxDomainID (Decode refuses the batch
-// otherwise); referrer is cut to MaxReferrerLen. It allocates only when dst
-// must grow.
-func AppendClick(dst []byte, d link.DomainID, code []byte, at int64, status uint16, device Device, bot bool, referrer []byte) []byte {
-	dst = binary.AppendVarint(dst, at)
-	dst = binary.AppendUvarint(dst, uint64(status))
-	flags := byte(device) & deviceMask
-	if bot {
+// AppendClick appends one click of a batch. c.Code must be a valid code,
+// c.Domain at most link.MaxDomainID, c.Status within 100-599, c.Country two
+// upper-case letters or zero and the classes known ones (Decode refuses the
+// batch otherwise); c.Referrer is cut to MaxReferrerLen. It keeps nothing
+// of c and allocates only when dst must grow.
+func AppendClick(dst []byte, c ClickView) []byte {
+	dst = binary.AppendVarint(dst, c.At)
+	dst = binary.AppendUvarint(dst, uint64(c.Status))
+	flags := byte(c.Device) & deviceMask
+	if c.Bot {
 		flags |= botFlag
 	}
 	dst = append(dst, flags)
-	dst = appendString(dst, referrer, MaxReferrerLen)
-	dst = binary.AppendUvarint(dst, uint64(d))
+	dst = appendString(dst, c.Referrer, MaxReferrerLen)
+	dst = binary.AppendUvarint(dst, uint64(c.Domain))
 	// A code is never cut to fit: cut, it could name another link. One
 	// that is too long stays too long, and Decode refuses the batch.
-	return appendString(dst, code, link.MaxCodeLen+1)
+	dst = appendString(dst, c.Code, link.MaxCodeLen+1)
+	// Format 5's fields, after format 4's: fixed width, so a click is
+	// still one pass with no lengths to check.
+	dst = append(dst, c.Country[0], c.Country[1], byte(c.Browser), byte(c.OS))
+	dst = binary.LittleEndian.AppendUint64(dst, c.Visitor)
+	return append(dst, c.Rule)
 }
 
 const (
@@ -243,7 +272,8 @@ func Decode(b []byte) (Batch, error) {
 	if v.Latency == nil {
 		out.Clicks = make([]Click, len(v.Clicks))
 		for i, c := range v.Clicks {
-			out.Clicks[i] = Click{Domain: c.Domain, Code: string(c.Code), At: c.At, Status: c.Status, Device: c.Device, Bot: c.Bot, Referrer: string(c.Referrer)}
+			out.Clicks[i] = Click{Domain: c.Domain, Code: string(c.Code), At: c.At, Status: c.Status, Device: c.Device, Bot: c.Bot,
+				Referrer: string(c.Referrer), Country: c.Country, Browser: c.Browser, OS: c.OS, Visitor: c.Visitor, Rule: c.Rule}
 		}
 	}
 	return out, nil
@@ -260,6 +290,7 @@ type View struct {
 
 // ClickView is a Click whose Code and Referrer alias the message it was
 // read from: valid while that message's bytes are, and not to be changed.
+// It is also what AppendClick encodes, from bytes the caller holds.
 type ClickView struct {
 	Domain   link.DomainID // link.DefaultDomain from formats without one
 	Code     []byte
@@ -268,6 +299,27 @@ type ClickView struct {
 	Device   Device
 	Bot      bool
 	Referrer []byte
+	Country  [2]byte // zero when unknown, and from formats 1-4
+	Browser  Browser
+	OS       OS
+	Visitor  uint64 // 0 when unknown, and from formats 1-4
+	Rule     uint8
+}
+
+// View is c as a ClickView aliasing c's strings' bytes: for encoding
+// (AppendClick copies them); the bytes must not be changed.
+func (c *Click) View() ClickView {
+	return ClickView{Domain: c.Domain, Code: bytesOf(c.Code), At: c.At, Status: c.Status, Device: c.Device, Bot: c.Bot,
+		Referrer: bytesOf(c.Referrer), Country: c.Country, Browser: c.Browser, OS: c.OS, Visitor: c.Visitor, Rule: c.Rule}
+}
+
+// bytesOf is s's bytes without a copy; they must not be changed.
+func bytesOf(s string) []byte { return unsafe.Slice(unsafe.StringData(s), len(s)) }
+
+// ValidCountry reports whether c is a country as a click carries it: two
+// upper-case ASCII letters, or zero (unknown).
+func ValidCountry(c [2]byte) bool {
+	return c == [2]byte{} || 'A' <= c[0] && c[0] <= 'Z' && 'A' <= c[1] && c[1] <= 'Z'
 }
 
 // Day is the UTC day of the click, as rollups key it.
@@ -288,12 +340,9 @@ func DecodeView(b []byte, v *View) error {
 	switch b[0] {
 	case formatClicksV1:
 		clicks = r.clicksV1(clicks)
-	case formatClicksV2:
+	case formatClicksV2, formatClicksV4, formatClicks:
 		v.Source = r.source()
-		clicks = r.clicks(clicks, false)
-	case formatClicks:
-		v.Source = r.source()
-		clicks = r.clicks(clicks, true)
+		clicks = r.clicks(clicks, b[0])
 	case formatLatency:
 		v.Source = r.source()
 		v.At = r.varint("time")
@@ -354,12 +403,25 @@ func (r *reader) clicksV1(out []ClickView) []ClickView {
 	return out
 }
 
-// clicks reads the clicks of a batch, each with its domain if withDomain
-// (format 4), else on the default domain (format 2).
-func (r *reader) clicks(out []ClickView, withDomain bool) []ClickView {
-	min := 6
-	if withDomain {
-		min++
+// Smallest encoded click of each format: time, status, flags, referrer
+// length and code length a byte each (a code is at least one byte), then
+// the domain's byte (format 4) and format 5's 13 fixed bytes.
+const (
+	minClickV2 = 6
+	minClickV4 = minClickV2 + 1
+	minClick   = minClickV4 + 2 + 1 + 1 + 8 + 1
+)
+
+// clicks reads the clicks of a batch of format 2 (no domain: on the
+// default one), 4 (a domain per click) or 5 (and the fields added by
+// issue 22).
+func (r *reader) clicks(out []ClickView, format byte) []ClickView {
+	min := minClick
+	switch format {
+	case formatClicksV2:
+		min = minClickV2
+	case formatClicksV4:
+		min = minClickV4
 	}
 	n := r.count(min)
 	out = grow(out, n)
@@ -369,7 +431,7 @@ func (r *reader) clicks(out []ClickView, withDomain bool) []ClickView {
 		st := r.uvarint("status")
 		flags := r.byte("flags")
 		ref := r.bytes("referrer", MaxReferrerLen)
-		if withDomain {
+		if format >= formatClicksV4 {
 			d := r.uvarint("domain")
 			if d > uint64(link.MaxDomainID) {
 				r.fail("domain")
@@ -377,6 +439,9 @@ func (r *reader) clicks(out []ClickView, withDomain bool) []ClickView {
 			c.Domain = link.DomainID(d)
 		}
 		c.Code = r.code()
+		if format >= formatClicks {
+			r.fixed(&c)
+		}
 		if r.err != nil {
 			return out[:0]
 		}
@@ -388,6 +453,33 @@ func (r *reader) clicks(out []ClickView, withDomain bool) []ClickView {
 		out = append(out, c)
 	}
 	return out
+}
+
+// fixed reads format 5's fixed-width fields into c, refusing a country
+// that is not two upper-case letters or zero and classes it does not know.
+func (r *reader) fixed(c *ClickView) {
+	const n = 2 + 1 + 1 + 8 + 1
+	if r.err != nil {
+		return
+	}
+	if len(r.b) < n {
+		r.fail("click fields")
+		return
+	}
+	b := r.b[:n]
+	r.b = r.b[n:]
+	c.Country = [2]byte{b[0], b[1]}
+	c.Browser, c.OS = Browser(b[2]), OS(b[3])
+	c.Visitor = binary.LittleEndian.Uint64(b[4:12])
+	c.Rule = b[12]
+	switch {
+	case !ValidCountry(c.Country):
+		r.fail("country")
+	case c.Browser >= numBrowsers:
+		r.fail("browser")
+	case c.OS >= numOSes:
+		r.fail("os")
+	}
 }
 
 func (r *reader) histogram() *Histogram {

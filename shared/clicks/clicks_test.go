@@ -14,13 +14,15 @@ func TestBatchRoundTrip(t *testing.T) {
 	src := Source{Edge: "fra-1", Boot: "0123456789abcdef", Offered: 10, Dropped: 2}
 	want := []Click{
 		{Code: "00000A", At: 1, Status: 302, Device: DeviceMobile, Referrer: "t.co"},
-		{Domain: 7, Code: "00000A", At: 1, Status: 302, Device: DeviceMobile, Referrer: "t.co"},
-		{Domain: 300, Code: "custom-code_1", At: 1893456000000, Status: 301, Device: DeviceDesktop, Bot: true},
-		{Domain: link.MaxDomainID, Code: "zzzzzz", At: -5, Status: 308, Device: DeviceTV, Referrer: "news.ycombinator.com"},
+		{Domain: 7, Code: "00000A", At: 1, Status: 302, Device: DeviceMobile, Referrer: "t.co", Country: [2]byte{'D', 'E'},
+			Browser: BrowserSafari, OS: OSIOS, Visitor: 0x0123456789abcdef, Rule: 3},
+		{Domain: 300, Code: "custom-code_1", At: 1893456000000, Status: 301, Device: DeviceDesktop, Bot: true, Browser: BrowserOther, OS: OSOther},
+		{Domain: link.MaxDomainID, Code: "zzzzzz", At: -5, Status: 308, Device: DeviceTV, Referrer: "news.ycombinator.com",
+			Country: [2]byte{'Z', 'Z'}, Browser: numBrowsers - 1, OS: numOSes - 1, Visitor: 1<<64 - 1, Rule: 255},
 	}
 	b := AppendHeader(nil, src, len(want))
 	for _, c := range want {
-		b = AppendClick(b, c.Domain, []byte(c.Code), c.At, c.Status, c.Device, c.Bot, []byte(c.Referrer))
+		b = AppendClick(b, c.View())
 	}
 	got, err := Decode(b)
 	if err != nil {
@@ -29,11 +31,84 @@ func TestBatchRoundTrip(t *testing.T) {
 	if diff := cmp.Diff(Batch{Source: src, Clicks: want}, got); diff != "" {
 		t.Fatalf("round trip (-want +got):\n%s", diff)
 	}
-	tooFar := AppendClick(AppendHeader(nil, src, 1), link.MaxDomainID+1, []byte("00000A"), 1, 302, DeviceMobile, false, nil)
-	for _, bad := range [][]byte{nil, {formatClicks}, b[:len(b)-1], append(append([]byte{}, b...), 0), {9, 0}, tooFar} {
-		if _, err := Decode(bad); err == nil {
-			t.Errorf("Decode(%q) succeeded", bad)
+	one := func(c ClickView) []byte { return AppendClick(AppendHeader(nil, src, 1), c) }
+	ok := ClickView{Code: []byte("00000A"), At: 1, Status: 302, Device: DeviceMobile, Country: [2]byte{'F', 'R'}, Browser: BrowserChrome, OS: OSAndroid}
+	if _, err := Decode(one(ok)); err != nil {
+		t.Fatalf("valid click: %v", err)
+	}
+	bad := map[string][]byte{
+		"nil": nil, "header only": {formatClicks}, "cut": b[:len(b)-1], "trailing": append(append([]byte{}, b...), 0), "format 9": {9, 0},
+	}
+	for name, mod := range map[string]func(*ClickView){
+		"domain past max":    func(c *ClickView) { c.Domain = link.MaxDomainID + 1 },
+		"lower-case country": func(c *ClickView) { c.Country = [2]byte{'f', 'r'} },
+		"half a country":     func(c *ClickView) { c.Country = [2]byte{'F', 0} },
+		"digit country":      func(c *ClickView) { c.Country = [2]byte{'1', 'R'} },
+		"browser past enum":  func(c *ClickView) { c.Browser = numBrowsers },
+		"os past enum":       func(c *ClickView) { c.OS = numOSes },
+		"device past enum":   func(c *ClickView) { c.Device = numDevices },
+		"status 600":         func(c *ClickView) { c.Status = 600 },
+		"empty code":         func(c *ClickView) { c.Code = nil },
+	} {
+		c := ok
+		mod(&c)
+		bad[name] = one(c)
+	}
+	for name, m := range bad {
+		var v View
+		if _, err := Decode(m); err == nil {
+			t.Errorf("%s: Decode(%q) succeeded", name, m)
+		} else if DecodeView(m, &v) == nil || len(v.Clicks) != 0 {
+			t.Errorf("%s: DecodeView succeeded or kept clicks", name)
 		}
+	}
+}
+
+// appendV4 is a click batch as edges encoded it from issue 20 to 22
+// (format 4): a domain per click, nothing of format 5's fields.
+func appendV4(src Source, cs []Click) []byte {
+	str := func(b []byte, s string) []byte { return append(append(b, byte(len(s))), s...) }
+	b := str(str([]byte{formatClicksV4}, src.Edge), src.Boot)
+	b = binary.AppendUvarint(binary.AppendUvarint(b, src.Offered), src.Dropped)
+	b = binary.AppendUvarint(b, uint64(len(cs)))
+	for _, c := range cs {
+		b = binary.AppendUvarint(binary.AppendVarint(b, c.At), uint64(c.Status))
+		flags := byte(c.Device)
+		if c.Bot {
+			flags |= botFlag
+		}
+		b = binary.AppendUvarint(str(append(b, flags), c.Referrer), uint64(c.Domain))
+		b = str(b, c.Code)
+	}
+	return b
+}
+
+// TestDecodesFormat4: batches edges published before issue 22 decode whole
+// (still in the stream after an upgrade, or from edges not yet upgraded):
+// no country, browser, OS or visitor (all unknown), rule 0.
+func TestDecodesFormat4(t *testing.T) {
+	src := Source{Edge: "fra-1", Boot: "b", Offered: 3, Dropped: 1}
+	want := []Click{
+		{Domain: 9, Code: "00000A", At: 1893456000000, Status: 302, Device: DeviceMobile, Referrer: "t.co"},
+		{Code: "custom-code_1", At: 2, Status: 301, Device: DeviceDesktop, Bot: true},
+	}
+	b := appendV4(src, want)
+	got, err := Decode(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := cmp.Diff(Batch{Source: src, Clicks: want}, got); d != "" {
+		t.Fatalf("format 4 (-want +got):\n%s", d)
+	}
+	for _, c := range got.Clicks {
+		if c.Browser.String() != "unknown" || c.OS.String() != "unknown" || c.Country != [2]byte{} || c.Visitor != 0 {
+			t.Fatalf("format-4 click %+v carries format 5's fields", c)
+		}
+	}
+	// A format-4 batch's clicks are shorter than format 5's: a count that
+	// fits only the shorter ones is still refused past the message's end.
+	if _, err := Decode(b[:len(b)-1]); err == nil {
+		t.Fatal("a cut format-4 batch decoded")
 	}
 }
 
@@ -86,7 +161,8 @@ func TestDecodeViewAliasesAndReuses(t *testing.T) {
 	src := Source{Edge: "fra-1", Boot: "0123456789abcdef", Offered: 10, Dropped: 2}
 	b := AppendHeader(nil, src, 100)
 	for i := range 100 {
-		b = AppendClick(b, link.DomainID(i%3), []byte("00000A"), int64(i), 302, DeviceMobile, i%2 == 0, []byte("t.co"))
+		b = AppendClick(b, ClickView{Domain: link.DomainID(i % 3), Code: []byte("00000A"), At: int64(i), Status: 302, Device: DeviceMobile,
+			Bot: i%2 == 0, Referrer: []byte("t.co"), Country: [2]byte{'U', 'S'}, Browser: BrowserChrome, OS: OSAndroid, Visitor: uint64(i) * 0x9e3779b97f4a7c15, Rule: uint8(i % 2)})
 	}
 	want, err := Decode(b)
 	if err != nil {
@@ -101,12 +177,13 @@ func TestDecodeViewAliasesAndReuses(t *testing.T) {
 	}
 	for i, c := range v.Clicks {
 		w := want.Clicks[i]
-		if c.Domain != w.Domain || string(c.Code) != w.Code || string(c.Referrer) != w.Referrer || c.At != w.At || c.Status != w.Status || c.Device != w.Device || c.Bot != w.Bot {
+		if c.Domain != w.Domain || string(c.Code) != w.Code || string(c.Referrer) != w.Referrer || c.At != w.At || c.Status != w.Status || c.Device != w.Device || c.Bot != w.Bot ||
+			c.Country != w.Country || c.Browser != w.Browser || c.OS != w.OS || c.Visitor != w.Visitor || c.Rule != w.Rule || w.Visitor != uint64(i)*0x9e3779b97f4a7c15 {
 			t.Fatalf("click %d: view %+v, Decode %+v", i, c, w)
 		}
 	}
 	// The view's bytes are the message's own.
-	if &v.Clicks[99].Code[0] != &b[len(b)-6] {
+	if &v.Clicks[99].Code[0] != &b[len(b)-6-13] {
 		t.Fatal("the last click's code does not alias the message")
 	}
 	// Edge and boot names are copied: two allocations a message, none per click.
@@ -191,12 +268,14 @@ func TestQuantile(t *testing.T) {
 func FuzzDecode(f *testing.F) {
 	src := Source{Edge: "e1", Boot: "b", Offered: 3, Dropped: 1}
 	b := AppendHeader(nil, src, 1)
-	f.Add(AppendClick(b, 9, []byte("00000A"), 42, 302, DeviceMobile, true, []byte("t.co")))
+	f.Add(AppendClick(b, ClickView{Domain: 9, Code: []byte("00000A"), At: 42, Status: 302, Device: DeviceMobile, Bot: true, Referrer: []byte("t.co"),
+		Country: [2]byte{'N', 'L'}, Browser: BrowserFirefox, OS: OSLinux, Visitor: 77, Rule: 1}))
 	var h Histogram
 	h[3], h[900] = 1, 2
 	f.Add(AppendLatency(nil, src, 7, &h))
 	f.Add([]byte{formatClicksV1, 1, 84, 6, '0', '0', '0', '0', '0', 'A'})
 	f.Add(appendV2(src, []Click{{Code: "00000A", At: 42, Status: 302, Device: DeviceMobile, Referrer: "t.co"}}))
+	f.Add(appendV4(src, []Click{{Domain: 3, Code: "00000A", At: 42, Status: 302, Device: DeviceMobile, Referrer: "t.co"}}))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		m, err := Decode(b)
 		if err != nil {
@@ -213,7 +292,9 @@ func FuzzDecode(f *testing.F) {
 				if st == 0 {
 					st = 302 // format 1 carried none
 				}
-				out = AppendClick(out, c.Domain, []byte(c.Code), c.At, st, c.Device, c.Bot, []byte(c.Referrer))
+				v := c.View()
+				v.Status = st
+				out = AppendClick(out, v)
 			}
 		}
 		again, err := Decode(out)
