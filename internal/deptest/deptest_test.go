@@ -192,6 +192,29 @@ func rules() []rule {
 			})
 			return bad
 		}},
+		{"GeoDataStaysInEdgeGeo", func(m module) (bad []string) {
+			// Country lookup is the edge's: edge/geo imports nothing of
+			// the module (a leaf any edge package may hold), and the
+			// MaxMind DB reader is read only there, at load.
+			m.each(func(p *pkg) {
+				for _, imp := range p.Imports {
+					if under(p.ImportPath, "edge/geo") && strings.HasPrefix(imp, mod) {
+						bad = append(bad, fmt.Sprintf("%s imports %s: edge/geo is a leaf", p.ImportPath, imp))
+					}
+					if strings.HasPrefix(imp, "github.com/oschwald/maxminddb-golang") && !under(p.ImportPath, "edge/geo") {
+						bad = append(bad, fmt.Sprintf("%s imports %s: .mmdb files are read by edge/geo only", p.ImportPath, imp))
+					}
+				}
+				if !under(p.ImportPath, "edge") {
+					for _, imp := range p.Imports {
+						if under(imp, "edge/geo") && !under(p.ImportPath, "bench") && !under(p.ImportPath, "internal/stack") && !under(p.ImportPath, "deploy/local") {
+							bad = append(bad, fmt.Sprintf("%s imports %s: country lookup is the edge's", p.ImportPath, imp))
+						}
+					}
+				}
+			})
+			return bad
+		}},
 	}
 }
 
@@ -246,6 +269,11 @@ func TestRulesCatchViolations(t *testing.T) {
 			[]*pkg{p("control/links", "links", "github.com/jackc/pgx/v5/pgxpool"), p("control/console", "console", "github.com/jackc/pgx/v5")},
 			[]*pkg{p("control/postgres", "postgres", "github.com/jackc/pgx/v5"), p("control/allocstore", "allocstore", "github.com/jackc/pgx/v5/pgxpool"),
 				p("control/console/pgstore", "pgstore", "github.com/jackc/pgx/v5/pgxpool")}},
+		{"GeoDataStaysInEdgeGeo",
+			[]*pkg{p("edge/geo", "geo", mod+"shared/link"), p("edge/clickpub", "clickpub", "github.com/oschwald/maxminddb-golang/v2"),
+				p("control/clickroll", "clickroll", mod+"edge/geo")},
+			[]*pkg{p("edge/geo", "geo", "github.com/oschwald/maxminddb-golang/v2", "net/netip"), p("edge/edgeserver", "edgeserver", mod+"edge/geo"),
+				p("internal/stack/allinone", "allinone", mod+"edge/geo"), p("bench/suite", "main", mod+"edge/geo")}},
 	} {
 		i := slices.IndexFunc(rules(), func(r rule) bool { return r.name == c.rule })
 		if i < 0 {
