@@ -66,9 +66,12 @@ type Link struct {
 	RedirectType RedirectType
 	Status       Status
 	ExpiresAt    time.Time // zero: never
-	Version      uint64
-	CreatedAt    time.Time
-	UpdatedAt    time.Time
+	// Extras are its routing rules, password hash and click limit (see
+	// Extras); the zero value for a plain link.
+	Extras    Extras
+	Version   uint64
+	CreatedAt time.Time
+	UpdatedAt time.Time
 }
 
 // Expired reports whether the link has expired at now; expiry is evaluated at

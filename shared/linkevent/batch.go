@@ -24,6 +24,18 @@ const FormatBatch byte = 0x02
 // link event and no domain events.
 const FormatBatchNoDomains byte = 0x01
 
+// FormatBatchExtras is format 2 whose link events may carry extras (a
+// link's routing rules, password hash and click limit, shared/link
+// Extras): bit 7 of a link event's status byte says its extras follow its
+// URL, as a uvarint length and their wire form. Batch writes it only for a
+// message holding an event with extras, and format 2 otherwise, byte for
+// byte what it wrote before extras: edges of the release before read every
+// message until a link has extras (docs/edge.md says the upgrade order).
+const FormatBatchExtras byte = 0x03
+
+// statusExtras is the status byte's flag (format 3) for extras that follow.
+const statusExtras byte = 0x80
+
 // batchHeader is the format byte and the event count (uint32, little
 // endian), fixed-width so a Batch fills the count in when it is done.
 const batchHeader = 5
@@ -57,6 +69,7 @@ type Batch struct {
 	buf         []byte
 	n           int
 	first, last uint64
+	extras      bool // an event has extras: the message is format 3
 }
 
 // Add validates e and appends it. On error the batch is unchanged.
@@ -81,6 +94,7 @@ func (b *Batch) Add(e *Event) error {
 	b.buf = appendEvent(b.buf, e, e.Version-e.Prev)
 	b.n++
 	b.last = e.Version
+	b.extras = b.extras || e.Extras != ""
 	return nil
 }
 
@@ -101,12 +115,15 @@ func (b *Batch) Bytes() []byte {
 		return nil
 	}
 	binary.LittleEndian.PutUint32(b.buf[1:batchHeader], uint32(b.n))
+	if b.extras {
+		b.buf[0] = FormatBatchExtras
+	}
 	return b.buf
 }
 
 // Reset empties the batch, keeping its buffer.
 func (b *Batch) Reset() {
-	b.buf, b.n, b.first, b.last = b.buf[:0], 0, 0, 0
+	b.buf, b.n, b.first, b.last, b.extras = b.buf[:0], 0, 0, 0, false
 }
 
 // BatchOverhead bounds what a batch takes besides its events' EncodedSize:
@@ -122,6 +139,9 @@ func EncodedSize(e *Event) int {
 	case KindLink:
 		n += 2 + varintLen(int64(e.RedirectType)) + varintLen(e.ExpiresAt) + stringLen(e.Code) + stringLen(e.URL)
 		n += uvarintLen(uint64(e.Domain))
+		if e.Extras != "" {
+			n += stringLen(e.Extras)
+		}
 	case KindSegment:
 		n += 2 + stringLen(e.Namespace) + uvarintLen(e.SegStart) + uvarintLen(e.SegEnd-e.SegStart)
 	case KindDomain:
@@ -162,12 +182,19 @@ func appendEvent(dst []byte, e *Event, delta uint64) []byte {
 	dst = binary.AppendUvarint(dst, delta)
 	switch e.Kind {
 	case KindLink:
-		dst = append(dst, kindLink, statusCode(e.Status))
+		st := statusCode(e.Status)
+		if e.Extras != "" {
+			st |= statusExtras
+		}
+		dst = append(dst, kindLink, st)
 		dst = binary.AppendVarint(dst, int64(e.RedirectType))
 		dst = binary.AppendVarint(dst, e.ExpiresAt)
 		dst = binary.AppendUvarint(dst, uint64(e.Domain))
 		dst = appendString(dst, e.Code)
 		dst = appendString(dst, e.URL)
+		if e.Extras != "" {
+			dst = appendString(dst, e.Extras)
+		}
 	case KindDomain:
 		c := e.Conf
 		status, mode := domainActive, modeSequential
@@ -217,14 +244,14 @@ func statusCode(s link.Status) byte {
 	}
 }
 
-// Decode reads one stream message, any shape: a batch (FormatBatch, or
-// FormatBatchNoDomains with every link on link.DefaultDomain) or one JSON
-// event. A domain event's Conf is its own, with Conf.Version the event's. It appends the events to dst[:0] in stream order, each
+// Decode reads one stream message, any shape: a batch (FormatBatch,
+// FormatBatchExtras, or FormatBatchNoDomains with every link on
+// link.DefaultDomain) or one JSON event. A domain event's Conf is its own, with Conf.Version the event's. It appends the events to dst[:0] in stream order, each
 // with its Prev, and returns it. A message that is malformed anywhere is an
 // error and yields no events, never some of them.
 func Decode(b []byte, dst []Event) ([]Event, error) {
 	dst = dst[:0]
-	if len(b) == 0 || (b[0] != FormatBatch && b[0] != FormatBatchNoDomains) {
+	if len(b) == 0 || (b[0] != FormatBatch && b[0] != FormatBatchExtras && b[0] != FormatBatchNoDomains) {
 		dst = append(dst, Event{})
 		if err := Unmarshal(b, &dst[0]); err != nil {
 			return dst[:0], err
@@ -235,7 +262,7 @@ func Decode(b []byte, dst []Event) ([]Event, error) {
 		return dst, fmt.Errorf("%w: batch of %d bytes has no header", errInvalid, len(b))
 	}
 	n := binary.LittleEndian.Uint32(b[1:batchHeader])
-	r := reader{b: b[batchHeader:], domains: b[0] == FormatBatch}
+	r := reader{b: b[batchHeader:], domains: b[0] != FormatBatchNoDomains, extras: b[0] == FormatBatchExtras}
 	prev := r.uvarint("first prev")
 	if n == 0 {
 		r.fail("empty batch")
@@ -277,7 +304,9 @@ type reader struct {
 	b []byte
 	// domains: the format carries link domains and domain events.
 	domains bool
-	err     error
+	// extras: the format carries link extras (FormatBatchExtras).
+	extras bool
+	err    error
 }
 
 func (r *reader) fail(what string) {
@@ -413,7 +442,12 @@ func (r *reader) event(e *Event, prev uint64) {
 	switch kind := r.byte("kind"); kind {
 	case kindLink:
 		e.Kind = KindLink
-		switch st := r.byte("status"); st {
+		st := r.byte("status")
+		hasExtras := r.extras && st&statusExtras != 0
+		if hasExtras {
+			st &^= statusExtras
+		}
+		switch st {
 		case statusActive:
 			e.Status = link.Active
 		case statusDisabled:
@@ -431,6 +465,11 @@ func (r *reader) event(e *Event, prev uint64) {
 		}
 		e.Code = r.string("code", link.MaxCodeLen)
 		e.URL = r.string("url", maxURL)
+		if hasExtras {
+			if e.Extras = r.string("extras", link.MaxExtrasLen); r.err == nil && e.Extras == "" {
+				r.fail("empty extras flagged")
+			}
+		}
 	case kindDomain:
 		if !r.domains {
 			r.fail("a domain event in a format without domains")

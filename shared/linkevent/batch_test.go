@@ -248,7 +248,7 @@ func TestDecodeRejects(t *testing.T) {
 		"bad code":            linkEvent(1, kindLink, statusActive, "a b", url),
 		"code too long":       linkEvent(1, kindLink, statusActive, strings.Repeat("a", link.MaxCodeLen+1), url),
 		"active no url":       linkEvent(1, kindLink, statusActive, "00000A", ""),
-		"unknown format":      {0x03, 1, 0, 0, 0, 0},
+		"unknown format":      {0x04, 1, 0, 0, 0, 0},
 		"domain too large":    linkEventIn(uint64(link.MaxDomainID)+1, 1, kindLink, statusActive, "00000A", url),
 		"domain status":       domainEvent(7, modeFF1, 3, "go.acme.com", "k1"),
 		"code mode":           domainEvent(domainActive, 9, 3, "go.acme.com", "k1"),
@@ -312,6 +312,7 @@ func FuzzDecode(f *testing.F) {
 	f.Add(encode(f, run()))
 	f.Add(encode(f, run()[:1]))
 	f.Add(encode(f, run()[4:]))
+	f.Add(encode(f, runExtras(f)))
 	f.Add([]byte(`{"v":1,"k":"link","c":"00000A","s":"active","u":"https://x","t":302}`))
 	f.Add([]byte(`{"v":4,"p":2,"k":"segment","ns":"default","ss":1,"se":1001,"st":"sealed"}`))
 	f.Add([]byte(`{"v":5,"p":4,"k":"domain","dc":{"id":3,"host":"go.acme.com","code_mode":"ff1","key_ids":["k1"],"status":"active"}}`))

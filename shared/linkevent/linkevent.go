@@ -64,6 +64,12 @@ type Event struct {
 	Status       link.Status       `json:"s,omitempty"`
 	// ExpiresAt is Unix milliseconds; 0 means never.
 	ExpiresAt int64 `json:"e,omitempty"`
+	// Extras are the link's routing rules, password hash and click limit
+	// in their wire form (shared/link Extras; checked by link.CheckExtras);
+	// "" for a plain link. Only the batch format carries them (from
+	// FormatBatch 3 on): the JSON shape predates them, and Marshal refuses
+	// an event that has them.
+	Extras string `json:"-"`
 
 	// Segment events: [SegStart, SegEnd) in Namespace.
 	Namespace string `json:"ns,omitempty"`
@@ -88,6 +94,9 @@ func MsgID(v uint64) string { return "v" + strconv.FormatUint(v, 10) }
 func Marshal(e *Event) ([]byte, error) {
 	if err := e.validate(); err != nil {
 		return nil, err
+	}
+	if e.Extras != "" {
+		return nil, fmt.Errorf("%w: version %d: the JSON shape cannot carry extras", errInvalid, e.Version)
 	}
 	return json.Marshal(e)
 }
@@ -117,6 +126,9 @@ func (e *Event) validate() error {
 	if e.Version == 0 || e.Prev >= e.Version {
 		return fmt.Errorf("%w: version %d after %d", errInvalid, e.Version, e.Prev)
 	}
+	if e.Kind != KindLink && e.Extras != "" {
+		return fmt.Errorf("%w: version %d: extras in a %s event", errInvalid, e.Version, e.Kind)
+	}
 	switch e.Kind {
 	case KindLink:
 		// Errors say what is wrong, never whose it is: they end up in
@@ -132,6 +144,9 @@ func (e *Event) validate() error {
 		}
 		if e.Domain > link.MaxDomainID {
 			return fmt.Errorf("%w: version %d: domain %d", errInvalid, e.Version, e.Domain)
+		}
+		if err := link.CheckExtras(e.Extras); err != nil {
+			return fmt.Errorf("%w: version %d: %v", errInvalid, e.Version, err)
 		}
 	case KindDomain:
 		if err := validateDomain(e); err != nil {

@@ -16,6 +16,8 @@ const (
 	chunkSize  = 1 << chunkBits
 	restChunks = maxRestBytes >> chunkBits  // the rest offset's 40 bits
 	codeChunks = (keyMask + 1) >> chunkBits // the custom key's 36 bits
+	// extraChunks: an extras row's offset has 64 - extraLenBits bits.
+	extraChunks = (1 << (64 - extraLenBits)) >> chunkBits
 )
 
 // fits reports whether n more bytes fit in an arena of at most max chunks.

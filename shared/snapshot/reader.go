@@ -68,6 +68,10 @@ type Entry struct {
 	// header's change version, else the header's change version: an upper
 	// bound, which is what replaying the stream after it needs.
 	Version uint64
+	// Extras are the link's extras in their wire form (shared/link
+	// ExtrasView reads them in place); nil for a plain link. They point
+	// into the file as Origin and Rest do.
+	Extras []byte
 
 	snap *Snapshot // keeps the bytes above mapped
 }
@@ -121,10 +125,10 @@ func OpenDeferred(data []byte) (*Snapshot, error) {
 	switch v := le.Uint32(data[8:]); v {
 	case 1:
 		s, err = openV1(data)
-	case 2, 3:
+	case 2, 3, 4:
 		s, err = openV2(data, v)
 	default:
-		return nil, corrupt("format version %d, this reader knows 1 to 3", v)
+		return nil, corrupt("format version %d, this reader knows 1 to 4", v)
 	}
 	if err != nil {
 		return nil, err

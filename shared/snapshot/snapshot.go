@@ -8,10 +8,12 @@
 // A file holds the links of every domain: (domain, code) is a link's key,
 // and each domain has its own tables and its own bloom, so a code found on
 // one domain says nothing about another. Writer writes format 3, which
-// carries the domain table (every domain's link.Domain). Open, OpenDeferred
-// and OpenFile read format 3 and formats 2 and 1 (what control wrote
-// before, so edges can be upgraded first); those hold domain 0 only and
-// have no domain table (Domains is nil).
+// carries the domain table (every domain's link.Domain), or format 4, which
+// adds the links' extras (shared/link Extras: rules, password hash, click
+// limit), when some link has them. Open, OpenDeferred and OpenFile read
+// formats 4 and 3 and formats 2 and 1 (what control wrote before, so edges
+// can be upgraded first); those hold domain 0 only and have no domain
+// table (Domains is nil).
 package snapshot
 
 import (
@@ -23,15 +25,17 @@ import (
 
 const (
 	magic = "EDGLSNAP"
-	// FormatVersion is the format Writer writes. Readers also take every
-	// earlier one.
-	FormatVersion = 3
+	// FormatVersion is the newest format, which Writer writes when a link
+	// has extras (format 4); without any it writes format 3, byte for byte
+	// what it wrote before extras. Readers also take every earlier one.
+	FormatVersion = 4
 	headerLen     = 64
 	tableRowLen   = 24
 )
 
-// Section kinds of formats 2 and 3, in file order. Format 3 adds the
-// domain table after the others, and its layout has a row per domain.
+// Section kinds of formats 2 to 4, in file order. Format 3 adds the
+// domain table after the others, and its layout has a row per domain;
+// format 4 adds the links' extras (an index by row and their bytes).
 // Format 1 has the first three and its own kind 4, the entries (v1.go).
 const (
 	sectionSealed = 1 + iota
@@ -45,9 +49,23 @@ const (
 	sectionExpiry
 	sectionNewer
 	sectionDomains
+	sectionExtras
+	sectionExtraBytes
 	sectionCountV2 = sectionNewer
-	sectionCount   = sectionDomains
+	sectionCount   = sectionDomains // format 3
+	sectionCountV4 = sectionExtraBytes
 )
+
+// sectionsOf is how many sections a format 2 to 4 file has.
+func sectionsOf(format uint32) int {
+	switch format {
+	case 2:
+		return sectionCountV2
+	case 3:
+		return sectionCount
+	}
+	return sectionCountV4
+}
 
 // prefaceLen is the header, the section table, its CRC and padding.
 func prefaceLen(sections int) int { return headerLen + sections*tableRowLen + 8 }
@@ -106,6 +124,10 @@ type Link struct {
 	// Version is the link's change version. The writer records it only
 	// when it is above the header's change version.
 	Version uint64
+	// Extras are the link's routing rules, password hash and click limit
+	// in their wire form (shared/link Extras); nil for a plain link. A
+	// file with any is format 4.
+	Extras []byte
 }
 
 // redirectCodes is indexed by a record's 3-bit redirect field; 5 to 7 are

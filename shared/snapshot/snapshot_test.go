@@ -109,7 +109,7 @@ func checkSample(t *testing.T, s *Snapshot) {
 	if b := s.Bloom(7); b != nil {
 		t.Errorf("Bloom(7) of a file without domain 7 = %q", b)
 	}
-	if ds := s.Domains(); (s.Format() == 3) != (ds != nil) || (ds != nil && !reflect.DeepEqual(ds, []link.Domain{testDomain(0)})) {
+	if ds := s.Domains(); (s.Format() >= 3) != (ds != nil) || (ds != nil && !reflect.DeepEqual(ds, []link.Domain{testDomain(0)})) {
 		t.Errorf("format %d: Domains() = %+v", s.Format(), ds)
 	}
 	for _, l := range links {
@@ -331,6 +331,7 @@ func TestEveryCorruptionIsRejected(t *testing.T) {
 	for name, data := range map[string][]byte{
 		"format 3":         build(t, sampleLinks(), Header{ChangeVersion: 5}, []Sealed{{Namespace: "default", Intervals: []Interval{{1, 10}}}}, []byte("bloom")),
 		"format 3 domains": build(t, multiDomainLinks(), Header{ChangeVersion: 5}, nil, []byte("bloom")),
+		"format 4":         build(t, extrasLinks(t), Header{ChangeVersion: 5}, nil, []byte("bloom")),
 		"format 2":         v2Sample(t),
 		"format 1":         buildV1(t, sampleLinks(), Header{ChangeVersion: 5}, []Sealed{{Namespace: "default", Intervals: []Interval{{1, 10}}}}, []byte("bloom")),
 	} {
@@ -430,12 +431,12 @@ func TestDeferredVerification(t *testing.T) {
 
 func TestWrongVersionIsNamed(t *testing.T) {
 	data := build(t, sampleLinks(), Header{}, nil, nil)
-	le.PutUint32(data[8:], 4)
+	le.PutUint32(data[8:], 5)
 	crcAt := headerLen + sectionCount*tableRowLen
 	le.PutUint32(data[crcAt:], crc32.Checksum(data[:crcAt], castagnoli))
 	_, err := Open(data)
-	if !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "format version 4") {
-		t.Fatalf("Open of a version-4 file: %v", err)
+	if !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "format version 5") {
+		t.Fatalf("Open of a version-5 file: %v", err)
 	}
 }
 
@@ -457,6 +458,7 @@ func bigSet(n int) []Link {
 func TestLookupDoesNotAllocate(t *testing.T) {
 	for name, data := range map[string][]byte{
 		"format 3": build(t, append(append(bigSet(1000), sampleLinks()...), multiDomainLinks()[1:]...), Header{}, nil, nil),
+		"format 4": build(t, append(bigSet(1000), extrasLinks(t)...), Header{}, nil, nil),
 		"format 2": v2Sample(t),
 		"format 1": buildV1(t, append(bigSet(1000), sampleLinks()...), Header{}, nil, nil),
 	} {
@@ -577,6 +579,7 @@ func fuzzSeeds(f *testing.F) {
 	f.Add(build(f, sampleLinks(), Header{ChangeVersion: 3}, []Sealed{{Namespace: "default", Intervals: []Interval{{1, 10}}}}, []byte("b")))
 	f.Add(build(f, nil, Header{}, nil, nil))
 	f.Add(build(f, multiDomainLinks(), Header{ChangeVersion: 3}, nil, []byte("b")))
+	f.Add(build(f, extrasLinks(f), Header{ChangeVersion: 3}, nil, []byte("b")))
 	f.Add(v2Sample(f))
 	f.Add(buildV1(f, sampleLinks(), Header{ChangeVersion: 3}, []Sealed{{Namespace: "default", Intervals: []Interval{{1, 10}}}}, []byte("b")))
 }
@@ -611,6 +614,8 @@ func FuzzOpenChecksummed(f *testing.F) {
 			n = sectionCountV2
 		case 3:
 			n = sectionCount
+		case 4:
+			n = sectionCountV4
 		}
 		if len(data) < prefaceLen(n) {
 			return

@@ -30,15 +30,22 @@ const (
 	statusShift   = 55
 	expiryBit     = 1 << 57
 	newerBit      = 1 << 58
-	spareBits     = 0xf800_0000_0000_0000 // the 5 bits above the newer flag
-	offMask       = 1<<40 - 1
-	originShift   = 40
-	maxOrigins    = 1 << 24
-	maxRestBytes  = 1 << 40
-	statusActive  = 1
+	extrasBit     = 1 << 59               // format 4
+	spareBits     = 0xf800_0000_0000_0000 // format 3: the 5 bits above the newer flag
+	spareBitsV4   = 0xf000_0000_0000_0000 // format 4: the 4 bits above the extras flag
+	// An extras row's value is the extras' offset in their section shifted
+	// left by extraLenBits, or'ed with their length (at most
+	// link.MaxExtrasLen, below 2^extraLenBits).
+	extraLenBits = 20
+	extraLenMask = 1<<extraLenBits - 1
+	offMask      = 1<<40 - 1
+	originShift  = 40
+	maxOrigins   = 1 << 24
+	maxRestBytes = 1 << 40
+	statusActive = 1
 )
 
-// tables is a format 2 or 3 file's entries: the rows of the generated
+// tables is a format 2 to 4 file's entries: the rows of the generated
 // tables (codes keyed by their value) and of the custom tables (keyed by a
 // hash of the code), every domain's one after the other, and the bytes
 // their rows point into. A format 2 file is one part, domain 0's.
@@ -47,14 +54,13 @@ type tables struct {
 	genRows     int
 	codes, rest []byte
 	exp, newer  []byte
+	// extras (format 4): rows of row number and offset<<20|length into
+	// extraBytes.
+	extras, extraBytes []byte
 }
 
 func openV2(data []byte, format uint32) (*Snapshot, error) {
-	n := sectionCountV2
-	if format == 3 {
-		n = sectionCount
-	}
-	h, secs, err := preface(data, n, format)
+	h, secs, err := preface(data, sectionsOf(format), format)
 	if err != nil {
 		return nil, err
 	}
@@ -63,7 +69,7 @@ func openV2(data []byte, format uint32) (*Snapshot, error) {
 	// layout give every lookup its bounds, and the domain table says which
 	// hosts the file answers for.
 	checked := secs[:sectionLayout]
-	if format == 3 {
+	if format >= 3 {
 		checked = append(slices.Clip(checked), secs[sectionDomains-1])
 	}
 	for _, sec := range checked {
@@ -72,6 +78,10 @@ func openV2(data []byte, format uint32) (*Snapshot, error) {
 		}
 	}
 	s := &Snapshot{Header: h, format: format, bloom: secs[sectionBloom-1].b, unchecked: secs[sectionLayout:sectionNewer]}
+	if format >= 4 {
+		s.unchecked = append(slices.Clip(s.unchecked), secs[sectionExtras-1:sectionExtraBytes]...)
+		s.t.extras, s.t.extraBytes = secs[sectionExtras-1].b, secs[sectionExtraBytes-1].b
+	}
 	if s.sealed, err = decodeSealed(secs[sectionSealed-1].b); err != nil {
 		return nil, err
 	}
@@ -85,7 +95,8 @@ func openV2(data []byte, format uint32) (*Snapshot, error) {
 	t.gen, t.custom = secs[sectionGenerated-1].b, secs[sectionCustom-1].b
 	t.codes, t.rest = secs[sectionCodes-1].b, secs[sectionRest-1].b
 	t.exp, t.newer = secs[sectionExpiry-1].b, secs[sectionNewer-1].b
-	if len(t.gen)%genRowLen != 0 || len(t.custom)%customRowLen != 0 || len(t.exp)%sideRowLen != 0 || len(t.newer)%sideRowLen != 0 {
+	if len(t.gen)%genRowLen != 0 || len(t.custom)%customRowLen != 0 || len(t.exp)%sideRowLen != 0 || len(t.newer)%sideRowLen != 0 ||
+		len(t.extras)%sideRowLen != 0 {
 		return nil, corrupt("layout: a table is not whole rows")
 	}
 	t.genRows = len(t.gen) / genRowLen
@@ -313,7 +324,38 @@ func (s *Snapshot) decodeV2(i int, warm bool) (Entry, bool) {
 			e.ExpiresAt = int64(v)
 		}
 	}
+	if w0&extrasBit != 0 {
+		// A link flagged for extras that cannot be found is no answer at
+		// all (a miss, which the authority settles), never the link
+		// without them: it may be a password's.
+		if e.Extras = s.t.extrasOf(i); e.Extras == nil {
+			return Entry{}, false
+		}
+	}
 	return e, true
+}
+
+// extrasOf is row i's extras, nil when its extras row is missing or points
+// outside their section.
+func (t *tables) extrasOf(i int) []byte {
+	v, ok := sideValue(t.extras, i)
+	if !ok {
+		return nil
+	}
+	b, ok := t.extraAt(v)
+	if !ok {
+		return nil
+	}
+	return b
+}
+
+// extraAt is the extras an extras row's value points at.
+func (t *tables) extraAt(v uint64) ([]byte, bool) {
+	off, n := v>>extraLenBits, v&extraLenMask
+	if n == 0 || off > uint64(len(t.extraBytes)) || n > uint64(len(t.extraBytes))-off {
+		return nil, false
+	}
+	return t.extraBytes[off : off+n : off+n], true
 }
 
 // rowOK reports whether a row's words decode to an entry that reads
@@ -352,11 +394,15 @@ func (s *Snapshot) validateTables(ctx context.Context) error {
 		return nil
 	}
 	t := &s.t
-	var exp, newer int
+	var exp, newer, extras int
+	spare := uint64(spareBits)
+	if s.format >= 4 {
+		spare = spareBitsV4
+	}
 	record := func(i int, w0, w1 uint64) error {
 		o, off, n := w1>>originShift, w1&offMask, (w0>>lenShift)&0xffff
 		rt, st := (w0>>redirectShift)&7, (w0>>statusShift)&3
-		if w0&spareBits != 0 || o >= uint64(len(s.origins)) || off > uint64(len(t.rest)) || n > uint64(len(t.rest))-off ||
+		if w0&spare != 0 || o >= uint64(len(s.origins)) || off > uint64(len(t.rest)) || n > uint64(len(t.rest))-off ||
 			rt >= 5 || st == 0 || (st == statusActive && rt == 0) {
 			return corrupt("entries: row %d out of range", i)
 		}
@@ -365,6 +411,9 @@ func (s *Snapshot) validateTables(ctx context.Context) error {
 		}
 		if w0&newerBit != 0 {
 			newer++
+		}
+		if w0&extrasBit != 0 {
+			extras++
 		}
 		return nil
 	}
@@ -441,7 +490,13 @@ func (s *Snapshot) validateTables(ctx context.Context) error {
 	if err := s.checkSide("expiry", t.exp, expiryBit, exp, func(v uint64) bool { return v != 0 }); err != nil {
 		return err
 	}
-	return s.checkSide("newer-version", t.newer, newerBit, newer, func(v uint64) bool { return v > s.Header.ChangeVersion })
+	if err := s.checkSide("newer-version", t.newer, newerBit, newer, func(v uint64) bool { return v > s.Header.ChangeVersion }); err != nil {
+		return err
+	}
+	return s.checkSide("extras", t.extras, extrasBit, extras, func(v uint64) bool {
+		b, ok := t.extraAt(v)
+		return ok && link.CheckExtras(b) == nil
+	})
 }
 
 // checkSide checks that a side table has one row, in row order, for each

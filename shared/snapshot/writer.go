@@ -16,11 +16,12 @@ import (
 	"github.com/edgelink/edgelink/shared/link"
 )
 
-// Writer collects links and writes them as a format 3 snapshot. Add in
-// any order; Write lays each domain's tables out. It holds about 24 bytes
-// per generated link (32 per custom one) plus the targets' bytes without
-// their origins, and writes without building the file in memory. Not safe
-// for concurrent use.
+// Writer collects links and writes them as a snapshot: format 4 when a
+// link has extras, else format 3. Add in any order; Write lays each
+// domain's tables out. It holds about 24 bytes per generated link (32 per
+// custom one) plus the targets' bytes without their origins (and a link's
+// extras with 16 bytes more, for the links that have them), and writes
+// without building the file in memory. Not safe for concurrent use.
 type Writer struct {
 	domains    map[link.DomainID]*domainLinks
 	last       *domainLinks // the domain Add was last given, looked up once per run
@@ -32,7 +33,17 @@ type Writer struct {
 	// are the links with one, in add order.
 	versions []uint64
 	expiries []expiry
-	n        uint32
+	// extras are the links' extras (format 4), in add order, their bytes
+	// in extraBytes.
+	extras     []extraRef
+	extraBytes arena
+	n          uint32
+}
+
+type extraRef struct {
+	idx  uint32
+	n    uint32
+	addr uint64 // in extraBytes
 }
 
 // domainLinks are one domain's links as added.
@@ -62,7 +73,10 @@ type expiry struct {
 	at  int64
 }
 
-const metaExpiry = 1 << 21
+const (
+	metaExpiry = 1 << 21
+	metaExtras = 1 << 22
+)
 
 func (w *Writer) domain(d link.DomainID) *domainLinks {
 	if w.last != nil && w.last.id == d {
@@ -130,6 +144,15 @@ func (w *Writer) Add(l Link) error {
 	if !generated && !w.codes.fits(1+len(l.Code), codeChunks) {
 		return fmt.Errorf("snapshot: custom codes exceed %d bytes", uint64(codeChunks)<<chunkBits)
 	}
+	if len(l.Extras) > 0 {
+		// Errors name no value: the extras hold targets and a hash.
+		if err := link.CheckExtras(l.Extras); err != nil {
+			return fmt.Errorf("snapshot: code %q: %w", l.Code, err)
+		}
+		if !w.extraBytes.fits(len(l.Extras), extraChunks) {
+			return fmt.Errorf("snapshot: extras exceed %d bytes", uint64(extraChunks)<<chunkBits)
+		}
+	}
 	if !known {
 		if w.origins == nil {
 			w.origins = map[string]uint32{}
@@ -144,6 +167,10 @@ func (w *Writer) Add(l Link) error {
 	if l.ExpiresAt != 0 {
 		meta |= metaExpiry
 		w.expiries = append(w.expiries, expiry{idx, l.ExpiresAt})
+	}
+	if len(l.Extras) > 0 {
+		meta |= metaExtras
+		w.extras = append(w.extras, extraRef{idx: idx, n: uint32(len(l.Extras)), addr: w.extraBytes.add(string(l.Extras))})
 	}
 	if l.Version != 0 && w.versions == nil {
 		w.versions = make([]uint64, idx, idx+1)
@@ -207,6 +234,11 @@ func (w *Writer) Write(out io.Writer, h Header, sealed []Sealed, domains []link.
 	h.Entries = uint64(w.n)
 	w.rest.index()
 	w.codes.index()
+	w.extraBytes.index()
+	format, nsec := uint32(3), sectionCount
+	if len(w.extras) > 0 {
+		format, nsec = 4, sectionCountV4
+	}
 
 	sealedSec, err := encodeSealed(sealed)
 	if err != nil {
@@ -242,7 +274,7 @@ func (w *Writer) Write(out io.Writer, h Header, sealed []Sealed, domains []link.
 	inMemory := func(b []byte) func(io.Writer) error {
 		return func(out io.Writer) error { _, err := out.Write(b); return err }
 	}
-	sections := [sectionCount]func(io.Writer) error{
+	sections := []func(io.Writer) error{
 		inMemory(sealedSec),
 		func(out io.Writer) error {
 			for _, b := range bloomParts {
@@ -257,19 +289,21 @@ func (w *Writer) Write(out io.Writer, h Header, sealed []Sealed, domains []link.
 		func(out io.Writer) error { return w.writeCustom(out, parts, p) },
 		w.codes.writeTo, w.rest.writeTo,
 		inMemory(p.expiries), inMemory(p.newer), inMemory(domainSec),
+		inMemory(p.extras), w.extraBytes.writeTo,
 	}
+	sections = sections[:nsec]
 	// Two passes over the sections: checksums and lengths first, since
 	// the header that holds them comes first, then the bytes.
-	pre := make([]byte, prefaceLen(sectionCount))
+	pre := make([]byte, prefaceLen(nsec))
 	copy(pre, magic)
-	le.PutUint32(pre[8:], FormatVersion)
+	le.PutUint32(pre[8:], format)
 	le.PutUint32(pre[12:], h.Flags)
 	le.PutUint64(pre[16:], h.ChangeVersion)
 	le.PutUint64(pre[24:], h.StreamSeq)
 	le.PutUint64(pre[32:], uint64(h.CreatedMillis))
 	le.PutUint64(pre[40:], h.Entries)
 	le.PutUint64(pre[48:], h.BloomCount)
-	le.PutUint32(pre[56:], sectionCount)
+	le.PutUint32(pre[56:], uint32(nsec))
 	off := uint64(len(pre))
 	for i, emit := range sections {
 		c := &crcCounter{}
@@ -280,7 +314,7 @@ func (w *Writer) Write(out io.Writer, h Header, sealed []Sealed, domains []link.
 		if err := bw.Flush(); err != nil {
 			return err
 		}
-		off = align(off, FormatVersion)
+		off = align(off, format)
 		row := pre[headerLen+i*tableRowLen:]
 		le.PutUint32(row[0:], uint32(i+1))
 		le.PutUint32(row[4:], c.sum)
@@ -288,7 +322,7 @@ func (w *Writer) Write(out io.Writer, h Header, sealed []Sealed, domains []link.
 		le.PutUint64(row[16:], c.n)
 		off += c.n
 	}
-	crcAt := headerLen + sectionCount*tableRowLen
+	crcAt := headerLen + nsec*tableRowLen
 	le.PutUint32(pre[crcAt:], crc32.Checksum(pre[:crcAt], castagnoli))
 
 	bw := bufio.NewWriterSize(out, 1<<20)
@@ -355,9 +389,9 @@ func (c *crcCounter) Write(b []byte) (int, error) {
 // side tables that follow from it. Rows are numbered across the file: all
 // domains' generated rows, then all their custom rows.
 type placement struct {
-	changeVersion   uint64
-	parts           []partPlacement
-	expiries, newer []byte
+	changeVersion           uint64
+	parts                   []partPlacement
+	expiries, newer, extras []byte
 }
 
 type partPlacement struct {
@@ -375,6 +409,11 @@ func (w *Writer) place(parts []*domainLinks, changeVersion uint64) placement {
 		if v := w.version(idx); v > changeVersion {
 			p.newer = le.AppendUint64(p.newer, uint64(row))
 			p.newer = le.AppendUint64(p.newer, v)
+		}
+		if meta&metaExtras != 0 {
+			x := w.extra(idx)
+			p.extras = le.AppendUint64(p.extras, uint64(row))
+			p.extras = le.AppendUint64(p.extras, w.extraBytes.offset(x.addr)<<extraLenBits|uint64(x.n))
 		}
 	}
 	base := 0
@@ -411,6 +450,11 @@ func (w *Writer) version(idx uint32) uint64 {
 	return 0
 }
 
+func (w *Writer) extra(idx uint32) extraRef {
+	i, _ := slices.BinarySearchFunc(w.extras, idx, func(x extraRef, idx uint32) int { return cmp.Compare(x.idx, idx) })
+	return w.extras[i]
+}
+
 func (w *Writer) expiry(idx uint32) int64 {
 	i, _ := slices.BinarySearchFunc(w.expiries, idx, func(e expiry, idx uint32) int { return cmp.Compare(e.idx, idx) })
 	return w.expiries[i].at
@@ -422,6 +466,9 @@ func (w *Writer) words(rec uint64, meta, idx uint32, changeVersion uint64) (w0, 
 	w0 = n<<lenShift | rt<<redirectShift | st<<statusShift
 	if meta&metaExpiry != 0 {
 		w0 |= expiryBit
+	}
+	if meta&metaExtras != 0 {
+		w0 |= extrasBit
 	}
 	if w.version(idx) > changeVersion {
 		w0 |= newerBit
