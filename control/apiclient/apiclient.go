@@ -134,6 +134,12 @@ func (c *Client) Get(ctx context.Context, code string) (*Link, error) {
 	return l, nil
 }
 
+// Lookup reads one of the tenant's links by its domain's host ("" for the
+// platform's) and code: c.WithDomain(host).Get(ctx, code).
+func (c *Client) Lookup(ctx context.Context, host, code string) (*Link, error) {
+	return c.WithDomain(host).Get(ctx, code)
+}
+
 // Patch changes fields of a link (see the API's PATCH) and returns its new
 // state. Setting fields to their current value is harmless, so it is
 // retried.

@@ -71,28 +71,26 @@ func defaultDomains(hosts []string) (map[string]bool, error) {
 }
 
 // domain is the domain a row's link goes on: "" for the platform's, else
-// the canonical host; reason says why a row's domain cannot be one.
+// the canonical host; reason says why a row's domain cannot be one. A row
+// naming no domain of its own goes on Options.Domain.
 func (u *uploader) domain(raw string) (host, reason string) {
 	raw = strings.TrimSpace(raw)
 	if raw == "" || strings.EqualFold(raw, "DEFAULT") {
-		return "", ""
+		return u.home, ""
 	}
 	h, err := link.CanonicalHost(raw)
 	if err != nil {
 		return "", fmt.Sprintf("domain %q is not a host name", truncate(raw, 80))
 	}
 	if u.defaults[h] {
-		return "", ""
+		return u.home, ""
 	}
 	return h, ""
 }
 
 // lookup reads the tenant's link of code on domain.
 func (u *uploader) lookup(ctx context.Context, domain, code string) (*apiclient.Link, error) {
-	if domain == "" {
-		return u.client.Get(ctx, code)
-	}
-	return u.client.WithDomain(domain).Get(ctx, code)
+	return u.client.Lookup(ctx, domain, code)
 }
 
 // refusal is why the API refused a row: its problem, and for a row on a

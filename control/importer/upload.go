@@ -94,14 +94,18 @@ type Options struct {
 	// API's defaults).
 	Namespace    string
 	RedirectType int
-	// DefaultDomains are hosts that stand for the platform's domain: the
-	// source's own default domain as its export names it (Shlink's web
-	// client writes every row's host, the default one's too). A row on
-	// any other host is imported on the tenant's domain of that host, and
-	// rejected by the API when the tenant has none: add the domains
-	// first. A row without a domain, or on Shlink's "DEFAULT", is on the
-	// platform's.
+	// DefaultDomains are hosts that stand for the platform's domain (or
+	// Domain, when set): the source's own default domain as its export
+	// names it (Shlink's web client writes every row's host, the default
+	// one's too). A row on any other host is imported on the tenant's
+	// domain of that host, and rejected by the API when the tenant has
+	// none: add the domains first. A row without a domain, or on
+	// Shlink's "DEFAULT", is on the platform's (or Domain).
 	DefaultDomains []string
+	// Domain is the host of the tenant's domain that rows naming no
+	// domain of their own go on: rows without one, on Shlink's
+	// "DEFAULT", or on one of DefaultDomains. "" is the platform's.
+	Domain string
 	// Progress, if set, is called after every chunk (serialized).
 	Progress   func(Progress)
 	BytesTotal int64
@@ -130,13 +134,16 @@ type chunk struct {
 	items []item
 }
 
-// Client is what Run needs of control's API (an *apiclient.Client): Get
-// reads a link on the platform's domain, WithDomain's client one on
-// another.
+// Client is what Run needs of control's API: an *apiclient.Client, or a
+// client in control's own process that answers as the API does (the
+// console's imports). CreateBatch answers as POST /api/v1/links/batch,
+// its error an *apiclient.Problem for an answer that is not 200; Lookup
+// reads the tenant's link of code on the domain with host ("" for the
+// platform's), its error an *apiclient.Problem with status 404 when there
+// is none.
 type Client interface {
 	CreateBatch(ctx context.Context, reqs []apiclient.CreateRequest, key string) (*apiclient.BatchAnswer, error)
-	Get(ctx context.Context, code string) (*apiclient.Link, error)
-	WithDomain(host string) *apiclient.Client
+	Lookup(ctx context.Context, host, code string) (*apiclient.Link, error)
 }
 
 // Run reads every row of rd and imports it through client, chunk by chunk
@@ -164,7 +171,13 @@ func Run(ctx context.Context, rd *Reader, client Client, o Options) (*Summary, e
 	if err != nil {
 		return nil, err
 	}
-	u := &uploader{client: client, o: o, sum: &Summary{}, rd: rd, defaults: defaults}
+	var home string
+	if o.Domain != "" {
+		if home, err = link.CanonicalHost(strings.TrimSpace(o.Domain)); err != nil {
+			return nil, fmt.Errorf("import: domain %q: %w", o.Domain, err)
+		}
+	}
+	u := &uploader{client: client, o: o, sum: &Summary{}, rd: rd, defaults: defaults, home: home}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 
@@ -218,7 +231,8 @@ type uploader struct {
 	client   Client
 	o        Options
 	rd       *Reader
-	defaults map[string]bool // canonical hosts of the platform's domain
+	defaults map[string]bool // canonical hosts of the export's own default domain
+	home     string          // where rows without a domain of their own go (Options.Domain)
 
 	progress sync.Mutex // serializes o.Progress calls
 

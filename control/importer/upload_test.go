@@ -308,7 +308,7 @@ func TestImportResumes(t *testing.T) {
 // in the client because a real one cannot be timed to hit just the lookup.
 type failingGet struct{ *apiclient.Client }
 
-func (failingGet) Get(context.Context, string) (*apiclient.Link, error) {
+func (failingGet) Lookup(context.Context, string, string) (*apiclient.Link, error) {
 	return nil, errors.New("connection refused (injected)")
 }
 
