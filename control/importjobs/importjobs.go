@@ -164,8 +164,6 @@ func validID(id string) bool {
 	return true
 }
 
-
-
 // ReaderMessage is an error of importer.NewReader (or of reading a file
 // on) as a sentence for the console: the CLI's --format flag is the
 // form's format field there.

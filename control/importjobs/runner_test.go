@@ -280,4 +280,3 @@ func (s *stepLinks) CreateBatch(ctx context.Context, tenant int64, key string, r
 	}
 	return s.Links.CreateBatch(ctx, tenant, key, reqs)
 }
-
