@@ -13,6 +13,7 @@ import (
 	"github.com/edgelink/edgelink/shared/base62"
 	"github.com/edgelink/edgelink/shared/ff1"
 	"github.com/edgelink/edgelink/shared/link"
+	"github.com/edgelink/edgelink/shared/passhash"
 )
 
 // IDSource hands out link IDs that are never handed out again.
@@ -48,6 +49,13 @@ type Config struct {
 	// MaxCoalesce bounds the creates one shared transaction carries
 	// (default 500).
 	MaxCoalesce int
+	// Hashers bounds the passwords hashed at once (default
+	// DefaultHashers), each taking PasswordParams.Memory while it runs.
+	Hashers int
+	// PasswordParams are the argon2id parameters new password hashes are
+	// made with (default passhash.Default); hashes keep their own, so
+	// changing them leaves every stored password working.
+	PasswordParams passhash.Params
 	// Keys are the operator's code keys (--code-keys): FF1 domains'
 	// generated codes are made with them. Nil is no keys, so no link can
 	// be created on an FF1 domain.
@@ -67,6 +75,7 @@ type Service struct {
 	reserved map[string]bool
 	co       *coalescer
 	domains  *domainCache
+	hashers  chan struct{} // a token per password being hashed
 
 	wasted, reservedSkips atomic.Uint64
 }
@@ -89,8 +98,14 @@ func New(store Store, ids IDSource, cfg Config) *Service {
 	if cfg.DomainTTL <= 0 {
 		cfg.DomainTTL = DefaultDomainTTL
 	}
+	if cfg.Hashers <= 0 {
+		cfg.Hashers = DefaultHashers
+	}
+	if cfg.PasswordParams == (passhash.Params{}) {
+		cfg.PasswordParams = passhash.Default
+	}
 	s := &Service{store: store, ids: ids, cfg: cfg, reserved: Reserved(cfg.Reserved),
-		domains: newDomainCache(store, cfg.Keys, cfg.DomainTTL, cfg.Now)}
+		domains: newDomainCache(store, cfg.Keys, cfg.DomainTTL, cfg.Now), hashers: make(chan struct{}, cfg.Hashers)}
 	s.co = newCoalescer(s.writeCreates, cfg.Writers, cfg.MaxCoalesce)
 	return s
 }
@@ -127,6 +142,17 @@ type CreateRequest struct {
 	// Tags are the link's tags, normalized on the way in (NormalizeTags);
 	// at most MaxTags.
 	Tags []string
+	// Rules are the link's routing rules as sent (docs/rules.md):
+	// countries and languages in any case and order, each target a URL
+	// as URL is; they are normalized as the link's target is. At most
+	// link.MaxRules.
+	Rules []link.Rule
+	// Password, when set, protects the link (passhash.CheckPassword). It
+	// is hashed (argon2id) and never kept, nor logged.
+	Password string
+	// MaxClicks is how many counted clicks the link redirects for; 0 for
+	// no limit.
+	MaxClicks int64
 	// IdempotencyKey, if set, makes the create idempotent for the tenant.
 	IdempotencyKey string
 	// Rejected, in a batch, is why the transport could not read this item;
@@ -163,6 +189,11 @@ func (s *Service) Create(ctx context.Context, tenantID int64, req CreateRequest)
 		return Created{}, err
 	}
 	l.TenantID, l.DomainID, l.Domain = tenantID, d.ID, d.Host
+	// Last of the checks: a password costs a hash.
+	if l.Extras, err = s.extras(ctx, &req); err != nil {
+		return Created{}, err
+	}
+	l.PasswordProtected = l.Extras.PasswordHash != ""
 	it := &item{link: l, domain: d, custom: req.Code != "", key: req.IdempotencyKey}
 	if it.key != "" {
 		it.hash = requestHash("link", l, req.Code)
@@ -202,30 +233,44 @@ func State(l *link.Link, now time.Time) link.Status {
 // MaxPage bounds a list page.
 const MaxPage = 200
 
-// List returns a page of the tenant's links, newest first, and the cursor of
-// the next page (0 when this is the last): on q.Domain, or on every domain
-// when it is "". q.Status filters on the effective state (see State) at
-// q.Now, the service's clock when zero.
+// List returns a page of the tenant's links, newest ID first (SortID), and
+// the cursor of the next page (0 when this is the last): on q.Domain, or on
+// every domain when it is "". q.Status filters on the effective state (see
+// State) at q.Now, the service's clock when zero. Other orders are
+// ListPage's.
 func (s *Service) List(ctx context.Context, tenantID int64, q ListRequest) ([]*Link, uint64, error) {
+	if q.Sort != SortID {
+		return nil, 0, fmt.Errorf("%w: List lists by ID; ListPage takes other orders", link.ErrInvalidInput)
+	}
+	ls, more, err := s.list(ctx, tenantID, q)
+	if err != nil || !more {
+		return ls, 0, err
+	}
+	return ls, ls[len(ls)-1].ID, nil
+}
+
+// list checks q's filters and reads up to q.Limit links, and whether more
+// follow.
+func (s *Service) list(ctx context.Context, tenantID int64, q ListRequest) ([]*Link, bool, error) {
 	var only *link.DomainID
 	if q.Domain != "" {
 		d, err := s.domainFor(ctx, tenantID, q.Domain, false)
 		if err != nil {
-			return nil, 0, err
+			return nil, false, err
 		}
 		only = &d.ID
 	}
 	if q.Limit <= 0 || q.Limit > MaxPage {
-		return nil, 0, fmt.Errorf("%w: limit must be 1 to %d", link.ErrInvalidInput, MaxPage)
+		return nil, false, fmt.Errorf("%w: limit must be 1 to %d", link.ErrInvalidInput, MaxPage)
 	}
 	if q.Status != "" && q.Status != Expired && !q.Status.Valid() {
-		return nil, 0, fmt.Errorf("%w: status must be active, expired, disabled or deleted", link.ErrInvalidInput)
+		return nil, false, fmt.Errorf("%w: status must be active, expired, disabled or deleted", link.ErrInvalidInput)
 	}
 	if q.Now.IsZero() {
 		q.Now = s.cfg.Now()
 	}
 	if q.TagMode != "" && q.TagMode != TagsAny && q.TagMode != TagsAll {
-		return nil, 0, fmt.Errorf("%w: tag_mode must be any or all", link.ErrInvalidInput)
+		return nil, false, fmt.Errorf("%w: tag_mode must be any or all", link.ErrInvalidInput)
 	}
 	if q.TagMode == "" {
 		q.TagMode = TagsAny
@@ -235,23 +280,22 @@ func (s *Service) List(ctx context.Context, tenantID int64, q ListRequest) ([]*L
 	// query of more than MaxTags tags.
 	tags, err := NormalizeTags(q.Tags, MaxTags)
 	if err != nil {
-		return nil, 0, fmt.Errorf("tag filter: %w", err)
+		return nil, false, fmt.Errorf("tag filter: %w", err)
 	}
 	q.Tags = tags
 	if err := checkSearch(q.Search); err != nil {
-		return nil, 0, err
+		return nil, false, err
 	}
 	want := q.Limit
 	q.Limit++ // one more tells whether another page exists
 	ls, err := s.store.ListLinks(ctx, tenantID, only, q)
 	if err != nil {
-		return nil, 0, err
+		return nil, false, err
 	}
 	if len(ls) > want {
-		ls = ls[:want]
-		return ls, ls[want-1].ID, nil
+		return ls[:want], true, nil
 	}
-	return ls, 0, nil
+	return ls, false, nil
 }
 
 // Update is a change to a link; nil fields are kept.
@@ -263,6 +307,12 @@ type Update struct {
 	Status    *link.Status // active or disabled
 	// Title set to "" removes the title.
 	Title *string
+	// Rules replace the link's rules; an empty list removes them.
+	Rules *[]link.Rule
+	// Password set to "" removes the password; another value replaces it.
+	Password *string
+	// MaxClicks set to 0 removes the click limit.
+	MaxClicks *int64
 }
 
 // Update changes one of the tenant's links and returns its new state, with
@@ -277,8 +327,9 @@ func (s *Service) Update(ctx context.Context, tenantID int64, domain, code strin
 		return nil, link.ErrNotFound
 	}
 	var c Change
-	if u.URL == nil && u.RedirectType == nil && u.ExpiresAt == nil && u.Status == nil && u.Title == nil {
-		return nil, fmt.Errorf("%w: nothing to change; send url, redirect_type, expires_at, status or title", link.ErrInvalidInput)
+	if u.URL == nil && u.RedirectType == nil && u.ExpiresAt == nil && u.Status == nil && u.Title == nil &&
+		u.Rules == nil && u.Password == nil && u.MaxClicks == nil {
+		return nil, fmt.Errorf("%w: nothing to change; send url, redirect_type, expires_at, status, title, rules, password or max_clicks", link.ErrInvalidInput)
 	}
 	if u.Title != nil {
 		if err := checkTitle(*u.Title); err != nil {
@@ -310,6 +361,10 @@ func (s *Service) Update(ctx context.Context, tenantID int64, domain, code strin
 			return nil, fmt.Errorf("%w: status must be active or disabled; DELETE removes a link", link.ErrInvalidInput)
 		}
 		c.SetStatus, c.Status = true, *u.Status
+	}
+	// Last of the checks: a password costs a hash.
+	if err := s.updateExtras(ctx, &u, &c); err != nil {
+		return nil, err
 	}
 	return s.store.UpdateLink(ctx, tenantID, d.ID, code, c)
 }

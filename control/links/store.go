@@ -23,8 +23,9 @@ type Store interface {
 	// an unknown code does.
 	GetLink(ctx context.Context, tenantID int64, d link.DomainID, code string) (*Link, error)
 	// ListLinks returns up to q.Limit of the tenant's links matching q, in
-	// descending ID order: on domain *d, or on every domain when d is nil
-	// (q.Domain is not read).
+	// order q.Sort from its cursor (q.Before for SortID, q.After for the
+	// others): on domain *d, or on every domain when d is nil (q.Domain is
+	// not read).
 	ListLinks(ctx context.Context, tenantID int64, d *link.DomainID, q ListRequest) ([]*Link, error)
 	// UpdateLink applies c to one of the tenant's links on domain d, with
 	// a new version and change event, and returns the new state. An
@@ -88,7 +89,7 @@ type StoredResponse struct {
 }
 
 // NewLink is a link to insert. Link's ID, Code, TenantID, Namespace, URL,
-// URLOriginal, RedirectType and ExpiresAt are inputs, and so are Domain
+// URLOriginal, RedirectType, ExpiresAt and Extras are inputs, and so are Domain
 // (the ID is in its range), Title (empty: none) and Tags (normalized),
 // which go in with the link or not at all.
 type NewLink struct {
@@ -99,12 +100,20 @@ type NewLink struct {
 	Tags   []string
 }
 
-// ListRequest selects a page of a tenant's links, newest ID first.
+// ListRequest selects a page of a tenant's links, in order Sort (newest
+// ID first by default).
 type ListRequest struct {
 	// Domain, when set, keeps links on that host; "" lists every domain.
 	Domain string
-	// Before is the cursor: only links with a smaller ID; 0 for the first page.
+	// Sort is the order; SortID (the zero value) pages by Before, every
+	// other order by After.
+	Sort Sort
+	// Before is SortID's cursor: only links with a smaller ID; 0 for the
+	// first page.
 	Before uint64
+	// After is the other orders' cursor: only links after it in order
+	// Sort; zero for the first page.
+	After Cursor
 	// Status filters by effective state (see State): active (and not
 	// expired), Expired, disabled or deleted; empty means all but deleted.
 	Status link.Status
@@ -146,4 +155,10 @@ type Change struct {
 	Status       link.Status
 	SetTitle     bool
 	Title        string // "" removes the title
+	SetRules     bool
+	Rules        []link.Rule // normalized (Service.Update checked them); nil removes them
+	SetPassword  bool
+	PasswordHash string // passhash's encoding; "" removes the password
+	SetMaxClicks bool
+	MaxClicks    int64 // 0 removes the limit
 }

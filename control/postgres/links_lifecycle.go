@@ -2,10 +2,7 @@ package postgres
 
 import (
 	"context"
-	"errors"
-	"fmt"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/edgelink/edgelink/control/links"
@@ -88,62 +85,4 @@ func (s *Store) UpdateLink(ctx context.Context, tenantID int64, d link.DomainID,
 		l.Tags = nil
 	}
 	return &l, nil
-}
-
-// ListLinks implements links.Store.
-func (s *Store) ListLinks(ctx context.Context, tenantID int64, d *link.DomainID, q links.ListRequest) ([]*links.Link, error) {
-	if q.Limit <= 0 {
-		return nil, errors.New("list links: limit must be positive")
-	}
-	before := int64(q.Before)
-	if before == 0 {
-		before = 1 << 62
-	}
-	// The effective state (links.State) is a stored status plus, for
-	// active links, which side of q.Now their expiry lies on. It is a
-	// predicate of the row like any other, so the keyset page (id < the
-	// cursor, by id) stays exact: a link that expires between two pages
-	// leaves the active ones, no link is listed twice.
-	statuses, expiry := []string{string(q.Status)}, ""
-	switch q.Status {
-	case "":
-		statuses = []string{string(link.Active), string(link.Disabled)}
-	case link.Active:
-		expiry = "live"
-	case links.Expired:
-		statuses, expiry = []string{string(link.Active)}, "expired"
-	}
-	domain := int64(-1) // every domain
-	if d != nil {
-		domain = int64(*d)
-	}
-	args := []any{tenantID, before, statuses, q.Namespace, nullTime(q.CreatedAfter), nullTime(q.CreatedBefore), q.Limit,
-		expiry, q.Now, domain}
-	// Tags and search (tags.go) are predicates of the row too, written
-	// only when asked for so the planner sees what it is planning.
-	from, extra := listFilters(q, func(v any) string {
-		args = append(args, v)
-		return fmt.Sprintf("$%d", len(args))
-	})
-	rows, err := s.pool.Query(ctx, `
-		SELECT `+linkColumns+`
-		FROM `+from+`
-		WHERE l.tenant_id = $1 AND l.id < $2 AND l.status = ANY ($3::text[])
-		  AND ($4 = '' OR l.namespace = $4)
-		  AND ($10::int8 < 0 OR l.domain_id = $10)
-		  AND ($5::timestamptz IS NULL OR l.created_at > $5)
-		  AND ($6::timestamptz IS NULL OR l.created_at < $6)
-		  AND CASE $8::text
-		      WHEN 'live' THEN l.expires_at IS NULL OR l.expires_at > $9::timestamptz
-		      WHEN 'expired' THEN l.expires_at <= $9::timestamptz
-		      ELSE true END`+extra+`
-		ORDER BY l.id DESC LIMIT $7`, args...)
-	if err != nil {
-		return nil, translate(err)
-	}
-	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (*links.Link, error) { return scanLink(row) })
-	if err != nil {
-		return nil, translate(err)
-	}
-	return out, nil
 }

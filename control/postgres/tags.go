@@ -16,52 +16,6 @@ import (
 // tag's links of one tenant are an index range in ID order, the order
 // lists page in.
 
-// listFilters writes what q's tags and search add to a list over links l:
-// the FROM clause, and predicates as "AND ..." lines, each only when q asks
-// for it, passing values through arg (which answers the value's
-// placeholder). $1 is the tenant, $2 the cursor.
-//
-// A tag filter drives the list from link_tags rather than filtering links:
-// each tag's links of one tenant are a range of the primary key in ID
-// order, read backwards from the cursor, so a page costs about a page of
-// index entries however many links carry the tag, and a tag on few links
-// is found without reading the tenant's other links. With several tags
-// (any) the ranges are merged in ID order; with all of them the first
-// tag's range is read and the others are checked by key, link by link.
-func listFilters(q links.ListRequest, arg func(any) string) (from, where string) {
-	from = "links l"
-	var b strings.Builder
-	if len(q.Tags) > 0 {
-		tagRange := func(tag string) string {
-			return fmt.Sprintf("(SELECT t.link_id FROM link_tags t WHERE t.tenant_id = $1 AND t.tag = %s::text AND t.link_id < $2 ORDER BY t.link_id DESC)", arg(tag))
-		}
-		var driver string
-		switch {
-		case q.TagMode == links.TagsAll || len(q.Tags) == 1:
-			driver = tagRange(q.Tags[0])
-			for _, tag := range q.Tags[1:] {
-				fmt.Fprintf(&b, "\n\t\t  AND EXISTS (SELECT FROM link_tags t WHERE t.tenant_id = $1 AND t.tag = %s::text AND t.link_id = l.id)", arg(tag))
-			}
-		default:
-			parts := make([]string, len(q.Tags))
-			for i, tag := range q.Tags {
-				parts[i] = tagRange(tag)
-			}
-			driver = "(SELECT DISTINCT u.link_id FROM (" + strings.Join(parts, " UNION ALL ") + ") u ORDER BY u.link_id DESC)"
-		}
-		from = driver + " m JOIN links l ON l.id = m.link_id"
-	}
-	if q.Search != "" {
-		// A code starts with the term as typed (codes are case-sensitive);
-		// a host is the term or a subdomain of it, in lower case, matched
-		// reversed (links_host_reversed); a title holds it in any case.
-		rev := reverse(strings.ToLower(q.Search))
-		fmt.Fprintf(&b, "\n\t\t  AND (l.code LIKE %s OR link_host_reversed(l.url) COLLATE \"C\" = %s OR link_host_reversed(l.url) COLLATE \"C\" LIKE %s OR l.title ILIKE %s)",
-			arg(likeEscape(q.Search)+"%"), arg(rev), arg(likeEscape(rev)+".%"), arg("%"+likeEscape(q.Search)+"%"))
-	}
-	return from, b.String()
-}
-
 // likeEscape escapes LIKE's wildcards (and its escape character) in s.
 func likeEscape(s string) string {
 	return strings.NewReplacer(`\`, `\\`, `%`, `\%`, `_`, `\_`).Replace(s)
