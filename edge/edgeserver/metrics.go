@@ -109,6 +109,20 @@ func newRegistry(e *Edge, nc *nats.Conn) *prometheus.Registry {
 	counter("edge_clicks_dropped_total", "Clicks dropped: ring full or publish failed.", u(&c.Dropped))
 	gauge("edge_clicks_buffered", "Clicks waiting to be published (what a kill would lose).", func() float64 { return float64(c.Buffered()) })
 
+	// Country lookups, one per click in the publisher: 0 without country
+	// data (--geoip, --geoip-mmdb).
+	geoKnown, geoUnknown := new(atomic.Uint64), new(atomic.Uint64)
+	var geoGenerated float64
+	if g := e.Countries; g != nil {
+		geoKnown, geoUnknown = &g.Known, &g.Unknown
+		if at := g.Table.Info().Generated; !at.IsZero() {
+			geoGenerated = float64(at.Unix())
+		}
+	}
+	family("edge_geo_lookups_total", "Clicks whose client address was looked up in the country data, by outcome: known (a country), unknown (private, reserved or unallocated, or a country the data does not know).", "outcome",
+		map[string]*atomic.Uint64{"known": geoKnown, "unknown": geoUnknown})
+	gauge("edge_geo_data_timestamp_seconds", "When the country data in use was generated (Unix seconds; 0 without country data or a date in it).", func() float64 { return geoGenerated })
+
 	f := e.Feed
 	gauge("edge_changefeed_applied_version", "Version of the last change applied.", func() float64 { return float64(f.Position().Version) })
 	gauge("edge_changefeed_applied_sequence", "Stream sequence of the last change applied.", func() float64 { return float64(f.Position().Seq) })

@@ -20,6 +20,7 @@ import (
 	"github.com/edgelink/edgelink/edge/changefeed"
 	"github.com/edgelink/edgelink/edge/clickpub"
 	"github.com/edgelink/edgelink/edge/clientip"
+	"github.com/edgelink/edgelink/edge/geo"
 	"github.com/edgelink/edgelink/edge/lookup"
 	"github.com/edgelink/edgelink/edge/ratelimit"
 	"github.com/edgelink/edgelink/edge/redirect"
@@ -74,6 +75,15 @@ type Config struct {
 	CodeKeysFile string
 	// CodeKeys, when set, is used instead of CodeKeysFile (tests).
 	CodeKeys *ff1.Keys
+	// GeoIP names country data in Tor's format (geo.LoadTor: a directory
+	// holding geoip and geoip6, as Debian's tor-geoipdb installs, or the
+	// files); GeoIPMMDB an operator's MaxMind DB file instead (GeoLite2 or
+	// DB-IP country or city). At most one; with neither, clicks carry no
+	// country. Data named that does not load stops the edge at start. Geo,
+	// when set, is used instead of both (tests, the local stack).
+	GeoIP     []string
+	GeoIPMMDB string
+	Geo       *geo.Table
 	// ClickBuffer bounds clicks waiting to be published (default 65,536).
 	ClickBuffer int
 	// ClickFlushEvery bounds how long a click waits to be published
@@ -115,6 +125,7 @@ type Edge struct {
 	Hosts     *resolve.Hosts
 	Authority *lookup.Client
 	Clicks    *clickpub.Recorder
+	Countries *Countries // nil without country data
 	Overlay   *store.Overlay
 	Segments  *store.Segments
 	Snapshots *store.Snapshots
@@ -141,6 +152,10 @@ func Run(ctx context.Context, cfg Config) error {
 		if keys, err = ff1.LoadKeys(cfg.CodeKeysFile); err != nil {
 			return err // names the file and the line, never a key
 		}
+	}
+	countries, err := loadCountries(cfg, log)
+	if err != nil {
+		return err
 	}
 	nc, js, err := natsconn.JetStream(cfg.NATSURL, "edgelink-edge "+cfg.Name)
 	if err != nil {
@@ -175,7 +190,7 @@ func Run(ctx context.Context, cfg Config) error {
 	hosts := &resolve.Hosts{Domains: domains, Authority: client}
 	rec := clickpub.New(js, clickpub.Config{Edge: cfg.Name, Buffer: cfg.ClickBuffer, Log: log,
 		FlushEvery: cfg.ClickFlushEvery, ReportEvery: cfg.ClickReportEvery})
-	e := &Edge{Domains: domains, Feed: feed, Resolver: res, Hosts: hosts, Authority: client, Clicks: rec, Overlay: overlay,
+	e := &Edge{Domains: domains, Feed: feed, Resolver: res, Hosts: hosts, Authority: client, Clicks: rec, Countries: countries, Overlay: overlay,
 		Segments: segments, Snapshots: snaps, Syncer: syncer}
 	proxies, err := clientip.New(cfg.TrustedProxies)
 	if err != nil {

@@ -36,6 +36,8 @@ type cli struct {
 	NotFoundBurst     int           `name:"not-found-burst" default:"1000" env:"EDGELINK_EDGE_NOT_FOUND_BURST" help:"Burst of 404s per client IP."`
 	TrustedProxies    []string      `name:"trusted-proxies" env:"EDGELINK_EDGE_TRUSTED_PROXIES" help:"Proxies (addresses or CIDRs, comma-separated) whose X-Forwarded-For, or PROXY protocol header with --proxy-protocol, names the client."`
 	ProxyProtocol     bool          `name:"proxy-protocol" env:"EDGELINK_EDGE_PROXY_PROTOCOL" help:"Connections from --trusted-proxies must start with a PROXY protocol (v1/v2) header naming the client."`
+	GeoIP             []string      `name:"geoip" type:"path" xor:"geo" env:"EDGELINK_EDGE_GEOIP" help:"Country data in Tor's geoip format, for each click's country: a directory holding geoip and geoip6 (Debian's tor-geoipdb: IPFire Location, CC BY-SA 4.0), or the files, comma-separated. The edge does not start if it cannot load them."`
+	GeoIPMMDB         string        `name:"geoip-mmdb" type:"path" xor:"geo" env:"EDGELINK_EDGE_GEOIP_MMDB" help:"Country data from a MaxMind DB file instead of --geoip (GeoLite2/GeoIP2 or DB-IP country or city .mmdb), read whole at start."`
 	CodeKeys          string        `name:"code-keys" type:"path" env:"EDGELINK_CODE_KEYS" help:"The operator's code key file (lines 'name base64-key'), the same as control's: FF1 domains' unknown codes are ruled out from memory with it; without a domain's key its misses are asked of control."`
 
 	SnapshotDir      string        `name:"snapshot-dir" env:"EDGELINK_EDGE_SNAPSHOT_DIR" help:"Folder keeping the newest snapshot, loaded at boot without NATS (default .data/edge-<name>; 'none' keeps none)."`
@@ -93,6 +95,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, onListen 
 		AuthorityInflight: c.AuthorityInflight, AuthorityMaxWait: c.AuthorityMaxWait,
 		NotFoundRate: c.NotFoundRate, NotFoundBurst: c.NotFoundBurst,
 		TrustedProxies: c.TrustedProxies, ProxyProtocol: c.ProxyProtocol, CodeKeysFile: c.CodeKeys,
+		GeoIP: c.GeoIP, GeoIPMMDB: c.GeoIPMMDB,
 		SnapshotDir: c.SnapshotDir, SnapshotPoll: c.SnapshotPoll, SnapshotBootWait: c.SnapshotBootWait,
 		LockSnapshot: c.LockSnapshot})
 }

@@ -3,10 +3,17 @@ package main
 import (
 	"context"
 	"io"
+	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/edgelink/edgelink/internal/logbuf"
+	"github.com/edgelink/edgelink/internal/natstest"
+	"github.com/edgelink/edgelink/internal/poll"
 )
 
 // TestCodeKeysFlag: --code-keys (and EDGELINK_CODE_KEYS) reach the edge,
@@ -29,4 +36,97 @@ func TestCodeKeysFlag(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "code keys") {
 		t.Fatalf("run with EDGELINK_CODE_KEYS naming no file: %v; want a code keys error", err)
 	}
+}
+
+// TestGeoIPFlags: --geoip and --geoip-mmdb (and their environment
+// variables) exclude each other, and country data that does not load stops
+// the edge before it connects to anything, naming the file and line.
+func TestGeoIPFlags(t *testing.T) {
+	base := []string{"--listen", "127.0.0.1:0", "--snapshot-dir", "none", "--nats-url", "nats://127.0.0.1:1"}
+	bad := filepath.Join(t.TempDir(), "geoip")
+	if err := os.WriteFile(bad, []byte("# header\n16777216,16777471,AU\n16777472,x,CN\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name string
+		args []string
+		env  map[string]string
+		want string
+	}{
+		{"both flags", []string{"--geoip", "../../geo/testdata", "--geoip-mmdb", "x.mmdb"}, nil, "can't be used together"},
+		{"flag and env", []string{"--geoip", "../../geo/testdata"}, map[string]string{"EDGELINK_EDGE_GEOIP_MMDB": "x.mmdb"}, "can't be used together"},
+		{"bad line", []string{"--geoip", bad}, nil, bad + " line 3: range end"},
+		{"missing dir", []string{"--geoip", t.TempDir()}, nil, "geoip"},
+		{"missing mmdb", nil, map[string]string{"EDGELINK_EDGE_GEOIP_MMDB": filepath.Join(t.TempDir(), "none.mmdb")}, "none.mmdb"},
+		{"not an mmdb", []string{"--geoip-mmdb", bad}, nil, "load mmdb " + bad},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			for k, v := range c.env {
+				t.Setenv(k, v)
+			}
+			err := run(context.Background(), append(c.args, base...), io.Discard, io.Discard, nil)
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("run %v: %v; want an error containing %q", c.args, err, c.want)
+			}
+		})
+	}
+}
+
+// TestGeoIPLoadedAtStart: with --geoip the edge loads the data before it
+// serves, logs its source, date and size, and exports its date.
+func TestGeoIPLoadedAtStart(t *testing.T) {
+	ns := natstest.Start(t)
+	var logs logbuf.Buffer
+	ctx, cancel := context.WithCancel(context.Background())
+	addr := make(chan net.Addr, 1)
+	done := make(chan error, 1)
+	go func() {
+		done <- run(ctx, []string{"--geoip", "../../geo/testdata", "--listen", "127.0.0.1:0", "--snapshot-dir", "none",
+			"--nats-url", ns.ClientURL()}, io.Discard, &logs, func(a net.Addr) { addr <- a })
+	}()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("edge: %v", err)
+		}
+	})
+	var a net.Addr
+	select {
+	case a = <-addr:
+	case err := <-done:
+		done <- err
+		t.Fatalf("edge stopped before it listened: %v\n%s", err, logs.String())
+	}
+	if l := logs.String(); !strings.Contains(l, `msg="country data loaded"`) || !strings.Contains(l, "generated=2026-06-25") ||
+		!strings.Contains(l, "ipv6_ranges=") || !strings.Contains(l, filepath.Join("testdata", "geoip6")) {
+		t.Errorf("start-up log lacks the country data's source, date or size:\n%s", l)
+	}
+	var metrics string
+	if err := poll.Wait(ctx, "edge metrics", 30*time.Second, func() bool {
+		resp, err := http.Get("http://" + a.String() + "/-/metrics")
+		if err != nil {
+			return false
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		metrics = string(b)
+		return resp.StatusCode == http.StatusOK
+	}); err != nil {
+		t.Fatal(err)
+	}
+	// 2026-06-25T04:33:59Z, the fixture's "Generated:" line.
+	if !strings.Contains(metrics, "edge_geo_data_timestamp_seconds 1.782362039e+09") ||
+		!strings.Contains(metrics, `edge_geo_lookups_total{outcome="unknown"} 0`) {
+		t.Errorf("metrics lack the country data's date or the lookup counters:\n%s", grepLines(metrics, "edge_geo"))
+	}
+}
+
+func grepLines(s, substr string) string {
+	var out []string
+	for _, l := range strings.Split(s, "\n") {
+		if strings.Contains(l, substr) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
 }
