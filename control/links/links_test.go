@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -231,7 +232,7 @@ func TestCoalescedCreatesKeepTheirOwnAnswers(t *testing.T) {
 	for k, cs := range byKey {
 		replays := 0
 		for _, c := range cs {
-			if c.Link.Link != cs[0].Link.Link || c.Link.Title != cs[0].Link.Title || !slices.Equal(c.Link.Tags, cs[0].Link.Tags) {
+			if !reflect.DeepEqual(c.Link.Link, cs[0].Link.Link) || c.Link.Title != cs[0].Link.Title || !slices.Equal(c.Link.Tags, cs[0].Link.Tags) {
 				t.Errorf("key %s answered two links: %+v and %+v", k, c.Link, cs[0].Link)
 			}
 			if c.Replayed {
@@ -357,7 +358,7 @@ func TestReplayIsTheOriginalLink(t *testing.T) {
 	if err != nil || !again.Replayed {
 		t.Fatalf("replay: %+v, %v", again, err)
 	}
-	if again.Link.Link != first.Link.Link {
+	if !reflect.DeepEqual(again.Link.Link, first.Link.Link) {
 		t.Errorf("replay answered %#v; the original answered %#v", *again.Link, *first.Link)
 	}
 	batch := []links.CreateRequest{{URL: "https://example.com/b1"}, {URL: "https://example.com/b2", Code: "b-two",
@@ -371,7 +372,7 @@ func TestReplayIsTheOriginalLink(t *testing.T) {
 		t.Fatalf("batch replay: %+v, %v", two, err)
 	}
 	for i := range batch {
-		if two.Items[i].Link.Link != one.Items[i].Link.Link {
+		if !reflect.DeepEqual(two.Items[i].Link.Link, one.Items[i].Link.Link) {
 			t.Errorf("batch item %d: replay answered %#v; the original answered %#v", i, *two.Items[i].Link, *one.Items[i].Link)
 		}
 	}

@@ -24,6 +24,10 @@ type Link struct {
 	// DomainID and Domain (its host) are the domain the link's code is on.
 	DomainID link.DomainID `json:",omitempty"`
 	Domain   string        `json:",omitempty"`
+	// PasswordProtected reports that the link has a password, whether or
+	// not its hash (Extras.PasswordHash, which reads and stored answers
+	// never carry) is at hand.
+	PasswordProtected bool `json:",omitempty"`
 }
 
 // Tag and title limits.

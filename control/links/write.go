@@ -58,6 +58,7 @@ func writeHashed(h interface{ Write([]byte) (int, error) }, kind string, l *Link
 	// Only when there are any, so a key stored before links had titles and
 	// tags still matches its retry.
 	writeMeta(h, l.Title, l.Tags)
+	writeExtras(h, &l.Extras)
 }
 
 // writeMeta hashes a title and tags, when there are any: the title is a
@@ -348,6 +349,9 @@ func (s *Service) CreateBatch(ctx context.Context, tenantID int64, key string, r
 	if len(key) > 255 {
 		return BatchResult{}, fmt.Errorf("%w: Idempotency-Key is longer than 255 bytes", link.ErrInvalidInput)
 	}
+	if n := countPasswords(reqs); n > MaxBatchPasswords {
+		return BatchResult{}, batchPasswordsError(n)
+	}
 	results := make([]ItemResult, len(reqs))
 	its := make([]*item, len(reqs))
 	var write []*item
@@ -367,6 +371,12 @@ func (s *Service) CreateBatch(ctx context.Context, tenantID int64, key string, r
 				domains[req.Domain] = d
 			}
 		}
+		if err == nil {
+			// Last of an item's checks: a password costs a hash.
+			if l.Extras, err = s.extras(ctx, &req); err == nil {
+				l.PasswordProtected = l.Extras.PasswordHash != ""
+			}
+		}
 		if err != nil {
 			results[i].Err = err
 			if h != nil {
@@ -377,6 +387,9 @@ func (s *Service) CreateBatch(ctx context.Context, tenantID int64, key string, r
 				}
 				if req.Domain != "" {
 					fmt.Fprintf(h, "domain\x00%q\x00", req.Domain)
+				}
+				if len(req.Rules) > 0 || req.Password != "" || req.MaxClicks != 0 {
+					fmt.Fprintf(h, "extras\x00%q\x00%t\x00%d\x00", fmt.Sprint(req.Rules), req.Password != "", req.MaxClicks)
 				}
 			}
 			continue
