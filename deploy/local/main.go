@@ -13,6 +13,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 
 	"github.com/edgelink/edgelink/control/snapshots"
@@ -25,7 +26,11 @@ func main() {
 	flag.StringVar(&o.ControlAddr, "control", "127.0.0.1:8080", "control API address")
 	flag.StringVar(&o.EdgeAddr, "edge", "127.0.0.1:8081", "edge address")
 	flag.IntVar(&o.NATSPort, "nats-port", 4222, "NATS port (a free one is picked if it is taken)")
+	geoip := flag.String("geoip", "", "country data for the edge in Tor's geoip format: a folder holding geoip and geoip6 (go tool task up passes .data/geoip), or files, comma-separated; empty: clicks carry no country")
 	flag.Parse()
+	if *geoip != "" {
+		o.GeoIP = strings.Split(*geoip, ",")
+	}
 	o.Snapshots = &snapshots.Schedule{}
 	o.Stdout = os.Stdout
 	o.Log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))

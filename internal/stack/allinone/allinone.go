@@ -15,10 +15,12 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/edgelink/edgelink/control/controlserver"
 	"github.com/edgelink/edgelink/control/snapshots"
 	"github.com/edgelink/edgelink/edge/edgeserver"
+	"github.com/edgelink/edgelink/edge/geo"
 	"github.com/edgelink/edgelink/internal/stack"
 	"github.com/edgelink/edgelink/shared/link"
 )
@@ -40,6 +42,10 @@ type Options struct {
 	Edge func(*edgeserver.Config)
 	// Control, if set, adjusts control's configuration before it starts.
 	Control func(*controlserver.Config)
+	// GeoIP, if set, names the edge's country data in Tor's format (a
+	// directory holding geoip and geoip6, or the files: `go tool task up`
+	// passes the .data/geoip that `go tool task geoip` fills).
+	GeoIP []string
 	// Snapshots, if set, is control's snapshot build schedule; nil builds
 	// none (tests that count overlay entries must not see swaps), and
 	// `go tool task up` sets the default schedule.
@@ -49,6 +55,9 @@ type Options struct {
 // Ready describes the running stack.
 type Ready struct {
 	ControlURL, EdgeURL, NATSURL, DatabaseURL, APIKey string
+	// Countries says where the edge's country data came from, or that it
+	// has none.
+	Countries string
 }
 
 // Run starts the stack, serves until ctx is done or a component fails,
@@ -105,6 +114,14 @@ func Run(ctx context.Context, o Options) (err error) {
 	}
 	ecfg := edgeserver.Config{HTTPAddr: o.EdgeAddr, NATSURL: ns.URL(), Name: "local", Log: o.Log,
 		SnapshotDir: filepath.Join(dataDir, "edge-local"), CodeKeysFile: codeKeys}
+	countries := "off (no country data named)"
+	if len(o.GeoIP) > 0 {
+		// Loaded here rather than by the edge, to say what was loaded.
+		if ecfg.Geo, err = geo.LoadTor(o.GeoIP...); err != nil {
+			return err
+		}
+		countries = describeCountries(ecfg.Geo.Info())
+	}
 	edge, err := stack.StartEdge(ctx, with(ecfg, o.Edge))
 	if err != nil {
 		return err
@@ -127,7 +144,8 @@ func Run(ctx context.Context, o Options) (err error) {
 	if err != nil {
 		return err
 	}
-	ready := Ready{ControlURL: control.URL, EdgeURL: edge.URL, NATSURL: ns.URL(), DatabaseURL: pg.DSN, APIKey: key}
+	ready := Ready{ControlURL: control.URL, EdgeURL: edge.URL, NATSURL: ns.URL(), DatabaseURL: pg.DSN, APIKey: key,
+		Countries: countries}
 	printWelcome(o.Stdout, ready)
 	if o.OnReady != nil {
 		o.OnReady(ready)
@@ -146,6 +164,17 @@ func with[C any](cfg C, change func(*C)) C {
 		change(&cfg)
 	}
 	return cfg
+}
+
+// describeCountries is one line on the country data in use, with its
+// licence: IPFire's Location data asks to be attributed.
+func describeCountries(i geo.Info) string {
+	date := "undated"
+	if !i.Generated.IsZero() {
+		date = "generated " + i.Generated.Format(time.DateOnly)
+	}
+	return fmt.Sprintf("on: IPFire Location data (CC BY-SA 4.0), %s, %d IPv4 and %d IPv6 ranges, loaded in %v",
+		date, i.V4Ranges, i.V6Ranges, i.Load.Round(time.Millisecond))
 }
 
 func prefix(what string, err error) error {
@@ -198,6 +227,7 @@ edgelink is running.
   NATS          %s
   PostgreSQL    %s
   dev API key   %s
+  countries     %s
 
 Create a link:
 
@@ -221,6 +251,6 @@ link on it, and follow it with that Host:
   curl -sS -i -H 'Host: go.example.test' %s/CODE
 
 Press Ctrl-C to stop; data is kept for the next start.
-`, r.ControlURL, r.ControlURL, r.EdgeURL, r.NATSURL, r.DatabaseURL, r.APIKey, r.ControlURL, r.APIKey, r.EdgeURL,
+`, r.ControlURL, r.ControlURL, r.EdgeURL, r.NATSURL, r.DatabaseURL, r.APIKey, r.Countries, r.ControlURL, r.APIKey, r.EdgeURL,
 		r.ControlURL, r.APIKey, r.ControlURL, r.APIKey, r.EdgeURL)
 }
