@@ -4,6 +4,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -13,6 +14,8 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
+	"strings"
 	"syscall"
 	"time"
 
@@ -36,8 +39,8 @@ type cli struct {
 	NotFoundBurst     int           `name:"not-found-burst" default:"1000" env:"EDGELINK_EDGE_NOT_FOUND_BURST" help:"Burst of 404s per client IP."`
 	TrustedProxies    []string      `name:"trusted-proxies" env:"EDGELINK_EDGE_TRUSTED_PROXIES" help:"Proxies (addresses or CIDRs, comma-separated) whose X-Forwarded-For, or PROXY protocol header with --proxy-protocol, names the client."`
 	ProxyProtocol     bool          `name:"proxy-protocol" env:"EDGELINK_EDGE_PROXY_PROTOCOL" help:"Connections from --trusted-proxies must start with a PROXY protocol (v1/v2) header naming the client."`
-	GeoIP             []string      `name:"geoip" type:"path" xor:"geo" env:"EDGELINK_EDGE_GEOIP" help:"Country data in Tor's geoip format, for each click's country: a directory holding geoip and geoip6 (Debian's tor-geoipdb: IPFire Location, CC BY-SA 4.0), or the files, comma-separated. The edge does not start if it cannot load them."`
-	GeoIPMMDB         string        `name:"geoip-mmdb" type:"path" xor:"geo" env:"EDGELINK_EDGE_GEOIP_MMDB" help:"Country data from a MaxMind DB file instead of --geoip (GeoLite2/GeoIP2 or DB-IP country or city .mmdb), read whole at start."`
+	GeoIP             []string      `name:"geoip" env:"EDGELINK_EDGE_GEOIP" help:"Country data in Tor's geoip format, for each click's country: a directory holding geoip and geoip6 (Debian's tor-geoipdb: IPFire Location, CC BY-SA 4.0), or the files, comma-separated. The edge does not start if it cannot load them."`
+	GeoIPMMDB         string        `name:"geoip-mmdb" env:"EDGELINK_EDGE_GEOIP_MMDB" help:"Country data from a MaxMind DB file instead of --geoip (GeoLite2/GeoIP2 or DB-IP country or city .mmdb), read whole at start. Empty values of either are unset, so a deployment can clear one and set the other."`
 	CodeKeys          string        `name:"code-keys" type:"path" env:"EDGELINK_CODE_KEYS" help:"The operator's code key file (lines 'name base64-key'), the same as control's: FF1 domains' unknown codes are ruled out from memory with it; without a domain's key its misses are asked of control."`
 
 	SnapshotDir      string        `name:"snapshot-dir" env:"EDGELINK_EDGE_SNAPSHOT_DIR" help:"Folder keeping the newest snapshot, loaded at boot without NATS (default .data/edge-<name>; 'none' keeps none)."`
@@ -66,6 +69,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, onListen 
 	}
 	if _, err := parser.Parse(args); err != nil {
 		return err
+	}
+	// An empty value is no value: clearing an inherited variable is how a
+	// deployment turns the image's default data off or swaps it.
+	c.GeoIP = slices.DeleteFunc(c.GeoIP, func(s string) bool { return strings.TrimSpace(s) == "" })
+	if len(c.GeoIP) > 0 && c.GeoIPMMDB != "" {
+		return errors.New("--geoip (EDGELINK_EDGE_GEOIP) and --geoip-mmdb (EDGELINK_EDGE_GEOIP_MMDB) both name country data: give one")
 	}
 	var level slog.Level
 	_ = level.UnmarshalText([]byte(c.LogLevel))

@@ -53,9 +53,11 @@ func TestGeoIPFlags(t *testing.T) {
 		env  map[string]string
 		want string
 	}{
-		{"both flags", []string{"--geoip", "../../geo/testdata", "--geoip-mmdb", "x.mmdb"}, nil, "can't be used together"},
-		{"flag and env", []string{"--geoip", "../../geo/testdata"}, map[string]string{"EDGELINK_EDGE_GEOIP_MMDB": "x.mmdb"}, "can't be used together"},
-		{"bad line", []string{"--geoip", bad}, nil, bad + " line 3: range end"},
+		{"both flags", []string{"--geoip", "../../geo/testdata", "--geoip-mmdb", "x.mmdb"}, nil, "both name country data"},
+		{"flag and env", []string{"--geoip", "../../geo/testdata"}, map[string]string{"EDGELINK_EDGE_GEOIP_MMDB": "x.mmdb"}, "both name country data"},
+		// A cleared variable is unset: the other is used.
+		{"cleared geoip", nil, map[string]string{"EDGELINK_EDGE_GEOIP": "", "EDGELINK_EDGE_GEOIP_MMDB": bad}, "load mmdb " + bad},
+		{"bad line", []string{"--geoip", bad}, map[string]string{"EDGELINK_EDGE_GEOIP_MMDB": ""}, bad + " line 3: range end"},
 		{"missing dir", []string{"--geoip", t.TempDir()}, nil, "geoip"},
 		{"missing mmdb", nil, map[string]string{"EDGELINK_EDGE_GEOIP_MMDB": filepath.Join(t.TempDir(), "none.mmdb")}, "none.mmdb"},
 		{"not an mmdb", []string{"--geoip-mmdb", bad}, nil, "load mmdb " + bad},
