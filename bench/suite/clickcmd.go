@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"math/rand/v2"
+	"net/netip"
 	"os"
 	"os/signal"
 	"runtime/pprof"
@@ -236,7 +237,8 @@ func clickGen(args []string) error {
 			if ref == tail {
 				ref = len(referers) + r.IntN(tailReferrers)
 			}
-			rec.Record(link.DefaultDomain, q.code, refs[ref].raw, uas[ua].raw, q.status, at)
+			c := r.IntN(1 << 20) // a client of a million
+			rec.Record(link.DefaultDomain, q.code, refs[ref].raw, uas[ua].raw, netip.AddrFrom4([4]byte{10, byte(c >> 16), byte(c >> 8), byte(c)}), q.status, at)
 			if !q.known {
 				final.Unknown++
 				continue

@@ -3,9 +3,15 @@
 // clicks in batches, service times as a histogram delta every ReportEvery.
 //
 // The request handler only copies bytes into a fixed, lock-free ring (and
-// adds one to a histogram bucket); classifying the User-Agent and cutting
-// the referrer down to its host happen in the publisher goroutine, so
-// neither the time nor an allocation of it lands on a redirect.
+// adds one to a histogram bucket); classifying the User-Agent, cutting the
+// referrer down to its host, looking the client's country up (Config.Geo)
+// and hashing the visitor (Config.Visitors) happen in the publisher
+// goroutine, so neither the time nor an allocation of it lands on a
+// redirect.
+//
+// The client's address is in the ring only until its click is encoded
+// (then zeroed): it is never published, logged or kept. What a click
+// carries is shared/clicks' format.
 package clickpub
 
 import (
@@ -16,6 +22,7 @@ import (
 	"hash/maphash"
 	"log/slog"
 	"math/bits"
+	"net/netip"
 	"strconv"
 	"sync/atomic"
 	"time"
@@ -33,13 +40,34 @@ type Publisher interface {
 	CreateStream(ctx context.Context, cfg jetstream.StreamConfig) (jetstream.Stream, error)
 }
 
+// Geo gives the country of a client address: ISO 3166-1 alpha-2, upper
+// case, and whether it knows one. It must not allocate or block (a table
+// in memory: edge/geo); the publisher asks it once per click.
+type Geo interface {
+	Lookup(netip.Addr) ([2]byte, bool)
+}
+
+// Visitors gives the visitor hash of a click at atMillis from client with
+// userAgent (edge/visitorsalt: keyed by the salt of the click's UTC day),
+// and false when it has none (no salt for that day). It must not allocate
+// or block.
+type Visitors interface {
+	Hash(atMillis int64, client netip.Addr, userAgent []byte) (uint64, bool)
+}
+
 // Config sizes the recorder. Zero values take the defaults noted.
 type Config struct {
 	Edge string // the edge's name: the subject suffix
+	// Geo (optional) gives clicks their country; without it every click's
+	// is unknown.
+	Geo Geo
+	// Visitors (optional) gives clicks their visitor hash; without it
+	// every click's is unknown.
+	Visitors Visitors
 	// Buffer is how many clicks may wait for publishing, rounded up to a
-	// power of two (default 65,536, about 22 MiB: a click keeps up to 128
-	// bytes of Referer and 160 of User-Agent); past it clicks are dropped
-	// and counted.
+	// power of two (default 65,536, about 28 MiB: a click keeps up to 128
+	// bytes of Referer, 256 of User-Agent and the client's address); past
+	// it clicks are dropped and counted.
 	Buffer int
 	// Batch is the most clicks in one message (default 1024).
 	Batch int
@@ -69,6 +97,7 @@ type slot struct {
 	nCode  uint8
 	nRef   uint8
 	nUA    uint16
+	client [16]byte // IPv4 as IPv4-mapped; zero: none (never a real client)
 	code   [link.MaxCodeLen]byte
 	ref    [rawReferrerLen]byte
 	ua     [clicks.MaxUserAgentLen]byte
@@ -101,6 +130,12 @@ type Recorder struct {
 	// stored in the stream; Dropped, clicks lost on the edge: refused by
 	// a full ring or in a batch whose publish failed.
 	Recorded, Published, Dropped atomic.Uint64
+	// Clicks encoded without a country or a visitor hash, by why: NoClient
+	// (the handler gave no usable address: neither), NoGeo (no Geo
+	// configured), NoCountry (Geo knows no country for the address, or
+	// gave an invalid one), NoSalt (Visitors holds no salt for the
+	// click's day, or none is configured).
+	NoClient, NoGeo, NoCountry, NoSalt atomic.Uint64
 }
 
 // New returns a recorder publishing with pub.
@@ -149,11 +184,12 @@ func (r *Recorder) Buffered() uint64 {
 	return accepted - done
 }
 
-// Record queues a click on code of domain d answered with status at
-// atMillis, keeping at most 128 bytes of referer and 160 of userAgent, or
-// counts it dropped when the ring is full. Codes longer than
-// link.MaxCodeLen are ignored. It implements redirect.ClickRecorder.
-func (r *Recorder) Record(d link.DomainID, code, referer, userAgent []byte, status int, atMillis int64) {
+// Record queues a click on code of domain d from client answered with
+// status at atMillis, keeping at most 128 bytes of referer and
+// clicks.MaxUserAgentLen of userAgent, or counts it dropped when the ring
+// is full. Codes longer than link.MaxCodeLen are ignored. It never blocks
+// or allocates. It implements redirect.ClickRecorder.
+func (r *Recorder) Record(d link.DomainID, code, referer, userAgent []byte, client netip.Addr, status int, atMillis int64) {
 	if len(code) > link.MaxCodeLen {
 		return
 	}
@@ -170,6 +206,7 @@ func (r *Recorder) Record(d link.DomainID, code, referer, userAgent []byte, stat
 			s.nCode = uint8(copy(s.code[:], code))
 			s.nRef = uint8(copy(s.ref[:], referer))
 			s.nUA = uint16(copy(s.ua[:], userAgent))
+			s.client = client.Unmap().As16() // the zero Addr gives zeros
 			s.seq.Store(pos + 1)
 			if (pos+1)%uint64(r.cfg.Batch) == 0 {
 				select {
@@ -268,6 +305,63 @@ func (r *Recorder) classify(ua []byte) clicks.Agent {
 	return a
 }
 
+// appendClicks encodes the next n clicks of the ring into b and frees
+// their slots. Per click: the User-Agent's classes (cached), the
+// referrer's host, the country and the visitor hash; nothing allocates
+// but b's growth.
+func (r *Recorder) appendClicks(b []byte, n int) []byte {
+	var host [clicks.MaxReferrerLen]byte
+	for range n {
+		s := &r.ring[r.head&r.mask]
+		ua := s.ua[:s.nUA]
+		a := r.classify(ua)
+		c := clicks.ClickView{Domain: s.domain, Code: s.code[:s.nCode], At: s.at, Status: s.status,
+			Device: a.Device, Bot: a.Bot, Browser: a.Browser, OS: a.OS, Referrer: clicks.ReferrerHost(host[:], s.ref[:s.nRef])}
+		r.attribute(&c, netip.AddrFrom16(s.client).Unmap(), ua)
+		b = clicks.AppendClick(b, c)
+		s.client = [16]byte{}            // the address goes no further than this
+		s.seq.Store(r.head + r.mask + 1) // free for the next lap
+		r.head++
+	}
+	return b
+}
+
+// attribute sets c's country and visitor hash from the client's address,
+// counting what it could not set. An address Geo answers with anything
+// but two letters is unknown: a batch carrying it would be refused whole.
+func (r *Recorder) attribute(c *clicks.ClickView, client netip.Addr, ua []byte) {
+	if client.IsUnspecified() { // the zero slot: no address
+		r.NoClient.Add(1)
+		return
+	}
+	switch {
+	case r.cfg.Geo == nil:
+		r.NoGeo.Add(1)
+	default:
+		cc, ok := r.cfg.Geo.Lookup(client)
+		cc[0], cc[1] = upper(cc[0]), upper(cc[1])
+		if ok && cc != [2]byte{} && clicks.ValidCountry(cc) {
+			c.Country = cc
+		} else {
+			r.NoCountry.Add(1)
+		}
+	}
+	if r.cfg.Visitors != nil {
+		if h, ok := r.cfg.Visitors.Hash(c.At, client, ua); ok {
+			c.Visitor = h
+			return
+		}
+	}
+	r.NoSalt.Add(1)
+}
+
+func upper(c byte) byte {
+	if 'a' <= c && c <= 'z' {
+		return c - 'a' + 'A'
+	}
+	return c
+}
+
 // flush publishes one batch, reporting whether it published a full one
 // (more may be queued).
 func (r *Recorder) flush(ctx context.Context, buf *[]byte, ensured *bool) bool {
@@ -279,16 +373,7 @@ func (r *Recorder) flush(ctx context.Context, buf *[]byte, ensured *bool) bool {
 	if n == 0 {
 		return false
 	}
-	b := clicks.AppendHeader((*buf)[:0], r.source(), n)
-	var host [clicks.MaxReferrerLen]byte
-	for range n {
-		s := &r.ring[r.head&r.mask]
-		a := r.classify(s.ua[:s.nUA])
-		b = clicks.AppendClick(b, clicks.ClickView{Domain: s.domain, Code: s.code[:s.nCode], At: s.at, Status: s.status,
-			Device: a.Device, Bot: a.Bot, Browser: a.Browser, OS: a.OS, Referrer: clicks.ReferrerHost(host[:], s.ref[:s.nRef])})
-		s.seq.Store(r.head + r.mask + 1) // free for the next lap
-		r.head++
-	}
+	b := r.appendClicks(clicks.AppendHeader((*buf)[:0], r.source(), n), n)
 	*buf = b
 
 	r.batch++

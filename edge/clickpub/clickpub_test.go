@@ -3,6 +3,7 @@ package clickpub
 import (
 	"context"
 	"errors"
+	"net/netip"
 	"sync"
 	"testing"
 	"time"
@@ -18,6 +19,7 @@ var (
 	code    = []byte("00000A")
 	referer = []byte("https://t.co/abc?utm=1")
 	iphone  = []byte("Mozilla/5.0 (iPhone; CPU iPhone OS 17_4 like Mac OS X) AppleWebKit/605.1.15 (KHTML, like Gecko) Version/17.4 Mobile/15E148 Safari/604.1")
+	alice   = netip.MustParseAddr("203.0.113.7")
 )
 
 // capture is a Publisher keeping every message, optionally failing.
@@ -57,7 +59,7 @@ func (c *capture) clicks() (n int, last clicks.Batch) {
 
 func TestRecordDoesNotAllocate(t *testing.T) {
 	r := New(nil, Config{Buffer: 1 << 20})
-	if n := testing.AllocsPerRun(1000, func() { r.Record(12345, code, referer, iphone, 302, 1) }); n != 0 {
+	if n := testing.AllocsPerRun(1000, func() { r.Record(12345, code, referer, iphone, alice, 302, 1) }); n != 0 {
 		t.Fatalf("Record allocated %v times", n)
 	}
 	if n := testing.AllocsPerRun(1000, func() { r.RecordLatency(150 * time.Nanosecond) }); n != 0 {
@@ -68,7 +70,7 @@ func TestRecordDoesNotAllocate(t *testing.T) {
 func TestFullBufferDrops(t *testing.T) {
 	r := New(nil, Config{Buffer: 4})
 	for range 10 {
-		r.Record(0, code, nil, nil, 302, 1)
+		r.Record(0, code, nil, nil, alice, 302, 1)
 	}
 	if r.tail.Load() != 4 || r.Dropped.Load() != 6 || r.Buffered() != 4 {
 		t.Fatalf("accepted %d dropped %d buffered %d; want 4, 6, 4", r.tail.Load(), r.Dropped.Load(), r.Buffered())
@@ -90,7 +92,7 @@ func TestConcurrentRecordingLosesNothing(t *testing.T) {
 	for p := range producers {
 		wg.Go(func() {
 			for i := range each {
-				r.Record(link.DomainID(p), code, referer, iphone, 301+p, int64(p*each+i))
+				r.Record(link.DomainID(p), code, referer, iphone, alice, 301+p, int64(p*each+i))
 			}
 		})
 	}
@@ -123,7 +125,7 @@ func TestFailedPublishIsCountedDropped(t *testing.T) {
 	var buf []byte
 	ensured := false
 	for range 25 {
-		r.Record(0, code, nil, nil, 302, 1)
+		r.Record(0, code, nil, nil, alice, 302, 1)
 	}
 	for r.flush(context.Background(), &buf, &ensured) {
 	}
@@ -164,7 +166,7 @@ func TestPublishesToTheStream(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- r.Run(ctx) }()
 	for i := range 250 {
-		r.Record(link.DomainID(i%3), code, referer, []byte("curl/8.0"), 302, int64(i))
+		r.Record(link.DomainID(i%3), code, referer, []byte("curl/8.0"), alice, 302, int64(i))
 	}
 	cancel()
 	<-done
@@ -212,7 +214,7 @@ func BenchmarkRecordParallel(b *testing.B) {
 	b.RunParallel(func(pb *testing.PB) {
 		var head uint64
 		for pb.Next() {
-			r.Record(0, code, referer, iphone, 302, 1)
+			r.Record(0, code, referer, iphone, alice, 302, 1)
 			// Stand in for the publisher: keep the ring from filling.
 			if r.tail.Load()-head > 1<<15 {
 				r.drainForBench(&head)

@@ -17,6 +17,7 @@ import (
 	"net"
 	"net/netip"
 	"strings"
+	"unsafe"
 )
 
 // Resolver is safe for concurrent use. The zero value trusts no proxy.
@@ -127,11 +128,22 @@ func (r *Resolver) Client(peer net.IP, xff [][]byte) netip.Addr {
 
 // parseHop reads one X-Forwarded-For entry: an address, or an address with
 // a port ("192.0.2.1:4711", "[2001:db8::1]:4711"), as some proxies write.
+// A zone ("fe80::1%eth0") is no client's: refused. It does not allocate
+// for a valid entry: the edge resolves the client of every redirect (for
+// its click's country and visitor hash), not only of 404s.
 func parseHop(b []byte) (netip.Addr, bool) {
-	if a, err := netip.ParseAddr(string(b)); err == nil {
+	if len(b) == 0 || bytes.IndexByte(b, '%') >= 0 {
+		return netip.Addr{}, false
+	}
+	// The bytes are read in place, not copied into a string: neither
+	// parser keeps its input once it has returned an address (zones, the
+	// one part an Addr would keep, are refused above), and the errors
+	// that hold it are dropped here.
+	s := unsafe.String(&b[0], len(b))
+	if a, err := netip.ParseAddr(s); err == nil {
 		return a.Unmap(), true
 	}
-	if ap, err := netip.ParseAddrPort(string(b)); err == nil {
+	if ap, err := netip.ParseAddrPort(s); err == nil {
 		return ap.Addr().Unmap(), true
 	}
 	return netip.Addr{}, false

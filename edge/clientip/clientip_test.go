@@ -3,6 +3,7 @@ package clientip
 import (
 	"net"
 	"net/netip"
+	"strings"
 	"testing"
 )
 
@@ -119,5 +120,30 @@ func TestProxied(t *testing.T) {
 	c := &conn{remote: tcp("10.1.2.3:4000")}
 	if n := testing.AllocsPerRun(100, func() { _ = r.Proxied(c) }); n != 0 {
 		t.Errorf("Proxied allocates %v times per call; want 0", n)
+	}
+}
+
+// TestClientDoesNotAllocate: the edge resolves the client of every
+// redirect (its click's country and visitor hash), so reading a forwarded
+// address allocates nothing, IPv4 or IPv6, through trusted hops.
+func TestClientDoesNotAllocate(t *testing.T) {
+	r, err := New([]string{"10.0.0.0/8", "2001:db8:ffff::/48"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	peer := net.ParseIP("10.1.2.3")
+	for _, xff := range []string{"203.0.113.9", "198.51.100.1, 10.0.0.7", "2001:db8::1234, 2001:db8:ffff::1"} {
+		list := [][]byte{[]byte(xff)}
+		want := netip.MustParseAddr(strings.TrimSpace(strings.Split(xff, ",")[0]))
+		if got := r.Client(peer, list); got != want {
+			t.Fatalf("Client(%q) = %v; want %v", xff, got, want)
+		}
+		if n := testing.AllocsPerRun(100, func() { r.Client(peer, list) }); n != 0 {
+			t.Errorf("Client(%q) allocated %v times", xff, n)
+		}
+	}
+	// A zone is no client's: the hop before it stands for the client.
+	if got := r.Client(peer, [][]byte{[]byte("fe80::1%eth0")}); got != netip.MustParseAddr("10.1.2.3") {
+		t.Fatalf("a zoned entry gave %v; want the trusted peer", got)
 	}
 }

@@ -44,11 +44,13 @@ type Limiter interface {
 }
 
 // ClickRecorder takes a click per redirect: the link (domain and code),
-// the request's Referer and User-Agent (the recorder keeps what it needs;
-// never the client's IP), the status answered and the time. It must not
-// block, allocate or keep the slices.
+// the request's Referer and User-Agent, the client's address (as ClientIP
+// says: the peer, or what trusted proxies forwarded; the recorder derives
+// the country and visitor hash from it off the response path and
+// publishes neither it nor the raw headers), the status answered and the
+// time. It must not block, allocate or keep the slices.
 type ClickRecorder interface {
-	Record(d link.DomainID, code, referer, userAgent []byte, status int, atMillis int64)
+	Record(d link.DomainID, code, referer, userAgent []byte, client netip.Addr, status int, atMillis int64)
 }
 
 // HostResolver answers a host the domain table lacks (resolve.Hosts): its
@@ -217,7 +219,7 @@ func (h *Handler) answer(ctx *fasthttp.RequestCtx, d link.DomainID, code []byte,
 	}
 	h.Counters.Hits.Add(1)
 	if h.Clicks != nil {
-		h.Clicks.Record(d, code, ctx.Request.Header.Referer(), ctx.Request.Header.UserAgent(), int(rt), now)
+		h.Clicks.Record(d, code, ctx.Request.Header.Referer(), ctx.Request.Header.UserAgent(), h.clientIP(ctx), int(rt), now)
 	}
 	// SetCanonical: the keys are already canonical, so fasthttp need not
 	// normalize them on every hit.
