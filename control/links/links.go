@@ -13,6 +13,7 @@ import (
 	"github.com/edgelink/edgelink/shared/base62"
 	"github.com/edgelink/edgelink/shared/ff1"
 	"github.com/edgelink/edgelink/shared/link"
+	"github.com/edgelink/edgelink/shared/passhash"
 )
 
 // IDSource hands out link IDs that are never handed out again.
@@ -48,6 +49,13 @@ type Config struct {
 	// MaxCoalesce bounds the creates one shared transaction carries
 	// (default 500).
 	MaxCoalesce int
+	// Hashers bounds the passwords hashed at once (default
+	// DefaultHashers), each taking PasswordParams.Memory while it runs.
+	Hashers int
+	// PasswordParams are the argon2id parameters new password hashes are
+	// made with (default passhash.Default); hashes keep their own, so
+	// changing them leaves every stored password working.
+	PasswordParams passhash.Params
 	// Keys are the operator's code keys (--code-keys): FF1 domains'
 	// generated codes are made with them. Nil is no keys, so no link can
 	// be created on an FF1 domain.
@@ -67,6 +75,7 @@ type Service struct {
 	reserved map[string]bool
 	co       *coalescer
 	domains  *domainCache
+	hashers  chan struct{} // a token per password being hashed
 
 	wasted, reservedSkips atomic.Uint64
 }
@@ -89,8 +98,14 @@ func New(store Store, ids IDSource, cfg Config) *Service {
 	if cfg.DomainTTL <= 0 {
 		cfg.DomainTTL = DefaultDomainTTL
 	}
+	if cfg.Hashers <= 0 {
+		cfg.Hashers = DefaultHashers
+	}
+	if cfg.PasswordParams == (passhash.Params{}) {
+		cfg.PasswordParams = passhash.Default
+	}
 	s := &Service{store: store, ids: ids, cfg: cfg, reserved: Reserved(cfg.Reserved),
-		domains: newDomainCache(store, cfg.Keys, cfg.DomainTTL, cfg.Now)}
+		domains: newDomainCache(store, cfg.Keys, cfg.DomainTTL, cfg.Now), hashers: make(chan struct{}, cfg.Hashers)}
 	s.co = newCoalescer(s.writeCreates, cfg.Writers, cfg.MaxCoalesce)
 	return s
 }
@@ -127,6 +142,17 @@ type CreateRequest struct {
 	// Tags are the link's tags, normalized on the way in (NormalizeTags);
 	// at most MaxTags.
 	Tags []string
+	// Rules are the link's routing rules as sent (docs/rules.md):
+	// countries and languages in any case and order, each target a URL
+	// as URL is; they are normalized as the link's target is. At most
+	// link.MaxRules.
+	Rules []link.Rule
+	// Password, when set, protects the link (passhash.CheckPassword). It
+	// is hashed (argon2id) and never kept, nor logged.
+	Password string
+	// MaxClicks is how many counted clicks the link redirects for; 0 for
+	// no limit.
+	MaxClicks int64
 	// IdempotencyKey, if set, makes the create idempotent for the tenant.
 	IdempotencyKey string
 	// Rejected, in a batch, is why the transport could not read this item;
@@ -163,6 +189,11 @@ func (s *Service) Create(ctx context.Context, tenantID int64, req CreateRequest)
 		return Created{}, err
 	}
 	l.TenantID, l.DomainID, l.Domain = tenantID, d.ID, d.Host
+	// Last of the checks: a password costs a hash.
+	if l.Extras, err = s.extras(ctx, &req); err != nil {
+		return Created{}, err
+	}
+	l.PasswordProtected = l.Extras.PasswordHash != ""
 	it := &item{link: l, domain: d, custom: req.Code != "", key: req.IdempotencyKey}
 	if it.key != "" {
 		it.hash = requestHash("link", l, req.Code)
@@ -276,6 +307,12 @@ type Update struct {
 	Status    *link.Status // active or disabled
 	// Title set to "" removes the title.
 	Title *string
+	// Rules replace the link's rules; an empty list removes them.
+	Rules *[]link.Rule
+	// Password set to "" removes the password; another value replaces it.
+	Password *string
+	// MaxClicks set to 0 removes the click limit.
+	MaxClicks *int64
 }
 
 // Update changes one of the tenant's links and returns its new state, with
@@ -290,8 +327,9 @@ func (s *Service) Update(ctx context.Context, tenantID int64, domain, code strin
 		return nil, link.ErrNotFound
 	}
 	var c Change
-	if u.URL == nil && u.RedirectType == nil && u.ExpiresAt == nil && u.Status == nil && u.Title == nil {
-		return nil, fmt.Errorf("%w: nothing to change; send url, redirect_type, expires_at, status or title", link.ErrInvalidInput)
+	if u.URL == nil && u.RedirectType == nil && u.ExpiresAt == nil && u.Status == nil && u.Title == nil &&
+		u.Rules == nil && u.Password == nil && u.MaxClicks == nil {
+		return nil, fmt.Errorf("%w: nothing to change; send url, redirect_type, expires_at, status, title, rules, password or max_clicks", link.ErrInvalidInput)
 	}
 	if u.Title != nil {
 		if err := checkTitle(*u.Title); err != nil {
@@ -323,6 +361,10 @@ func (s *Service) Update(ctx context.Context, tenantID int64, domain, code strin
 			return nil, fmt.Errorf("%w: status must be active or disabled; DELETE removes a link", link.ErrInvalidInput)
 		}
 		c.SetStatus, c.Status = true, *u.Status
+	}
+	// Last of the checks: a password costs a hash.
+	if err := s.updateExtras(ctx, &u, &c); err != nil {
+		return nil, err
 	}
 	return s.store.UpdateLink(ctx, tenantID, d.ID, code, c)
 }

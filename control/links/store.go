@@ -89,7 +89,7 @@ type StoredResponse struct {
 }
 
 // NewLink is a link to insert. Link's ID, Code, TenantID, Namespace, URL,
-// URLOriginal, RedirectType and ExpiresAt are inputs, and so are Domain
+// URLOriginal, RedirectType, ExpiresAt and Extras are inputs, and so are Domain
 // (the ID is in its range), Title (empty: none) and Tags (normalized),
 // which go in with the link or not at all.
 type NewLink struct {
@@ -155,4 +155,10 @@ type Change struct {
 	Status       link.Status
 	SetTitle     bool
 	Title        string // "" removes the title
+	SetRules     bool
+	Rules        []link.Rule // normalized (Service.Update checked them); nil removes them
+	SetPassword  bool
+	PasswordHash string // passhash's encoding; "" removes the password
+	SetMaxClicks bool
+	MaxClicks    int64 // 0 removes the limit
 }
