@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/edgelink/edgelink/control/authfail"
+	"github.com/edgelink/edgelink/control/importjobs"
 	"github.com/edgelink/edgelink/control/links"
 	"github.com/edgelink/edgelink/shared/link"
 )
@@ -107,6 +108,7 @@ type Links interface {
 	Create(ctx context.Context, tenantID int64, req links.CreateRequest) (links.Created, error)
 	Get(ctx context.Context, tenantID int64, domain, code string) (*links.Link, error)
 	List(ctx context.Context, tenantID int64, q links.ListRequest) ([]*links.Link, uint64, error)
+	ListPage(ctx context.Context, tenantID int64, q links.ListRequest) (links.Page, error)
 	Update(ctx context.Context, tenantID int64, domain, code string, u links.Update) (*links.Link, error)
 	Delete(ctx context.Context, tenantID int64, domain, code string) (*links.Link, error)
 	TagLinks(ctx context.Context, tenantID int64, c links.TagChange) ([]*links.Link, error)
@@ -145,8 +147,16 @@ type Config struct {
 	// Stats, if set, reads the click rollups for the stats pages: the
 	// store the API's stats endpoints read. Nil answers them 404.
 	Stats StatsReader
-	Now   func() time.Time
-	Log   *slog.Logger
+	// Imports, if set, runs bulk uploads (importjobs.Queue). Nil answers
+	// the bulk pages 404.
+	Imports Imports
+	// MaxUploadBytes bounds an uploaded file (default DefaultMaxUpload);
+	// MaxActiveImports the imports a tenant may have waiting or running
+	// (default 3).
+	MaxUploadBytes   int64
+	MaxActiveImports int
+	Now              func() time.Time
+	Log              *slog.Logger
 }
 
 //go:embed templates/*.html
@@ -189,6 +199,12 @@ func New(sessions Sessions, keys Keys, l Links, cfg Config) (*Server, error) {
 	}
 	if cfg.SignInFailureBurst <= 0 {
 		cfg.SignInFailureBurst = 10
+	}
+	if cfg.MaxUploadBytes <= 0 {
+		cfg.MaxUploadBytes = DefaultMaxUpload
+	}
+	if cfg.MaxActiveImports <= 0 {
+		cfg.MaxActiveImports = defaultMaxActive
 	}
 	secure := strings.HasPrefix(strings.ToLower(cfg.PublicURL), "https://")
 	if cfg.Secure != nil {
@@ -239,6 +255,13 @@ func (s *Server) routes() {
 	s.mux.HandleFunc("GET "+Prefix+"keys", s.authed(s.listKeys))
 	s.mux.HandleFunc("POST "+Prefix+"keys", s.authed(s.createKey))
 	s.mux.HandleFunc("POST "+Prefix+"keys/{id}/revoke", s.authed(s.revokeKey))
+	if s.cfg.Imports != nil {
+		s.mux.HandleFunc("GET "+Prefix+"imports", s.authed(s.bulkPage))
+		s.mux.HandleFunc("POST "+Prefix+"imports", s.authedUpload(s.createImport))
+		s.mux.HandleFunc("GET "+Prefix+"imports/{id}", s.authed(s.jobPage))
+		s.mux.HandleFunc("GET "+Prefix+"imports/{id}/mapping.csv", s.authed(s.jobOutput(importjobs.Mapping)))
+		s.mux.HandleFunc("GET "+Prefix+"imports/{id}/rejects.csv", s.authed(s.jobOutput(importjobs.Rejects)))
+	}
 	s.mux.HandleFunc(Prefix, func(w http.ResponseWriter, r *http.Request) {
 		s.errorPage(w, r, http.StatusNotFound, "There is no such page in the console.")
 	})

@@ -23,6 +23,7 @@ import (
 	"github.com/edgelink/edgelink/control/domains"
 	"github.com/edgelink/edgelink/control/idalloc"
 	"github.com/edgelink/edgelink/control/idalloc/kvwitness"
+	"github.com/edgelink/edgelink/control/importjobs"
 	"github.com/edgelink/edgelink/control/links"
 	"github.com/edgelink/edgelink/control/metrics"
 	"github.com/edgelink/edgelink/control/outbox"
@@ -140,6 +141,16 @@ type Config struct {
 	// DomainKey is the key name new FF1 domains get when they name none
 	// (--domain-key); it must be in CodeKeysFile.
 	DomainKey string
+	// Webhooks is how webhooks are sent (webhooks.go).
+	Webhooks WebhookConfig
+	// ImportMaxBytes bounds a file uploaded to the console's bulk upload
+	// (--import-max-bytes; zero takes console.DefaultMaxUpload, at most
+	// 64 MiB, which the schema bounds).
+	ImportMaxBytes int64
+	// Imports tunes the runner of the console's bulk imports (leases,
+	// bounds, retention); zero fields take importjobs' defaults (its
+	// Instance a name unique to this process), Log this instance's.
+	Imports importjobs.Config
 }
 
 // Run serves until ctx is done, then shuts down in order: stop taking
@@ -247,9 +258,13 @@ func Run(ctx context.Context, cfg Config) error {
 		Targets:  links.TargetPolicy{Blocked: cfg.BlockedDomains, AllowPrivate: cfg.AllowPrivateTargets},
 		OnChange: func(d link.Domain) { svc.ForgetDomain(d.Host) }})
 	probes := newOps(alloc, ns, store.Ping, cfg, log)
+	hooks, err := newWebhooks(pool, js, cfg.PublicURL, cfg.Webhooks, cfg.StreamReplicas, met.Registry, log)
+	if err != nil {
+		return err
+	}
 	handler := api.New(store, svc, api.Config{PublicURL: cfg.PublicURL, Log: log, Stats: store,
 		Startup: probes.startup, Ready: probes.ready, Live: probes.live,
-		Metrics: met.Handler(), Registerer: met.Registry, Domains: doms,
+		Metrics: met.Handler(), Registerer: met.Registry, Domains: doms, Webhooks: hooks.Service,
 		RatePerSecond: cfg.TenantRate, Burst: cfg.TenantBurst,
 		AuthFailuresPerSecond: cfg.AuthFailureRate, AuthFailureBurst: cfg.AuthFailureBurst})
 
@@ -258,7 +273,23 @@ func Run(ctx context.Context, cfg Config) error {
 	// tenant the console's session resolved (console.QRAuth).
 	qr := api.New(console.QRAuth{}, svc, api.Config{PublicURL: cfg.PublicURL, Log: log, RatePerSecond: -1, AuthFailuresPerSecond: -1})
 	sessions := pgstore.New(pool)
-	web, err := console.New(sessions, sessions, svc, console.Config{PublicURL: cfg.PublicURL, Secure: cfg.ConsoleSecureCookies, Log: log, QR: qr, Stats: store, Domains: doms})
+	// Bulk uploads are jobs in PostgreSQL that any instance shows and one
+	// runs, writing through svc in process for the job's tenant.
+	if cfg.ImportMaxBytes > 64<<20 {
+		return fmt.Errorf("import max bytes %d: at most 64 MiB", cfg.ImportMaxBytes)
+	}
+	importCfg := cfg.Imports
+	if importCfg.Log == nil {
+		importCfg.Log = log
+	}
+	short, err := links.NewShortURLs(cfg.PublicURL)
+	if err != nil {
+		return err
+	}
+	importStore := importjobs.NewStore(pool)
+	imports := importjobs.NewRunner(importStore, svc, short, importCfg)
+	web, err := console.New(sessions, sessions, svc, console.Config{PublicURL: cfg.PublicURL, Secure: cfg.ConsoleSecureCookies, Log: log, QR: qr, Stats: store, Domains: doms,
+		Imports: importjobs.Queue{Store: importStore, Runner: imports}, MaxUploadBytes: cfg.ImportMaxBytes})
 	if err != nil {
 		return err
 	}
@@ -308,6 +339,8 @@ func Run(ctx context.Context, cfg Config) error {
 	g := new(errgroup.Group)
 	relay := outbox.New(store, js, outbox.Config{Log: log, Replicas: cfg.StreamReplicas})
 	g.Go(func() error { return relay.Run(relayCtx) })
+	// Webhooks stop with the relay: attempts in flight are logged first.
+	g.Go(func() error { return hooks.Run(relayCtx) })
 	var roller *clickroll.Roller
 	if !cfg.NoClickRollup {
 		// Stops with the relay: a batch in flight commits or is redelivered.
@@ -340,6 +373,10 @@ func Run(ctx context.Context, cfg Config) error {
 	keyPurge := links.NewKeyPurge(store, links.KeyPurgeConfig{Log: log})
 	g.Go(func() error { keyPurge.Run(ctx); return nil })
 	g.Go(func() error { web.Run(ctx, 0); return nil })
+	// Stops with ctx: a job in flight is given back to the queue, for
+	// another instance (or this one restarted) to run again, replaying
+	// what it had made.
+	g.Go(func() error { imports.Run(ctx); return nil })
 	met.Attach(metrics.Sources{Alloc: alloc, Namespaces: []string{ns.Name}, Links: svc, Relay: relay,
 		Responder: answers, Roller: roller, Replica: replicaLookups, KeyPurge: keyPurge})
 	// Scheduled snapshot builds stop with the API; a build cut short is

@@ -21,6 +21,7 @@
 package importjobs
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -174,4 +175,20 @@ func ReaderMessage(err error) string {
 		return "it could not be read"
 	}
 	return msg
+}
+
+// Queue is what the console uploads to: the store, each job created
+// waking this instance's runner (if it has one) to claim it at once.
+type Queue struct {
+	*Store
+	Runner *Runner
+}
+
+// Create stores a queued job (Store.Create) and wakes the runner.
+func (q Queue) Create(ctx context.Context, n NewJob, maxActive int) (Job, error) {
+	j, err := q.Store.Create(ctx, n, maxActive)
+	if err == nil && q.Runner != nil {
+		q.Runner.Wake()
+	}
+	return j, err
 }

@@ -89,6 +89,7 @@ func TestScreenshots(t *testing.T) {
 		return got.Human+got.Bot >= 13
 	})
 	b.signIn(t, s.controlURL, s.key)
+	doneJob, runningJob := bulkScreens(t, b, s)
 	shots := []struct {
 		name, path, wait string
 		before           []chromedp.Action[chromedp.Void]
@@ -103,6 +104,9 @@ func TestScreenshots(t *testing.T) {
 		}},
 		{"stats-link", "/console/links/winter-sale/stats", "svg.chart", nil},
 		{"stats", "/console/stats", "svg.chart", nil},
+		{"imports", "/console/imports", "table.imports", nil},
+		{"import", doneJob, "#job-summary", nil},
+		{"import-running", runningJob, "#job-progress", nil},
 		{"error", "/console/links/no-such-link", "main h1", nil},
 	}
 	for _, w := range screenWidths {

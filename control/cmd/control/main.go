@@ -17,6 +17,7 @@ import (
 	"github.com/alecthomas/kong"
 
 	"github.com/edgelink/edgelink/control/controlserver"
+	"github.com/edgelink/edgelink/control/importjobs"
 	"github.com/edgelink/edgelink/control/links"
 	"github.com/edgelink/edgelink/control/postgres"
 )
@@ -52,6 +53,7 @@ type cli struct {
 	Snapshot snapshotCmd `cmd:"" help:"Build edge snapshots."`
 	Links    linksCmd    `cmd:"" help:"Create, list, show, tag, disable, enable and delete links, and draw their QR codes, through the creator API (--api-url, EDGELINK_API_KEY)."`
 	Domains  domainsCmd  `cmd:"" help:"Add, list, show, change and remove domains (any tenant's, and the platform's settings)."`
+	Webhooks webhooksCmd `cmd:"" help:"Register, list, change, test, disable and enable webhook endpoints and read their delivery logs, through the creator API (--api-url, EDGELINK_API_KEY)."`
 	Import   importCmd   `cmd:"" help:"Import Bitly, YOURLS or Shlink exports through the creator API; safe to run again."`
 }
 
@@ -112,8 +114,11 @@ type serveCmd struct {
 	CodeKeys       string        `name:"code-keys" env:"EDGELINK_CODE_KEYS" help:"The FF1 key file (lines: name base64-key, 16, 24 or 32 bytes; keep it secret, and give every edge the same file): the keys of domains with non-enumerable codes. Control refuses to start when an active ff1 domain's current key is not in it."`
 	DomainKey      string        `name:"domain-key" env:"EDGELINK_DOMAIN_KEY" help:"The name (in --code-keys) of the key new ff1 domains get; empty: a new ff1 domain must name its key. Rotating it affects only new domains (control domains set --key rotates one domain's)."`
 	IdempotencyTTL time.Duration `name:"idempotency-ttl" default:"24h" env:"EDGELINK_IDEMPOTENCY_TTL" help:"How long an Idempotency-Key answers retries (at most 720h, 30 days); a retry after it is a new create with a new code. Expired keys are purged in the background."`
+	ImportMaxBytes int64         `name:"import-max-bytes" default:"4194304" env:"EDGELINK_IMPORT_MAX_BYTES" help:"Largest file the console's bulk upload takes, in bytes (at most 64 MiB; larger exports go through control import)."`
+	ImportKeep     time.Duration `name:"import-retention" default:"168h" env:"EDGELINK_IMPORT_RETENTION" help:"How long finished bulk imports, with their mapping and rejects files, are kept."`
 	serveLimits
 	snapshotBudget
+	webhookServe
 }
 
 func (s *serveCmd) Run(ctx context.Context, g *globals, log *slog.Logger, onListen func(net.Addr)) error {
@@ -126,8 +131,18 @@ func (s *serveCmd) Run(ctx context.Context, g *globals, log *slog.Logger, onList
 	if err := s.snapshotBudget.validate(); err != nil {
 		return err
 	}
+	hooks, err := s.webhookServe.config()
+	if err != nil {
+		return err
+	}
+	if s.ImportMaxBytes < 1 || s.ImportMaxBytes > 64<<20 {
+		return usageError{fmt.Errorf("--import-max-bytes %d: want 1 to 67108864 (64 MiB)", s.ImportMaxBytes)}
+	}
+	if s.ImportKeep < time.Hour {
+		return usageError{fmt.Errorf("--import-retention %v: want at least 1h", s.ImportKeep)}
+	}
 	return controlserver.Run(ctx, controlserver.Config{
-		HTTPAddr: s.Listen, DatabaseURL: g.DatabaseURL, NATSURL: s.NATSURL, PublicURL: s.PublicURL,
+		HTTPAddr: s.Listen, DatabaseURL: g.DatabaseURL, NATSURL: s.NATSURL, PublicURL: s.PublicURL, Webhooks: hooks,
 		BlockedDomains: lower(s.BlockedDomains), AllowPrivateTargets: s.AllowPrivate, Reserved: s.ReservedCodes, Log: log, OnListen: onListen,
 		IDStart: s.IDStart, IDEnd: s.IDEnd, IDStep: s.IDStep,
 		StreamReplicas: s.StreamReplicas,
@@ -138,6 +153,7 @@ func (s *serveCmd) Run(ctx context.Context, g *globals, log *slog.Logger, onList
 		SnapshotBudget: s.Budget, SnapshotHotDays: s.HotDays,
 		ConsoleSecureCookies: consoleCookies(s.ConsoleCookies),
 		CodeKeysFile:         s.CodeKeys, DomainKey: s.DomainKey,
+		ImportMaxBytes: s.ImportMaxBytes, Imports: importjobs.Config{Retention: s.ImportKeep},
 	})
 }
 
