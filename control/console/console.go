@@ -108,7 +108,6 @@ type Links interface {
 	Create(ctx context.Context, tenantID int64, req links.CreateRequest) (links.Created, error)
 	Get(ctx context.Context, tenantID int64, domain, code string) (*links.Link, error)
 	List(ctx context.Context, tenantID int64, q links.ListRequest) ([]*links.Link, uint64, error)
-	ListPage(ctx context.Context, tenantID int64, q links.ListRequest) (links.Page, error)
 	Update(ctx context.Context, tenantID int64, domain, code string, u links.Update) (*links.Link, error)
 	Delete(ctx context.Context, tenantID int64, domain, code string) (*links.Link, error)
 	TagLinks(ctx context.Context, tenantID int64, c links.TagChange) ([]*links.Link, error)

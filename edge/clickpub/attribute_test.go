@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/binary"
 	"net/netip"
+	"sync"
 	"testing"
 	"time"
 
@@ -131,6 +132,9 @@ func TestCountryAndVisitor(t *testing.T) {
 // the buffer has grown, for many User-Agents and clients.
 func TestPerClickWorkDoesNotAllocate(t *testing.T) {
 	salts := saltsFor(t, day)
+	// AllocsPerRun counts the whole process's allocations: no NATS client
+	// may run meanwhile (the salts stay held).
+	salts.stop()
 	r := New(nil, Config{Buffer: 1 << 12, Geo: geo, Visitors: salts})
 	uas := [][]byte{iphone, []byte("curl/8.0"), nil,
 		[]byte("Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/124.0.0.0 Safari/537.36 Edg/124.0.2478.51")}
@@ -150,12 +154,19 @@ func TestPerClickWorkDoesNotAllocate(t *testing.T) {
 	}
 }
 
+// heldSalts is edge/visitorsalt watching a real bucket; stop ends the
+// watch and closes the connection.
+type heldSalts struct {
+	*visitorsalt.Salts
+	stop func()
+}
+
 // saltsFor is edge/visitorsalt holding a salt for day, from a real bucket.
-func saltsFor(t *testing.T, day time.Time) *visitorsalt.Salts {
+func saltsFor(t *testing.T, day time.Time) heldSalts {
 	t.Helper()
 	ns := natstest.Start(t)
-	_, js := ns.Connect(t)
-	kv, err := js.CreateKeyValue(context.Background(), clicks.SaltBucketConfig())
+	nc, js := ns.Connect(t)
+	kv, err := createBucket(js)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -166,9 +177,11 @@ func saltsFor(t *testing.T, day time.Time) *visitorsalt.Salts {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- s.Run(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
+	var once sync.Once
+	stop := func() { once.Do(func() { cancel(); <-done; nc.Close() }) }
+	t.Cleanup(stop)
 	poll.Until(t, "the day's salt", 10*time.Second, func() bool { return s.Len() == 1 })
-	return s
+	return heldSalts{s, stop}
 }
 
 // TestTwoEdgesPublishOneVisitor: two edges (recorders) watching one salt
@@ -178,7 +191,7 @@ func saltsFor(t *testing.T, day time.Time) *visitorsalt.Salts {
 func TestTwoEdgesPublishOneVisitor(t *testing.T) {
 	ns := natstest.Start(t)
 	_, js := ns.Connect(t)
-	kv, err := js.CreateKeyValue(context.Background(), clicks.SaltBucketConfig())
+	kv, err := createBucket(js)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -247,4 +260,13 @@ func TestTwoEdgesPublishOneVisitor(t *testing.T) {
 	if e1[0].Country != [2]byte{'D', 'E'} || e2[1].Country != [2]byte{'J', 'P'} {
 		t.Fatalf("countries %q and %q", e1[0].Country, e2[1].Country)
 	}
+}
+
+// createBucket creates the salt bucket as control does.
+func createBucket(js jetstream.JetStream) (jetstream.KeyValue, error) {
+	ctx := context.Background()
+	if _, err := js.CreateStream(ctx, clicks.SaltStreamConfig()); err != nil {
+		return nil, err
+	}
+	return js.KeyValue(ctx, clicks.SaltBucket)
 }

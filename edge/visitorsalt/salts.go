@@ -34,7 +34,7 @@ import (
 // Buckets is the part of JetStream Salts uses.
 type Buckets interface {
 	KeyValue(ctx context.Context, bucket string) (jetstream.KeyValue, error)
-	CreateKeyValue(ctx context.Context, cfg jetstream.KeyValueConfig) (jetstream.KeyValue, error)
+	CreateStream(ctx context.Context, cfg jetstream.StreamConfig) (jetstream.Stream, error)
 }
 
 // Config tunes Salts. Zero values take the defaults noted.
@@ -229,8 +229,9 @@ func (s *Salts) watch(ctx context.Context, prune <-chan time.Time) error {
 	octx, cancel := context.WithTimeout(ctx, s.cfg.Retry)
 	kv, err := s.js.KeyValue(octx, clicks.SaltBucket)
 	if errors.Is(err, jetstream.ErrBucketNotFound) {
-		kv, err = s.js.CreateKeyValue(octx, clicks.SaltBucketConfig())
-		if errors.Is(err, jetstream.ErrBucketExists) {
+		// Create only: an existing one is control's to configure.
+		_, err = s.js.CreateStream(octx, clicks.SaltStreamConfig())
+		if err == nil || errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
 			kv, err = s.js.KeyValue(octx, clicks.SaltBucket)
 		}
 	}

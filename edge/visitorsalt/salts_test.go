@@ -34,7 +34,7 @@ func (c *clock) now() time.Time   { return time.Unix(0, c.ns.Load()).UTC() }
 // bucket creates the salt bucket as control would and returns it.
 func bucket(t *testing.T, js jetstream.JetStream) jetstream.KeyValue {
 	t.Helper()
-	kv, err := js.CreateKeyValue(context.Background(), clicks.SaltBucketConfig())
+	kv, err := createBucket(js)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -303,4 +303,13 @@ func BenchmarkHash(b *testing.B) {
 	for b.Loop() {
 		s.Hash(at, alice, iphone)
 	}
+}
+
+// createBucket creates the salt bucket as control does.
+func createBucket(js jetstream.JetStream) (jetstream.KeyValue, error) {
+	ctx := context.Background()
+	if _, err := js.CreateStream(ctx, clicks.SaltStreamConfig()); err != nil {
+		return nil, err
+	}
+	return js.KeyValue(ctx, clicks.SaltBucket)
 }

@@ -52,18 +52,38 @@ func SaltWanted(day, now time.Time) bool {
 	return !now.Before(day.Add(-SaltAhead)) && now.Before(day.Add(24*time.Hour+SaltGrace))
 }
 
-// SaltBucketConfig is the bucket as whoever creates it first, control or
-// an edge, creates it. One revision per key: a salt is written once and
-// then deleted, never changed. File storage, so a NATS restart keeps the
-// day's salt (a new one would split the day's uniques in two). MaxAge is a
-// backstop: a salt disappears even if every control is down when it is due
-// to be deleted.
-func SaltBucketConfig() jetstream.KeyValueConfig {
-	return jetstream.KeyValueConfig{
-		Bucket:      SaltBucket,
-		Description: "per-day salts of click visitor hashes; each deleted after its day",
-		History:     1,
-		TTL:         saltMaxAge,
-		Storage:     jetstream.FileStorage,
+// SaltStream is the stream behind SaltBucket, as JetStream names a key-value
+// bucket's.
+const SaltStream = "KV_" + SaltBucket
+
+// SaltStreamConfig is the bucket's stream as whoever creates it first,
+// control or an edge, creates it (then it is opened as a key-value bucket,
+// jetstream.KeyValue). It is what JetStream makes of a key-value bucket of
+// one revision per key, file storage and MaxAge, except that it allows
+// deleting a message: a key-value bucket's stream forbids it, and a purge
+// alone leaves the purged salt's bytes in the store's files; deleting the
+// message securely first overwrites them. One revision per key: a salt is
+// written once and then deleted, never changed. File storage, so a NATS
+// restart keeps the day's salt (a new one would split the day's uniques in
+// two). MaxAge is a backstop: a salt disappears even if every control is
+// down when it is due to be deleted.
+func SaltStreamConfig() jetstream.StreamConfig {
+	return jetstream.StreamConfig{
+		Name:              SaltStream,
+		Description:       "per-day salts of click visitor hashes (key-value bucket " + SaltBucket + "); each deleted after its day",
+		Subjects:          []string{"$KV." + SaltBucket + ".>"},
+		MaxMsgsPerSubject: 1,
+		MaxBytes:          -1,
+		MaxMsgs:           -1,
+		MaxMsgSize:        -1,
+		MaxConsumers:      -1,
+		MaxAge:            saltMaxAge,
+		Storage:           jetstream.FileStorage,
+		Replicas:          1,
+		AllowRollup:       true,
+		AllowDirect:       true,
+		DenyDelete:        false,
+		Duplicates:        2 * time.Minute,
+		Discard:           jetstream.DiscardNew,
 	}
 }

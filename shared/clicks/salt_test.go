@@ -32,7 +32,7 @@ func TestSaltKeyAndWindow(t *testing.T) {
 			t.Errorf("SaltWanted(%v, %v) = %v; want %v", day, tt.now, got, tt.want)
 		}
 	}
-	if c := SaltBucketConfig(); c.TTL < SaltAhead+24*time.Hour+SaltGrace {
-		t.Fatalf("bucket TTL %v would delete a salt while it is still wanted", c.TTL)
+	if c := SaltStreamConfig(); c.MaxAge < SaltAhead+24*time.Hour+SaltGrace {
+		t.Fatalf("bucket MaxAge %v would delete a salt while it is still wanted", c.MaxAge)
 	}
 }
