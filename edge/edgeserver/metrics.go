@@ -108,6 +108,14 @@ func newRegistry(e *Edge, nc *nats.Conn) *prometheus.Registry {
 	counter("edge_clicks_published_total", "Clicks published to the CLICKS stream.", u(&c.Published))
 	counter("edge_clicks_dropped_total", "Clicks dropped: ring full or publish failed.", u(&c.Dropped))
 	gauge("edge_clicks_buffered", "Clicks waiting to be published (what a kill would lose).", func() float64 { return float64(c.Buffered()) })
+	family("edge_clicks_without_country_total", "Clicks encoded for publishing without a country, by cause: no_client (no usable client address), no_data (no country data: --geoip, --geoip-mmdb), unknown (the data has no country for the address).", "cause",
+		map[string]*atomic.Uint64{"no_client": &c.NoClient, "no_data": &c.NoGeo, "unknown": &c.NoCountry})
+	family("edge_clicks_without_visitor_total", "Clicks encoded for publishing without a visitor hash, by cause: no_client (no usable client address), no_salt (no salt for the click's UTC day: control has written none, or NATS was unreachable since the edge started).", "cause",
+		map[string]*atomic.Uint64{"no_client": &c.NoClient, "no_salt": &c.NoSalt})
+	vs := e.Salts
+	gauge("edge_visitor_salts", "Days whose visitor salt the edge holds (normally 2 or 3: yesterday's until its grace ends, today's, tomorrow's).", func() float64 { return float64(vs.Len()) })
+	counter("edge_visitor_salt_watch_failures_total", "Times the visitor salt bucket could not be opened or watched (retried every 5 s; the salts held are kept).", u(&vs.WatchFailures))
+	counter("edge_visitor_salts_refused_total", "Entries of the visitor salt bucket that were no salt (a key naming no day, a value of the wrong length): ignored.", u(&vs.Refused))
 
 	// Country lookups, one per click in the publisher: 0 without country
 	// data (--geoip, --geoip-mmdb).

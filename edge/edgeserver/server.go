@@ -27,6 +27,7 @@ import (
 	"github.com/edgelink/edgelink/edge/resolve"
 	"github.com/edgelink/edgelink/edge/snapsync"
 	"github.com/edgelink/edgelink/edge/store"
+	"github.com/edgelink/edgelink/edge/visitorsalt"
 	"github.com/edgelink/edgelink/internal/natsconn"
 	"github.com/edgelink/edgelink/shared/ff1"
 	"github.com/edgelink/edgelink/shared/link"
@@ -126,6 +127,7 @@ type Edge struct {
 	Authority *lookup.Client
 	Clicks    *clickpub.Recorder
 	Countries *Countries // nil without country data
+	Salts     *visitorsalt.Salts
 	Overlay   *store.Overlay
 	Segments  *store.Segments
 	Snapshots *store.Snapshots
@@ -188,9 +190,11 @@ func Run(ctx context.Context, cfg Config) error {
 	// A host the table lacks may be a domain created a moment ago: asked of
 	// the authority before any 404 (edge/redirect host.go).
 	hosts := &resolve.Hosts{Domains: domains, Authority: client}
+	// Visitor hashes use the salt control keeps for each UTC day.
+	salts := visitorsalt.New(js, visitorsalt.Config{Log: log})
 	rec := clickpub.New(js, clickpub.Config{Edge: cfg.Name, Buffer: cfg.ClickBuffer, Log: log,
-		FlushEvery: cfg.ClickFlushEvery, ReportEvery: cfg.ClickReportEvery})
-	e := &Edge{Domains: domains, Feed: feed, Resolver: res, Hosts: hosts, Authority: client, Clicks: rec, Countries: countries, Overlay: overlay,
+		FlushEvery: cfg.ClickFlushEvery, ReportEvery: cfg.ClickReportEvery, Visitors: salts})
+	e := &Edge{Domains: domains, Feed: feed, Resolver: res, Hosts: hosts, Authority: client, Clicks: rec, Salts: salts, Countries: countries, Overlay: overlay,
 		Segments: segments, Snapshots: snaps, Syncer: syncer}
 	proxies, err := clientip.New(cfg.TrustedProxies)
 	if err != nil {
@@ -260,6 +264,7 @@ func Run(ctx context.Context, cfg Config) error {
 	g.Go(func() error { return growHint(feedCtx, hint, overlay, cfg.BloomCapacity) })
 	g.Go(func() error { heartbeat(feedCtx, &beat); return nil })
 	g.Go(func() error { return rec.Run(clickCtx) })
+	g.Go(func() error { return salts.Run(clickCtx) }) // its salts stay held after: the last flush uses them
 	g.Go(func() error { return client.Run(feedCtx) })
 	g.Go(func() error { return srv.Serve(ln) })
 	<-ctx.Done()
