@@ -83,7 +83,9 @@ func New(auth Authority, js jetstream.JetStream, log *slog.Logger) *Builder {
 type Progress func(done, total int64)
 
 // Build writes a snapshot of every link of every domain to w, with the
-// domain table and each domain's bloom, and returns its header.
+// domain table and each domain's bloom, and returns its header. Links
+// carry their extras (rules, password hash, click limit): a file with any
+// is format 4, else format 3 (shared/snapshot).
 //
 // Consistency: it first reads the newest message on the change stream
 // (sequence S, the version V of its last event), then reads the authority in one consistent snapshot
@@ -131,7 +133,9 @@ func (b *Builder) Build(ctx context.Context, w io.Writer, progress Progress) (sn
 		return nil
 	}, func(l snapshot.Link) error {
 		if l.Status != link.Active {
-			l.URL = "" // targets of dead links are not needed to answer 410
+			// Neither targets nor extras (rules, password, limit) of dead
+			// links are needed to answer 410.
+			l.URL, l.Extras = "", nil
 		}
 		if last == nil || last.id != l.Domain {
 			if last = filters[l.Domain]; last == nil {
