@@ -158,6 +158,7 @@ func checkCompose(t testing.TB, proj *types.Project, df *dockerfile, k8sTag stri
 			p.add("%s: healthcheck %v: want [CMD /usr/local/bin/httpcheck http://127.0.0.1:PORT%s] (the image has no shell)", where, svc.HealthCheck, readyPath[img])
 		}
 	}
+	p = append(p, checkComposeGeoIP(proj, df)...)
 	return append(p, checkComposeCodeKeys(proj)...)
 }
 
@@ -202,6 +203,8 @@ func TestComposeChecksCatchMistakes(t *testing.T) {
 		{"tag drift", "image: edgelink/edge:dev", "image: edgelink/edge:latest", `but Kubernetes runs tag "dev"`},
 		{"DSN to no service", "@postgres:5432/edgelink\n    depends_on:\n      postgres:\n        condition: service_healthy\n    restart: \"no\"", "@db:5432/edgelink\n    depends_on:\n      postgres:\n        condition: service_healthy\n    restart: \"no\"", `names host "db"`},
 		{"undefined dependency", "      nats:\n        condition: service_healthy\n      control:", "      natz:\n        condition: service_healthy\n      control:", "natz"},
+		{"edge without country data", "      EDGELINK_EDGE_GEOIP: /usr/share/edgelink/geoip\n", "", "compose service edge: neither EDGELINK_EDGE_GEOIP nor EDGELINK_EDGE_GEOIP_MMDB"},
+		{"edge country data not in the image", "EDGELINK_EDGE_GEOIP: /usr/share/edgelink/geoip", "EDGELINK_EDGE_GEOIP: /usr/share/tor", "is neither the image's country data"},
 	}
 	dir := t.TempDir()
 	// The file the code keys secret takes, where the copies look for it.

@@ -761,6 +761,7 @@ var kubernetesChecks = []struct {
 	{"ProbesAndMetricsAreServed", checkServed},
 	{"Wiring", checkWiring},
 	{"CodeKeys", checkCodeKeys},
+	{"CountryData", checkGeoIP},
 }
 
 // TestKubernetes renders deploy/kubernetes as `kubectl apply -k` would and
@@ -830,6 +831,11 @@ func TestKubernetesChecksCatchMistakes(t *testing.T) {
 			"secretName: postgres-credentials\n            defaultMode: 0440\n            items:\n              - key: POSTGRES_PASSWORD\n                path: code-keys",
 			"control and every edge need the same file"},
 		{"code keys Secret without the file", "kustomization.yaml", "      - code-keys\n", "      - keys=code-keys\n", `has no key "code-keys"`},
+		{"edges without country data", "config.yaml", "  EDGELINK_EDGE_GEOIP: /usr/share/edgelink/geoip\n", "", "container edge: neither EDGELINK_EDGE_GEOIP nor EDGELINK_EDGE_GEOIP_MMDB"},
+		{"country data not in the image", "config.yaml", "EDGELINK_EDGE_GEOIP: /usr/share/edgelink/geoip", "EDGELINK_EDGE_GEOIP: /usr/share/tor",
+			"EDGELINK_EDGE_GEOIP=/usr/share/tor is neither the image's country data"},
+		{"an .mmdb beside the image's data", "config.yaml", "EDGELINK_EDGE_GEOIP: /usr/share/edgelink/geoip", "EDGELINK_EDGE_GEOIP: /usr/share/edgelink/geoip\n  EDGELINK_EDGE_GEOIP_MMDB: /etc/edgelink/keys/x.mmdb",
+			"both EDGELINK_EDGE_GEOIP and EDGELINK_EDGE_GEOIP_MMDB are set"},
 	}
 	src := kubernetesDir(t)
 	for _, m := range mutations {
