@@ -1,8 +1,12 @@
 // Package clickroll is control's consumer of the CLICKS stream: it rolls
-// clicks up per link (a domain and a code) per day (with referrer, device, status and edge
-// breakdowns, bots apart), per tenant per day and per day overall, merges
-// the edges' service-time histograms per day, and records what every edge
-// process reported it offered and dropped.
+// clicks up per link (a domain and a code) per hour and per day (with
+// referrer, device, browser, OS, country, UTM, status and edge breakdowns,
+// bots apart, and the day's unique visitors), per tenant per hour and per
+// day (with its own breakdowns and uniques) and per day overall, merges the
+// edges' service-time histograms per day, and records what every edge
+// process reported it offered and dropped. At most TopValues values of a
+// dimension keep rows of their own per link (or tenant) and day: the rest
+// are "other" (control/topn).
 //
 // Exactly-once: each transaction applies the messages after the stored
 // stream position and moves the position to the last of them, together. A
@@ -25,6 +29,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/edgelink/edgelink/control/hll"
 	"github.com/edgelink/edgelink/internal/retry"
 	"github.com/edgelink/edgelink/shared/clicks"
 	"github.com/edgelink/edgelink/shared/link"
@@ -48,7 +53,13 @@ type Store interface {
 	// success ApplyClicks sets the Tenant of every link row it looked up
 	// and found (a link's tenant never changes, so a caller may remember
 	// it).
+	//
+	// The same holds for the UTM parameters of a link row whose Tenant is
+	// set: ApplyClicks sets UTM with Tenant when it looks a link up.
 	ApplyClicks(ctx context.Context, r *Rollup) error
+	// PruneClickHours deletes up to limit hourly rows of hours before
+	// before, and returns how many it deleted.
+	PruneClickHours(ctx context.Context, before time.Time, limit int) (int64, error)
 }
 
 // Session is a roller's term: it holds the roller lock until Close. The
@@ -82,9 +93,19 @@ type Rollup struct {
 	Lost      uint64
 	Links     []LinkDay
 	Breakdown []BreakdownDay
+	Hours     []LinkHour
 	Sources   []SourceReport
 	Latency   []LatencyBucket
+	// TopValues is the most values of a dimension that keep rows of their
+	// own per link or tenant and day (0: DefaultTopValues); the rest are
+	// summed as other. The choice depends only on what is stored and on
+	// the rollup, so a rollup applied again where it failed gives the same
+	// rows.
+	TopValues int
 }
+
+// DefaultTopValues is the default of Config.TopValues.
+const DefaultTopValues = 100
 
 // LinkDay is one link's clicks on one day: the link of Code on Domain.
 type LinkDay struct {
@@ -92,13 +113,30 @@ type LinkDay struct {
 	Code              string
 	Day               time.Time // UTC midnight
 	Clicks, BotClicks int64
-	// Tenant is the link's tenant if the caller knows it; 0 has the
-	// store look it up.
+	// Tenant is the link's tenant if the caller knows it, and then UTM is
+	// its target's UTM parameters; 0 has the store look both up.
 	Tenant int64
+	UTM    UTM
+	// OwnClicks and OwnBots are the clicks served by the link's own
+	// target (rule 0), the ones UTM describes. Clicks served by a rule's
+	// target count everywhere else but in UTM: the rules' targets join
+	// when issue 23 stores them (the store's utmRows is the place).
+	OwnClicks, OwnBots int64
+	// Visitors is a sketch of the day's human visitors among these clicks
+	// (nil: none known); the store merges it into the day's.
+	Visitors *hll.Sketch
+}
+
+// LinkHour is one link's clicks in one UTC hour.
+type LinkHour struct {
+	Domain            link.DomainID
+	Code              string
+	Hour              time.Time
+	Clicks, BotClicks int64
 }
 
 // BreakdownDay is one link's clicks on one day with one value of a
-// dimension: "referrer", "device", "status" or "edge".
+// dimension (clickstats.Dim*).
 type BreakdownDay struct {
 	Domain                 link.DomainID
 	Code, Dimension, Value string
@@ -147,18 +185,37 @@ type Config struct {
 	// sets it on every session start, so a stream an edge created first
 	// takes the cluster's replication.
 	Replicas int
-	Log      *slog.Logger
+	// TopValues is the most values of a dimension kept per link or tenant
+	// and day (default DefaultTopValues); the rest are counted as other.
+	TopValues int
+	// HourRetention is how long hourly rollups are kept (default 7 days):
+	// older clicks are not written per hour, and the active roller deletes
+	// older hours, PruneBatch rows a statement, every PruneEvery (default
+	// 1 minute), in a goroutine of its own that never holds up a rollup.
+	HourRetention time.Duration
+	PruneEvery    time.Duration
+	PruneBatch    int // default 5,000
+	// LinkRefresh is how long a link's tenant and UTM parameters are
+	// remembered before they are read again (default 5 minutes): a
+	// target changed since counts for its new UTM at most that late.
+	LinkRefresh time.Duration
+	// Now is the clock (default time.Now).
+	Now func() time.Time
+	Log *slog.Logger
 }
+
+// DefaultHourRetention is the default of Config.HourRetention.
+const DefaultHourRetention = 7 * 24 * time.Hour
 
 // Roller consumes the CLICKS stream into the rollups. Build it with New.
 type Roller struct {
-	store   Store
-	js      jetstream.JetStream
-	cfg     Config
-	win     *window  // the transaction being gathered, reused; Run's own
-	tenants *tenants // the tenants of links seen; Run's own
+	store Store
+	js    jetstream.JetStream
+	cfg   Config
+	win   *window    // the transaction being gathered, reused; Run's own
+	links *linkCache // the tenants and UTM parameters of links seen; Run's own
 
-	applied, skipped, lost, bad, txs, position atomic.Uint64
+	applied, skipped, lost, bad, txs, position, pruned atomic.Uint64
 }
 
 // New returns a roller.
@@ -178,10 +235,28 @@ func New(store Store, js jetstream.JetStream, cfg Config) *Roller {
 	if cfg.AckWait <= 0 {
 		cfg.AckWait = 30 * time.Second
 	}
+	if cfg.TopValues <= 0 {
+		cfg.TopValues = DefaultTopValues
+	}
+	if cfg.HourRetention <= 0 {
+		cfg.HourRetention = DefaultHourRetention
+	}
+	if cfg.PruneEvery <= 0 {
+		cfg.PruneEvery = time.Minute
+	}
+	if cfg.PruneBatch <= 0 {
+		cfg.PruneBatch = 5000
+	}
+	if cfg.LinkRefresh <= 0 {
+		cfg.LinkRefresh = 5 * time.Minute
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
-	return &Roller{store: store, js: js, cfg: cfg, win: newWindow(0, newValues()), tenants: newTenants(maxTenants)}
+	return &Roller{store: store, js: js, cfg: cfg, win: newWindow(0, newValues()), links: newLinkCache(maxLinks)}
 }
 
 // Stats are the roller's counters since it started.
@@ -192,12 +267,13 @@ type Stats struct {
 	Bad      uint64 // messages that did not decode (skipped, logged)
 	Txs      uint64 // transactions committed
 	Position uint64 // last stream sequence applied
+	Pruned   uint64 // hourly rows deleted past HourRetention
 }
 
 // Stats returns the counters; safe to call concurrently with Run.
 func (r *Roller) Stats() Stats {
 	return Stats{Clicks: r.applied.Load(), Skipped: r.skipped.Load(), Lost: r.lost.Load(), Bad: r.bad.Load(),
-		Txs: r.txs.Load(), Position: r.position.Load()}
+		Txs: r.txs.Load(), Position: r.position.Load(), Pruned: r.pruned.Load()}
 }
 
 // Run consumes until ctx is done. It stands by while another roller is
@@ -272,6 +348,11 @@ func (r *Roller) session(ctx context.Context) error {
 		return fmt.Errorf("consume: %w", err)
 	}
 	defer iter.Stop()
+	// Old hours are deleted beside the rollups, by the active roller only.
+	pctx, stopPrune := context.WithCancel(ctx)
+	pruned := make(chan struct{})
+	go func() { defer close(pruned); r.prune(pctx) }()
+	defer func() { stopPrune(); <-pruned }()
 	r.cfg.Log.Info("click roller active", "position", pos)
 	lastCheck := time.Now()
 	for ctx.Err() == nil {
@@ -384,15 +465,23 @@ func (r *Roller) take(ctx context.Context, w *window, m jetstream.Msg) error {
 // and returns the new position.
 func (r *Roller) commit(ctx context.Context, w *window) (uint64, error) {
 	if w.last > w.prev {
-		rollup := w.rollup()
+		now := r.cfg.Now()
+		rollup := w.rollup(hourOf(now.Add(-r.cfg.HourRetention).UnixMilli()))
+		rollup.TopValues = r.cfg.TopValues
+		fresh := now.Add(-r.cfg.LinkRefresh)
+		asked := make([]bool, len(rollup.Links)) // the store looks these up
 		for i := range rollup.Links {
-			rollup.Links[i].Tenant = r.tenants.get(linkKey{rollup.Links[i].Domain, rollup.Links[i].Code})
+			l := &rollup.Links[i]
+			l.Tenant, l.UTM = r.links.get(linkKey{l.Domain, l.Code}, fresh)
+			asked[i] = l.Tenant == 0
 		}
 		if err := r.store.ApplyClicks(ctx, rollup); err != nil {
 			return w.prev, fmt.Errorf("apply clicks after %d: %w", w.prev, err)
 		}
-		for _, l := range rollup.Links {
-			r.tenants.put(linkKey{l.Domain, l.Code}, l.Tenant)
+		for i, l := range rollup.Links {
+			if asked[i] {
+				r.links.put(linkKey{l.Domain, l.Code}, l.Tenant, l.UTM, now)
+			}
 		}
 		r.txs.Add(1)
 		r.applied.Add(uint64(w.clicks))
@@ -435,8 +524,37 @@ func (r *Roller) firstSeq(ctx context.Context) (uint64, error) {
 	return info.State.FirstSeq, nil
 }
 
-// maxTenants bounds the tenants a roller remembers (some 50 MB of them).
-const maxTenants = 1 << 20
+// prune deletes hourly rows past HourRetention until ctx ends: at once,
+// then every PruneEvery, a batch at a time until none is left. An hour
+// of margin keeps it off the hour the roller may still be writing.
+func (r *Roller) prune(ctx context.Context) {
+	t := time.NewTicker(r.cfg.PruneEvery)
+	defer t.Stop()
+	for {
+		before := r.cfg.Now().Add(-r.cfg.HourRetention - time.Hour).Truncate(time.Hour)
+		for ctx.Err() == nil {
+			n, err := r.store.PruneClickHours(ctx, before, r.cfg.PruneBatch)
+			if err != nil {
+				if ctx.Err() == nil {
+					r.cfg.Log.Warn("pruning hourly click rollups", "err", err)
+				}
+				break
+			}
+			r.pruned.Add(uint64(n))
+			if n == 0 {
+				break
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// maxLinks bounds the links a roller remembers (some 100 MB of them).
+const maxLinks = 1 << 20
 
 // linkKey is a link: codes are unique per domain only.
 type linkKey struct {
@@ -444,43 +562,67 @@ type linkKey struct {
 	code   string
 }
 
-// tenants remembers the tenant of each link the store found, so the
-// store need not look a hot link up again (a million index lookups and
-// heap reads a minute under a campaign). A link's tenant never changes
-// and codes are never reused on a domain, so an entry never goes stale;
-// links the authority does not have are not remembered. Two generations bound it:
-// when the newer holds half the limit it becomes the older, and the older
-// is forgotten. Not safe for concurrent use.
-type tenants struct {
-	cur, old map[linkKey]int64
+// linkCache remembers the tenant and target's UTM parameters of each link
+// the store found, so the store need not look a hot link up again (a
+// million index lookups and heap reads a minute under a campaign). A
+// link's tenant never changes, and codes are never reused on a domain;
+// its target can change, so an entry is used only while it is fresh
+// (Config.LinkRefresh). Links the authority does not have are not
+// remembered. Two generations bound it: when the newer holds half the
+// limit it becomes the older, and the older is forgotten. Not safe for
+// concurrent use.
+type linkCache struct {
+	cur, old map[linkKey]linkInfo
 	max      int
+	utms     map[UTM]*UTM // interned: a campaign's links share theirs
 }
 
-func newTenants(max int) *tenants {
-	return &tenants{cur: map[linkKey]int64{}, old: map[linkKey]int64{}, max: max}
+type linkInfo struct {
+	tenant int64
+	utm    *UTM  // nil: none
+	seen   int64 // Unix seconds of the lookup
 }
 
-// get is the link's tenant, or 0 if unknown.
-func (t *tenants) get(k linkKey) int64 {
-	if id, ok := t.cur[k]; ok {
-		return id
+func newLinkCache(max int) *linkCache {
+	return &linkCache{cur: map[linkKey]linkInfo{}, old: map[linkKey]linkInfo{}, max: max, utms: map[UTM]*UTM{}}
+}
+
+// get is the link's tenant and UTM if remembered since fresh, else 0.
+func (c *linkCache) get(k linkKey, fresh time.Time) (int64, UTM) {
+	e, ok := c.cur[k]
+	if !ok {
+		if e, ok = c.old[k]; ok {
+			c.cur[k] = e
+		}
 	}
-	if id, ok := t.old[k]; ok {
-		t.put(k, id)
-		return id
+	if !ok || e.seen < fresh.Unix() {
+		return 0, UTM{}
 	}
-	return 0
+	if e.utm == nil {
+		return e.tenant, UTM{}
+	}
+	return e.tenant, *e.utm
 }
 
-func (t *tenants) put(k linkKey, id int64) {
-	if id == 0 {
+// put remembers a link found at now (tenant 0: not found, forgotten).
+func (c *linkCache) put(k linkKey, tenant int64, utm UTM, now time.Time) {
+	if tenant == 0 {
 		return
 	}
-	if _, ok := t.cur[k]; ok {
-		return
+	if _, ok := c.cur[k]; !ok && len(c.cur) >= c.max/2 {
+		c.old, c.cur = c.cur, make(map[linkKey]linkInfo, len(c.cur))
 	}
-	if len(t.cur) >= t.max/2 {
-		t.old, t.cur = t.cur, make(map[linkKey]int64, len(t.cur))
+	e := linkInfo{tenant: tenant, seen: now.Unix()}
+	if !utm.Empty() {
+		p := c.utms[utm]
+		if p == nil {
+			if len(c.utms) >= c.max/16 {
+				clear(c.utms) // entries keep theirs
+			}
+			p = &utm
+			c.utms[utm] = p
+		}
+		e.utm = p
 	}
-	t.cur[k] = id
+	c.cur[k] = e
 }

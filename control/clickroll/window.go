@@ -1,24 +1,30 @@
 package clickroll
 
 import (
+	"cmp"
 	"encoding/binary"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/edgelink/edgelink/control/clickstats"
+	"github.com/edgelink/edgelink/control/hll"
 	"github.com/edgelink/edgelink/shared/clicks"
 	"github.com/edgelink/edgelink/shared/link"
 )
 
 // window is one transaction's messages, rolled up as they arrive. Clicks
-// are summed per link and day and per link, day and dimension value, a
-// link being a (domain, code): a click's key is hashed once, its device, status and edge mostly land in
-// fixed slots of its link's sums, and only its referrer (and a rare value)
-// takes a lookup of its own; adding a click allocates nothing once its link
-// and values have been seen. A window is reused, maps and all, by the next
-// one (reset).
+// are summed per link and day, per link and hour and per link, day and
+// dimension value, a link being a (domain, code): a click's key is hashed
+// once, its device, status, browser, OS, hour and edge mostly land in fixed
+// slots of its link's sums, its visitor is appended to a list, and only its
+// referrer and country (and a rare value) take a lookup of their own;
+// adding a click allocates nothing once its link and values have been seen
+// (the visitors' list grows with the clicks, then is reused). A window is
+// reused, maps and all, by the next one (reset).
 type window struct {
 	prev, last uint64 // the stored position before; the last sequence taken
 	lost       uint64
@@ -35,6 +41,10 @@ type window struct {
 	links []linkSum
 	dims  map[uint64]int32 // (link slot, value id) → index in sums
 	sums  []dimSum
+	hours map[uint64]int32 // (link slot, hour) → index in extra, for a link's other hours
+	extra []hourSum
+	// visits are the human clicks' visitor hashes, by link slot.
+	visits []visit
 
 	sources map[[2]string]*SourceReport
 	latency map[latKey]int64
@@ -54,10 +64,30 @@ type linkSum struct {
 	code   string
 	day    int32 // days since 1970-01-01, UTC
 	counts
-	device [8]counts // by clicks.Device (below 8: the decoder allows fewer)
-	status [len(commonStatuses)]counts
-	edge   uint32 // value id + 1 of the edge counted in edgeN; 0 before the first
-	edgeN  counts
+	device    [8]counts // by clicks.Device (below 8: the decoder allows fewer)
+	status    [len(commonStatuses)]counts
+	browser   [familySlots]counts // by clicks.Browser
+	os        [familySlots]counts // by clicks.OS
+	noCountry counts
+	own       counts // served by the link's own target (rule 0)
+	edge      uint32 // value id + 1 of the edge counted in edgeN; 0 before the first
+	edgeN     counts
+	hour      int32 // hours since 1970, UTC, counted in hourN (when it has clicks)
+	hourN     counts
+}
+
+// familySlots bounds the browser and OS families with slots of their own
+// (the decoder knows fewer); a later one is a value of its own.
+const familySlots = 16
+
+type hourSum struct {
+	slot, hour int32
+	counts
+}
+
+type visit struct {
+	slot    int32
+	visitor uint64
 }
 
 // commonStatuses get slots of their own in a link's sums: the redirect
@@ -95,7 +125,7 @@ type shortKey struct {
 
 func newWindow(pos uint64, dict *values) *window {
 	w := &window{dict: dict, short: make(map[shortKey]int32), codes: make(map[string]int32), days: make(map[uint64]int32),
-		dims: make(map[uint64]int32), sources: make(map[[2]string]*SourceReport), latency: make(map[latKey]int64)}
+		dims: make(map[uint64]int32), hours: make(map[uint64]int32), sources: make(map[[2]string]*SourceReport), latency: make(map[latKey]int64)}
 	w.reset(pos)
 	return w
 }
@@ -108,12 +138,25 @@ func (w *window) reset(pos uint64) {
 	clear(w.codes)
 	clear(w.days)
 	clear(w.dims)
+	clear(w.hours)
 	clear(w.sources)
 	clear(w.latency)
-	w.links, w.sums = w.links[:0], w.sums[:0]
+	w.links, w.sums, w.extra, w.visits = w.links[:0], w.sums[:0], w.extra[:0], w.visits[:0]
 }
 
-const msPerDay = 24 * 60 * 60 * 1000
+const (
+	msPerDay  = 24 * 60 * 60 * 1000
+	msPerHour = 60 * 60 * 1000
+)
+
+// hourOf is the UTC hour of atMillis, in hours since 1970.
+func hourOf(atMillis int64) int32 {
+	h := atMillis / msPerHour
+	if atMillis%msPerHour < 0 {
+		h--
+	}
+	return int32(h)
+}
 
 // dayOf is the UTC day of atMillis, in days since 1970-01-01.
 func dayOf(atMillis int64) int32 {
@@ -173,8 +216,49 @@ func (w *window) add(data []byte, edge string) error {
 			w.count(slot, edgeID-1, c.Bot)
 		}
 		w.count(slot, w.dict.referrer(c.Referrer), c.Bot)
+		if c.Browser < familySlots {
+			l.browser[c.Browser].add(c.Bot)
+		} else {
+			w.count(slot, w.dict.id(clickstats.DimBrowser, c.Browser.String()), c.Bot)
+		}
+		if c.OS < familySlots {
+			l.os[c.OS].add(c.Bot)
+		} else {
+			w.count(slot, w.dict.id(clickstats.DimOS, c.OS.String()), c.Bot)
+		}
+		if c.Country == ([2]byte{}) {
+			l.noCountry.add(c.Bot)
+		} else {
+			w.count(slot, w.dict.country(c.Country), c.Bot)
+		}
+		if c.Rule == 0 {
+			l.own.add(c.Bot)
+		}
+		switch h := hourOf(c.At); {
+		case l.hourN.clicks == 0:
+			l.hour = h
+			l.hourN.add(c.Bot)
+		case l.hour == h:
+			l.hourN.add(c.Bot)
+		default: // a link's clicks in a second hour
+			w.countHour(slot, h, c.Bot)
+		}
+		if !c.Bot && c.Visitor != 0 {
+			w.visits = append(w.visits, visit{slot, c.Visitor})
+		}
 	}
 	return nil
+}
+
+func (w *window) countHour(slot, hour int32, bot bool) {
+	k := uint64(slot)<<32 | uint64(uint32(hour))
+	i, ok := w.hours[k]
+	if !ok {
+		i = int32(len(w.extra))
+		w.extra = append(w.extra, hourSum{slot: slot, hour: hour})
+		w.hours[k] = i
+	}
+	w.extra[i].add(bot)
 }
 
 // packCode is a code of up to 8 bytes as a number: codes hold no zero
@@ -240,14 +324,26 @@ func (w *window) count(slot int32, val uint32, bot bool) {
 
 func dayTime(d int32) time.Time { return time.Unix(int64(d)*86400, 0).UTC() }
 
-// rollup is the window as the store applies it.
-func (w *window) rollup() *Rollup {
+func hourTime(h int32) time.Time { return time.Unix(int64(h)*3600, 0).UTC() }
+
+// rollup is the window as the store applies it; hours before fromHour
+// (hours since 1970) are left out.
+func (w *window) rollup(fromHour int32) *Rollup {
 	r := &Rollup{Stream: clicks.Stream, Prev: w.prev, Last: w.last, Lost: w.lost,
-		Links: make([]LinkDay, len(w.links)), Breakdown: make([]BreakdownDay, 0, len(w.sums)+3*len(w.links))}
+		Links: make([]LinkDay, len(w.links)), Breakdown: make([]BreakdownDay, 0, len(w.sums)+6*len(w.links)),
+		Hours: make([]LinkHour, 0, len(w.links)+len(w.extra))}
+	w.sketches(r)
+	hour := func(l *linkSum, h int32, c counts) {
+		if h >= fromHour {
+			r.Hours = append(r.Hours, LinkHour{Domain: l.domain, Code: l.code, Hour: hourTime(h), Clicks: c.clicks, BotClicks: c.bots})
+		}
+	}
 	for i := range w.links {
 		l := &w.links[i]
 		day := dayTime(l.day)
-		r.Links[i] = LinkDay{Domain: l.domain, Code: l.code, Day: day, Clicks: l.clicks, BotClicks: l.bots}
+		r.Links[i].Domain, r.Links[i].Code, r.Links[i].Day, r.Links[i].Clicks, r.Links[i].BotClicks = l.domain, l.code, day, l.clicks, l.bots
+		r.Links[i].OwnClicks, r.Links[i].OwnBots = l.own.clicks, l.own.bots
+		hour(l, l.hour, l.hourN)
 		row := func(v dimValue, c counts) {
 			r.Breakdown = append(r.Breakdown, BreakdownDay{Domain: l.domain, Code: l.code, Day: day, Dimension: v.dim, Value: v.value, Clicks: c.clicks, BotClicks: c.bots})
 		}
@@ -264,6 +360,22 @@ func (w *window) rollup() *Rollup {
 		if l.edge != 0 {
 			row(w.dict.at(l.edge-1), l.edgeN)
 		}
+		for b, c := range l.browser {
+			if c.clicks != 0 {
+				row(dimValue{clickstats.DimBrowser, clicks.Browser(b).String()}, c)
+			}
+		}
+		for o, c := range l.os {
+			if c.clicks != 0 {
+				row(dimValue{clickstats.DimOS, clicks.OS(o).String()}, c)
+			}
+		}
+		if l.noCountry.clicks != 0 {
+			row(dimValue{clickstats.DimCountry, ""}, l.noCountry)
+		}
+	}
+	for _, h := range w.extra {
+		hour(&w.links[h.slot], h.hour, h.counts)
 	}
 	for _, s := range w.sums {
 		l, v := &r.Links[s.slot], w.dict.at(s.val)
@@ -278,12 +390,27 @@ func (w *window) rollup() *Rollup {
 	return r
 }
 
+// sketches sets each link row's visitors: a sketch of the human visitors
+// of its clicks.
+func (w *window) sketches(r *Rollup) {
+	slices.SortFunc(w.visits, func(a, b visit) int { return cmp.Compare(a.slot, b.slot) })
+	for i := 0; i < len(w.visits); {
+		slot := w.visits[i].slot
+		s := &hll.Sketch{}
+		for ; i < len(w.visits) && w.visits[i].slot == slot; i++ {
+			s.Add(w.visits[i].visitor)
+		}
+		r.Links[slot].Visitors = s
+	}
+}
+
 // Dimensions of the breakdowns.
 const (
-	dimReferrer = "referrer"
-	dimDevice   = "device"
-	dimStatus   = "status"
-	dimEdge     = "edge"
+	dimReferrer = clickstats.DimReferrer
+	dimDevice   = clickstats.DimDevice
+	dimStatus   = clickstats.DimStatus
+	dimEdge     = clickstats.DimEdge
+	dimCountry  = clickstats.DimCountry
 )
 
 // values numbers the dimension values the roller has seen, so a window
@@ -294,6 +421,7 @@ type values struct {
 	ids       map[string]uint32 // dim + "\x00" + value → id
 	referrers map[string]uint32 // referrer host → id
 	statuses  map[uint16]uint32
+	countries [26 * 26]uint32 // id + 1 of each country seen
 	all       []dimValue
 }
 
@@ -332,6 +460,21 @@ func (v *values) referrer(host []byte) uint32 {
 	}
 	id := v.id(dimReferrer, string(host))
 	v.referrers[v.all[id].value] = id
+	return id
+}
+
+// country is the id of a country: two upper-case letters (the decoder
+// checks).
+func (v *values) country(c [2]byte) uint32 {
+	k := int(c[0]-'A')*26 + int(c[1]-'A')
+	if k < 0 || k >= len(v.countries) {
+		return v.id(dimCountry, string(c[:]))
+	}
+	if id := v.countries[k]; id != 0 {
+		return id - 1
+	}
+	id := v.id(dimCountry, string(c[:]))
+	v.countries[k] = id + 1
 	return id
 }
 

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -12,8 +13,6 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/edgelink/edgelink/control/clickroll"
-	"github.com/edgelink/edgelink/control/clickstats"
-	"github.com/edgelink/edgelink/shared/clicks"
 	"github.com/edgelink/edgelink/shared/link"
 )
 
@@ -40,16 +39,22 @@ func (s *Store) ClickPosition(ctx context.Context, stream string) (uint64, error
 // a (domain, code) the links table does not have are counted in
 // clicks_daily.unknown_clicks only, even when another domain has the code.
 //
-// Its cost is PostgreSQL's, per row written: a link's device and status
-// counts and its clicks without a referrer are columns of its day row
-// (schema 010), not rows of their own;
-// rows go in sorted by key, so consecutive upserts land on the same index
-// and heap pages; a link's
-// authority row is read only when the caller did not pass its tenant (an
-// index lookup, never a scan of links); breakdown rows join their link's
-// row in memory.
+// Its cost is PostgreSQL's, per row written: a link's device, status,
+// browser and OS counts, its clicks without a referrer or a country and
+// its day's visitors are columns of its day row (schemas 010 and 017), not
+// rows of their own; rows go in sorted by key, so consecutive upserts land
+// on the same index and heap pages; a link's authority row is read only
+// when the caller did not pass its tenant (an index lookup, never a scan of
+// links); every table is written by one statement, and two more read and
+// write what only Go can merge: the visitors' sketches (read first) and
+// the dimensions that outgrew TopValues (bounded after, see boundValues).
 func (s *Store) ApplyClicks(ctx context.Context, r *clickroll.Rollup) error {
-	rows := clickRows(r)
+	n := r.TopValues
+	if n <= 0 {
+		n = clickroll.DefaultTopValues
+	}
+	links := withBreakdownLinks(r)
+	var found map[int]linkFound
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		// The arrays of a large rollup are materialised: in memory, not in
 		// temporary files. And its statement is planned as costly, which
@@ -78,7 +83,19 @@ func (s *Store) ApplyClicks(ctx context.Context, r *clickroll.Rollup) error {
 		if uint64(cur) != r.Prev {
 			return fmt.Errorf("%w: stored %d, rollup after %d", clickroll.ErrPositionMoved, cur, r.Prev)
 		}
-		if err := rows.apply(ctx, tx, r); err != nil {
+		var err error
+		if found, err = lookupLinks(ctx, tx, links); err != nil {
+			return fmt.Errorf("look links up: %w", err)
+		}
+		b := newClickBatch(&clickroll.Rollup{Links: links, Breakdown: r.Breakdown, Hours: r.Hours}, found)
+		if err := b.mergeVisitors(ctx, tx); err != nil {
+			return err
+		}
+		over, err := b.apply(ctx, tx, n)
+		if err != nil {
+			return err
+		}
+		if err := b.boundValues(ctx, tx, over, n); err != nil {
 			return err
 		}
 		if err := applySources(ctx, tx, r.Sources); err != nil {
@@ -87,210 +104,288 @@ func (s *Store) ApplyClicks(ctx context.Context, r *clickroll.Rollup) error {
 		if err := applyLatency(ctx, tx, r.Latency); err != nil {
 			return err
 		}
-		_, err := tx.Exec(ctx, `UPDATE click_positions SET last_seq = $2, lost_msgs = lost_msgs + $3, updated_at = now() WHERE stream = $1`,
+		_, err = tx.Exec(ctx, `UPDATE click_positions SET last_seq = $2, lost_msgs = lost_msgs + $3, updated_at = now() WHERE stream = $1`,
 			r.Stream, int64(r.Last), int64(r.Lost))
 		return err
 	})
 	if errors.Is(err, clickroll.ErrPositionMoved) {
 		return err
 	}
-	return translate(err)
-}
-
-// clickColumns are the dimension values counted in columns of
-// link_clicks_daily (schema 010) rather than in rows of
-// link_click_values_daily: the device classes, the redirect statuses and
-// no referrer.
-// Value i is counted in column clickColumns[i].column, its bots in
-// column_bots.
-var clickColumns = []struct{ dim, value, column string }{
-	{"device", "unknown", "device_unknown"}, {"device", "desktop", "device_desktop"}, {"device", "mobile", "device_mobile"},
-	{"device", "tablet", "device_tablet"}, {"device", "tv", "device_tv"},
-	{"status", "301", "status_301"}, {"status", "302", "status_302"}, {"status", "307", "status_307"}, {"status", "308", "status_308"},
-	{"referrer", "", "referrer_none"},
-}
-
-// clickColumn is the index in clickColumns of a dimension value, or -1.
-func clickColumn(dim, value string) int {
-	for i, c := range clickColumns {
-		if c.value == value && c.dim == dim {
-			return i
+	if err != nil {
+		return translate(err)
+	}
+	for i, f := range found {
+		if i < len(r.Links) {
+			r.Links[i].Tenant, r.Links[i].UTM = f.tenant, f.utm
 		}
 	}
-	return -1
+	return nil
 }
 
-// clickArrays are a rollup's rows as the columns of one statement: the
-// link rows sorted by (domain, code, day), with the counts of the column values;
-// the other breakdown rows in the order of their links, each naming its
-// link row by ordinal (1-based) rather than by code and day.
-type clickArrays struct {
-	domains      []int32
-	codes        []string
-	days         []int32 // days since 1970-01-01
-	clicks, bots []int64
-	cols         [][]int64 // per clickColumns entry i: clicks at 2i, bots at 2i+1
-	tenants      []int64   // 0: look the link up
-	rollup       []int     // link ordinal - 1 → index in the rollup's Links (-1: added here)
-
-	link               []int32
-	dims, vals         []string
-	valClicks, valBots []int64
+// withBreakdownLinks is r's link rows, and an empty one for each link and
+// day that has breakdown or hour rows but no link row (so its tenant is
+// looked up like the others'): r's rows first, in order.
+func withBreakdownLinks(r *clickroll.Rollup) []clickroll.LinkDay {
+	type key struct {
+		d    link.DomainID
+		code string
+		day  int32
+	}
+	have := make(map[key]bool, len(r.Links))
+	for _, l := range r.Links {
+		have[key{l.Domain, l.Code, epochDay(l.Day)}] = true
+	}
+	out := r.Links
+	add := func(d link.DomainID, code string, day int32) {
+		if k := (key{d, code, day}); !have[k] {
+			have[k] = true
+			if len(out) == len(r.Links) {
+				out = slices.Clone(r.Links)
+			}
+			out = append(out, clickroll.LinkDay{Domain: d, Code: code, Day: dayDate(day)})
+		}
+	}
+	for _, b := range r.Breakdown {
+		add(b.Domain, b.Code, epochDay(b.Day))
+	}
+	for _, h := range r.Hours {
+		add(h.Domain, h.Code, epochDay(h.Hour))
+	}
+	return out
 }
 
-func epochDay(t time.Time) int32 { return int32(t.Unix() / 86400) }
-
-func clickRows(r *clickroll.Rollup) *clickArrays {
-	order := make([]int, len(r.Links))
-	for i := range order {
-		order[i] = i
+// lookupLinks reads the tenant and the target's UTM of every link whose
+// tenant the rollup does not give, by index (a LATERAL with LIMIT: never
+// flattened into a join a large rollup would have planned as a scan of
+// links). It returns them by index in links; links the authority does not
+// have are absent.
+func lookupLinks(ctx context.Context, tx pgx.Tx, links []clickroll.LinkDay) (map[int]linkFound, error) {
+	type key struct {
+		d    link.DomainID
+		code string
 	}
-	slices.SortFunc(order, func(i, j int) int {
-		a, b := &r.Links[i], &r.Links[j]
-		return cmp.Or(cmp.Compare(a.Domain, b.Domain), strings.Compare(a.Code, b.Code), a.Day.Compare(b.Day))
-	})
-	type linkKey struct {
-		domain link.DomainID
-		code   string
-		day    int32
-	}
-	ord := make(map[linkKey]int32, len(order))
-	a := &clickArrays{cols: make([][]int64, 2*len(clickColumns))}
-	addLink := func(i int, domain link.DomainID, code string, day int32, clicks, bots, tenant int64) int32 {
-		a.domains = append(a.domains, int32(domain))
-		a.codes, a.days = append(a.codes, code), append(a.days, day)
-		a.clicks, a.bots, a.tenants = append(a.clicks, clicks), append(a.bots, bots), append(a.tenants, tenant)
-		for c := range a.cols {
-			a.cols[c] = append(a.cols[c], 0)
-		}
-		a.rollup = append(a.rollup, i)
-		n := int32(len(a.codes))
-		ord[linkKey{domain, code, day}] = n
-		return n
-	}
-	for _, i := range order {
-		l := &r.Links[i]
-		addLink(i, l.Domain, l.Code, epochDay(l.Day), l.Clicks, l.BotClicks, l.Tenant)
-	}
-	// Column values go to their link's row; the other breakdown rows are
-	// grouped by their link's ordinal (a counting sort: stable, linear),
-	// which is key order for the link rows.
-	rowLink := make([]int32, len(r.Breakdown))
-	perLink := make([]int32, len(a.codes)+2)
-	for i, b := range r.Breakdown {
-		day := epochDay(b.Day)
-		n, ok := ord[linkKey{b.Domain, b.Code, day}]
-		if !ok {
-			// A breakdown without its link's row: the link row adds nothing.
-			n = addLink(-1, b.Domain, b.Code, day, 0, 0, 0)
-			perLink = append(perLink, 0)
-		}
-		if c := clickColumn(b.Dimension, b.Value); c >= 0 {
-			a.cols[2*c][n-1] += b.Clicks
-			a.cols[2*c+1][n-1] += b.BotClicks
-			continue // rowLink[i] stays 0: no row
-		}
-		rowLink[i] = n
-		perLink[n+1]++
-	}
-	for i := 2; i < len(perLink); i++ {
-		perLink[i] += perLink[i-1]
-	}
-	m := int(perLink[len(perLink)-1])
-	a.link, a.dims, a.vals = make([]int32, m), make([]string, m), make([]string, m)
-	a.valClicks, a.valBots = make([]int64, m), make([]int64, m)
-	for i, b := range r.Breakdown {
-		n := rowLink[i]
-		if n == 0 {
+	idx := map[key][]int{}
+	var domains []int32
+	var codes []string
+	for i, l := range links {
+		if l.Tenant != 0 {
 			continue
 		}
-		j := perLink[n]
-		perLink[n]++
-		a.link[j], a.dims[j], a.vals[j], a.valClicks[j], a.valBots[j] = n, b.Dimension, b.Value, b.Clicks, b.BotClicks
+		k := key{l.Domain, l.Code}
+		if idx[k] == nil {
+			domains, codes = append(domains, int32(l.Domain)), append(codes, l.Code)
+		}
+		idx[k] = append(idx[k], i)
 	}
-	return a
+	if len(codes) == 0 {
+		return nil, nil
+	}
+	rows, err := tx.Query(ctx, `
+SELECT u.domain_id, u.code, l.tenant_id, l.url
+FROM unnest($1::int[], $2::text[]) AS u (domain_id, code)
+CROSS JOIN LATERAL (SELECT tenant_id, url FROM links l WHERE l.domain_id = u.domain_id AND l.code = u.code LIMIT 1) l`, domains, codes)
+	if err != nil {
+		return nil, err
+	}
+	found := map[int]linkFound{}
+	var d int32
+	var code, url string
+	var tenant int64
+	_, err = pgx.ForEachRow(rows, []any{&d, &code, &tenant, &url}, func() error {
+		f := linkFound{tenant: tenant, utm: clickroll.UTMOf(url)}
+		for _, i := range idx[key{link.DomainID(d), code}] {
+			found[i] = f
+		}
+		return nil
+	})
+	return found, err
 }
 
 // applyClicksSQL writes a rollup's rows in one statement: per link and day
-// (with the column values), per tenant and day, per day, per link, day and
-// other dimension value, and the redirects counter; it returns the tenants
-// it looked up.
+// (with the column values and visitors), per tenant and day, per day, per
+// link and hour, per tenant and hour, the redirects counter, and the value
+// rows of links and tenants whose dimensions have room for them. It
+// returns the (link or tenant, day, dimension) groups that may now hold
+// more than $N values: the values it inserted, and the rows the group had
+// before, are more than $N (a stored row always has a click, so a row the
+// upsert returns with the rollup's own count is one it inserted).
 var applyClicksSQL = func() string {
 	var params, names, sets []string
 	for i, c := range clickColumns {
 		for j, col := range []string{c.column, c.column + "_bots"} {
-			params = append(params, fmt.Sprintf("$%d::bigint[]", 7+2*i+j))
+			params = append(params, fmt.Sprintf("$%d::bigint[]", 8+2*i+j))
 			names = append(names, col)
 			sets = append(sets, col+" = t."+col+" + excluded."+col)
 		}
 	}
-	v := 7 + len(params) // the value rows' parameters
+	p := 8 + len(params) // the next parameter
+	next := func(types ...string) string {
+		var out []string
+		for _, t := range types {
+			out = append(out, fmt.Sprintf("$%d::%s", p, t))
+			p++
+		}
+		return strings.Join(out, ", ")
+	}
+	tenantDays := next("bigint[]", "int[]", "bigint[]", "bigint[]", "bigint[]", "bytea[]")
+	perDay := next("int[]", "bigint[]", "bigint[]", "bigint[]")
+	total := next("bigint")
+	linkHours := next("int[]", "text[]", "timestamptz[]", "bigint[]", "bigint[]")
+	tenantHours := next("bigint[]", "timestamptz[]", "bigint[]", "bigint[]")
+	linkValues := next("int[]", "text[]", "text[]", "bigint[]", "bigint[]")
+	tenantValues := next("bigint[]", "int[]", "text[]", "text[]", "bigint[]", "bigint[]")
+	top := next("bigint")
 	return `
 WITH u AS MATERIALIZED (
-	-- A scalar subquery per link the caller did not know: an index
-	-- lookup each (links_domain_code), where a join would be planned as a
-	-- scan of every link for a large rollup.
-	SELECT u.*, date '1970-01-01' + u.d AS day,
-		coalesce(nullif(u.known, 0), (SELECT l.tenant_id FROM links l WHERE l.domain_id = u.domain_id AND l.code = u.code)) AS tenant_id
-	FROM unnest($1::int[], $2::text[], $3::int[], $4::bigint[], $5::bigint[], $6::bigint[], ` + strings.Join(params, ", ") + `)
-		WITH ORDINALITY AS u (domain_id, code, d, clicks, bots, known, ` + strings.Join(names, ", ") + `, ord)
+	SELECT u.*, date '1970-01-01' + u.d AS day
+	FROM unnest($1::int[], $2::text[], $3::int[], $4::bigint[], $5::bigint[], $6::bigint[], $7::bytea[], ` + strings.Join(params, ", ") + `)
+		WITH ORDINALITY AS u (domain_id, code, d, clicks, bots, visitors, sketch, ` + strings.Join(names, ", ") + `, ord)
 ), per_link AS (
-	INSERT INTO link_clicks_daily AS t (domain_id, code, day, clicks, bot_clicks, ` + strings.Join(names, ", ") + `)
-	SELECT domain_id, code, day, clicks, bots, ` + strings.Join(names, ", ") + ` FROM u WHERE tenant_id IS NOT NULL
+	INSERT INTO link_clicks_daily AS t (domain_id, code, day, clicks, bot_clicks, visitors, visitors_sketch, ` + strings.Join(names, ", ") + `)
+	SELECT domain_id, code, day, clicks, bots, visitors, sketch, ` + strings.Join(names, ", ") + ` FROM u
 	ON CONFLICT (domain_id, code, day) DO UPDATE SET clicks = t.clicks + excluded.clicks, bot_clicks = t.bot_clicks + excluded.bot_clicks,
+		visitors = CASE WHEN excluded.visitors_sketch IS NULL THEN t.visitors ELSE excluded.visitors END,
+		visitors_sketch = coalesce(excluded.visitors_sketch, t.visitors_sketch),
 		` + strings.Join(sets, ", ") + `
 ), per_tenant AS (
-	INSERT INTO tenant_clicks_daily AS t (tenant_id, day, clicks, bot_clicks)
-	SELECT tenant_id, day, sum(clicks), sum(bots) FROM u WHERE tenant_id IS NOT NULL GROUP BY tenant_id, day
-	ON CONFLICT (tenant_id, day) DO UPDATE SET clicks = t.clicks + excluded.clicks, bot_clicks = t.bot_clicks + excluded.bot_clicks
+	INSERT INTO tenant_clicks_daily AS t (tenant_id, day, clicks, bot_clicks, visitors, visitors_sketch)
+	SELECT tenant_id, date '1970-01-01' + d, clicks, bots, visitors, sketch
+	FROM unnest(` + tenantDays + `) AS x (tenant_id, d, clicks, bots, visitors, sketch)
+	ON CONFLICT (tenant_id, day) DO UPDATE SET clicks = t.clicks + excluded.clicks, bot_clicks = t.bot_clicks + excluded.bot_clicks,
+		visitors = CASE WHEN excluded.visitors_sketch IS NULL THEN t.visitors ELSE excluded.visitors END,
+		visitors_sketch = coalesce(excluded.visitors_sketch, t.visitors_sketch)
 ), per_day AS (
 	INSERT INTO clicks_daily AS t (day, clicks, bot_clicks, unknown_clicks)
-	SELECT day, sum(clicks), sum(bots), coalesce(sum(clicks) FILTER (WHERE tenant_id IS NULL), 0) FROM u GROUP BY day
+	SELECT date '1970-01-01' + d, clicks, bots, unknown FROM unnest(` + perDay + `) AS x (d, clicks, bots, unknown)
 	ON CONFLICT (day) DO UPDATE SET clicks = t.clicks + excluded.clicks, bot_clicks = t.bot_clicks + excluded.bot_clicks,
 		unknown_clicks = t.unknown_clicks + excluded.unknown_clicks
-), per_value AS (
-	INSERT INTO link_click_values_daily AS t (domain_id, code, day, dimension, value, clicks, bot_clicks)
-	SELECT u.domain_id, u.code, u.day, b.dim, b.val, b.clicks, b.bots
-	FROM unnest(` + fmt.Sprintf("$%d::int[], $%d::text[], $%d::text[], $%d::bigint[], $%d::bigint[]", v, v+1, v+2, v+3, v+4) + `) AS b (link, dim, val, clicks, bots)
-	JOIN u ON u.ord = b.link
-	WHERE u.tenant_id IS NOT NULL
-	ON CONFLICT (domain_id, code, day, dimension, value) DO UPDATE SET clicks = t.clicks + excluded.clicks, bot_clicks = t.bot_clicks + excluded.bot_clicks
 ), total AS (
-	UPDATE counters SET value = value + (SELECT coalesce(sum(clicks), 0) FROM u) WHERE name = 'redirects_total'
+	UPDATE counters SET value = value + ` + total + ` WHERE name = 'redirects_total'
+), link_hours AS (
+	INSERT INTO link_clicks_hourly AS t (domain_id, code, hour, clicks, bot_clicks)
+	SELECT * FROM unnest(` + linkHours + `)
+	ON CONFLICT (domain_id, code, hour) DO UPDATE SET clicks = t.clicks + excluded.clicks, bot_clicks = t.bot_clicks + excluded.bot_clicks
+), tenant_hours AS (
+	INSERT INTO tenant_clicks_hourly AS t (tenant_id, hour, clicks, bot_clicks)
+	SELECT * FROM unnest(` + tenantHours + `)
+	ON CONFLICT (tenant_id, hour) DO UPDATE SET clicks = t.clicks + excluded.clicks, bot_clicks = t.bot_clicks + excluded.bot_clicks
+), lv AS MATERIALIZED (
+	SELECT u.domain_id, u.code, u.day, b.dim, b.val, b.clicks, b.bots
+	FROM unnest(` + linkValues + `) AS b (link, dim, val, clicks, bots)
+	JOIN u ON u.ord = b.link
+), link_values AS (
+	INSERT INTO link_click_values_daily AS t (domain_id, code, day, dimension, value, clicks, bot_clicks)
+	SELECT * FROM lv
+	ON CONFLICT (domain_id, code, day, dimension, value) DO UPDATE SET clicks = t.clicks + excluded.clicks, bot_clicks = t.bot_clicks + excluded.bot_clicks
+	RETURNING domain_id, code, day, dimension, value, clicks
+), link_grown AS (
+	SELECT r.domain_id, r.code, r.day, r.dimension, count(*) AS n
+	FROM link_values r JOIN lv ON (lv.domain_id, lv.code, lv.day, lv.dim, lv.val) = (r.domain_id, r.code, r.day, r.dimension, r.value)
+	WHERE r.clicks = lv.clicks
+	GROUP BY 1, 2, 3, 4
+), tv AS MATERIALIZED (
+	SELECT tenant_id, date '1970-01-01' + d AS day, dim, val, clicks, bots FROM unnest(` + tenantValues + `) AS b (tenant_id, d, dim, val, clicks, bots)
+), tenant_values AS (
+	INSERT INTO tenant_click_values_daily AS t (tenant_id, day, dimension, value, clicks, bot_clicks)
+	SELECT * FROM tv
+	ON CONFLICT (tenant_id, day, dimension, value) DO UPDATE SET clicks = t.clicks + excluded.clicks, bot_clicks = t.bot_clicks + excluded.bot_clicks
+	RETURNING tenant_id, day, dimension, value, clicks
+), tenant_grown AS (
+	SELECT r.tenant_id, r.day, r.dimension, count(*) AS n
+	FROM tenant_values r JOIN tv ON (tv.tenant_id, tv.day, tv.dim, tv.val) = (r.tenant_id, r.day, r.dimension, r.value)
+	WHERE r.clicks = tv.clicks
+	GROUP BY 1, 2, 3
 )
-SELECT ord, tenant_id FROM u WHERE known = 0 AND tenant_id IS NOT NULL`
+SELECT g.domain_id, g.code, 0::bigint, g.day - date '1970-01-01', g.dimension FROM link_grown g
+WHERE g.n + (SELECT count(*) FROM link_click_values_daily t
+	WHERE t.domain_id = g.domain_id AND t.code = g.code AND t.day = g.day AND t.dimension = g.dimension) > ` + top + `
+UNION ALL
+SELECT 0, '', g.tenant_id, g.day - date '1970-01-01', g.dimension FROM tenant_grown g
+WHERE g.n + (SELECT count(*) FROM tenant_click_values_daily t
+	WHERE t.tenant_id = g.tenant_id AND t.day = g.day AND t.dimension = g.dimension) > ` + top
 }()
 
-// apply writes the rows (applyClicksSQL) and sets the Tenant of the
-// rollup's link rows it looked up.
-func (a *clickArrays) apply(ctx context.Context, tx pgx.Tx, r *clickroll.Rollup) error {
-	if len(a.codes) == 0 {
-		return nil
-	}
-	args := []any{a.domains, a.codes, a.days, a.clicks, a.bots, a.tenants}
-	for _, c := range a.cols {
+// apply writes the batch (applyClicksSQL) and returns the value groups to
+// bound: those it says outgrew n, and those that came with more than n
+// values (never written by it).
+func (b *clickBatch) apply(ctx context.Context, tx pgx.Tx, n int) ([]valueGroup, error) {
+	lv, over := valueRows(b.linkValues, n)
+	tv, tover := valueRows(b.tenantValues, n)
+	over = append(over, tover...)
+	args := []any{b.domains, b.codes, b.days, b.clicks, b.bots, b.visitors, b.sketches}
+	for _, c := range b.cols {
 		args = append(args, c)
 	}
-	rows, err := tx.Query(ctx, applyClicksSQL, append(args, a.link, a.dims, a.vals, a.valClicks, a.valBots)...)
+	var td struct {
+		tenants                []int64
+		days                   []int32
+		clicks, bots, visitors []int64
+		sketches               [][]byte
+	}
+	for _, k := range slices.SortedFunc(maps.Keys(b.tenantDays), func(a, c tenantDay) int {
+		return cmp.Or(cmp.Compare(a.tenant, c.tenant), cmp.Compare(a.day, c.day))
+	}) {
+		r := b.tenantDays[k]
+		td.tenants, td.days = append(td.tenants, k.tenant), append(td.days, k.day)
+		td.clicks, td.bots = append(td.clicks, r.Clicks), append(td.bots, r.Bots)
+		td.visitors, td.sketches = append(td.visitors, r.visits), append(td.sketches, r.encoded)
+	}
+	args = append(args, td.tenants, td.days, td.clicks, td.bots, td.visitors, td.sketches)
+	var pd struct {
+		days                  []int32
+		clicks, bots, unknown []int64
+	}
+	for _, d := range slices.Sorted(maps.Keys(b.perDay)) {
+		c := b.perDay[d]
+		pd.days, pd.clicks, pd.bots, pd.unknown = append(pd.days, d), append(pd.clicks, c[0]), append(pd.bots, c[1]), append(pd.unknown, c[2])
+	}
+	args = append(args, pd.days, pd.clicks, pd.bots, pd.unknown, b.total)
+	var lh struct {
+		domains      []int32
+		codes        []string
+		hours        []time.Time
+		clicks, bots []int64
+	}
+	for _, h := range b.linkHours {
+		lh.domains, lh.codes, lh.hours = append(lh.domains, int32(h.Domain)), append(lh.codes, h.Code), append(lh.hours, h.Hour)
+		lh.clicks, lh.bots = append(lh.clicks, h.Clicks), append(lh.bots, h.BotClicks)
+	}
+	args = append(args, lh.domains, lh.codes, lh.hours, lh.clicks, lh.bots)
+	var th struct {
+		tenants      []int64
+		hours        []time.Time
+		clicks, bots []int64
+	}
+	for _, k := range slices.SortedFunc(maps.Keys(b.tenantHours), func(a, c tenantHour) int {
+		return cmp.Or(cmp.Compare(a.tenant, c.tenant), cmp.Compare(a.hour, c.hour))
+	}) {
+		c := b.tenantHours[k]
+		th.tenants, th.hours = append(th.tenants, k.tenant), append(th.hours, time.Unix(k.hour, 0).UTC())
+		th.clicks, th.bots = append(th.clicks, c.Clicks), append(th.bots, c.Bots)
+	}
+	args = append(args, th.tenants, th.hours, th.clicks, th.bots)
+	args = append(args, lv.links, lv.dims, lv.vals, lv.valClicks, lv.valBots)
+	args = append(args, tv.tenants, tv.days, tv.dims, tv.vals, tv.valClicks, tv.valBots, int64(n))
+	rows, err := tx.Query(ctx, applyClicksSQL, args...)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	found := map[int]int64{}
-	var ord, tenant int64
-	if _, err := pgx.ForEachRow(rows, []any{&ord, &tenant}, func() error {
-		if i := a.rollup[ord-1]; i >= 0 {
-			found[i] = tenant
+	var (
+		d      int32
+		code   string
+		tenant int64
+		day    int32
+		dim    string
+	)
+	_, err = pgx.ForEachRow(rows, []any{&d, &code, &tenant, &day, &dim}, func() error {
+		g := valueGroup{tenant: tenant, day: day, dim: dim}
+		if tenant == 0 {
+			g.link = b.ordOf[linkKey{link.DomainID(d), code, day}]
 		}
+		over = append(over, g)
 		return nil
-	}); err != nil {
-		return err
-	}
-	// Set only once the statement succeeded; the commit may still fail,
-	// which leaves the tenants true but the rollup unapplied.
-	for i, t := range found {
-		r.Links[i].Tenant = t
-	}
-	return nil
+	})
+	return over, err
 }
 
 func applySources(ctx context.Context, tx pgx.Tx, rows []clickroll.SourceReport) error {
@@ -399,124 +494,4 @@ ON CONFLICT (tenant_id, stripe) DO UPDATE SET n = c.n + excluded.n`, d.TenantID,
 		}
 	}
 	return drifts, nil
-}
-
-// linkBreakdownSQL reads one link's clicks per dimension value over a range
-// of days ($1 domain, $2 code, $3 and $4 the days, $5 the values per
-// dimension), largest first: from the value rows and the column values of
-// its day rows (schema 010), as the view link_click_breakdown_daily
-// unpivots them, but read from the tables, which carry the domain (schema
-// 015) where the view does not.
-var linkBreakdownSQL = func() string {
-	var vals []string
-	for _, c := range clickColumns {
-		vals = append(vals, fmt.Sprintf("('%s', '%s', d.%s, d.%s_bots)", c.dim, c.value, c.column, c.column))
-	}
-	return `
-SELECT dimension, value, clicks, bot_clicks FROM (
-	SELECT dimension, value, sum(clicks)::bigint AS clicks, sum(bot_clicks)::bigint AS bot_clicks,
-		row_number() OVER (PARTITION BY dimension ORDER BY sum(clicks) DESC, value) AS rank
-	FROM (
-		SELECT dimension, value, clicks, bot_clicks FROM link_click_values_daily
-		WHERE domain_id = $1 AND code = $2 AND day BETWEEN $3 AND $4
-		UNION ALL
-		SELECT v.dimension, v.value, v.clicks, v.bot_clicks
-		FROM link_clicks_daily d
-		CROSS JOIN LATERAL (VALUES ` + strings.Join(vals, ", ") + `) AS v (dimension, value, clicks, bot_clicks)
-		WHERE d.domain_id = $1 AND d.code = $2 AND d.day BETWEEN $3 AND $4 AND v.clicks <> 0
-	) b
-	GROUP BY dimension, value
-) r WHERE rank <= $5 ORDER BY dimension, rank`
-}()
-
-// LinkClicks returns the clicks of code on domain d per day from from to to
-// (inclusive UTC days; days without clicks are absent) and per dimension
-// value, largest first, at most perDimension values per dimension. The
-// same code on another domain is another link, never counted here. The
-// caller checks that the link is the tenant's.
-func (s *Store) LinkClicks(ctx context.Context, d link.DomainID, code string, from, to time.Time, perDimension int) ([]clickstats.Day, []clickstats.Breakdown, error) {
-	rows, err := s.pool.Query(ctx, `SELECT day, clicks, bot_clicks FROM link_clicks_daily
-		WHERE domain_id = $1 AND code = $2 AND day BETWEEN $3 AND $4 ORDER BY day`, int32(d), code, from, to)
-	if err != nil {
-		return nil, nil, translate(err)
-	}
-	days, err := pgx.CollectRows(rows, scanDay)
-	if err != nil {
-		return nil, nil, translate(err)
-	}
-	rows, err = s.pool.Query(ctx, linkBreakdownSQL, int32(d), code, from, to, perDimension)
-	if err != nil {
-		return nil, nil, translate(err)
-	}
-	br, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (clickstats.Breakdown, error) {
-		var b clickstats.Breakdown
-		return b, r.Scan(&b.Dimension, &b.Value, &b.Clicks, &b.BotClicks)
-	})
-	return days, br, translate(err)
-}
-
-func scanDay(r pgx.CollectableRow) (clickstats.Day, error) {
-	var d clickstats.Day
-	return d, r.Scan(&d.Day, &d.Clicks, &d.BotClicks)
-}
-
-// TenantClicks returns the tenant's clicks per day from from to to
-// (inclusive; days without clicks are absent) and its live links now.
-func (s *Store) TenantClicks(ctx context.Context, tenantID int64, from, to time.Time) ([]clickstats.Day, int64, error) {
-	rows, err := s.pool.Query(ctx, `SELECT day, clicks, bot_clicks FROM tenant_clicks_daily
-		WHERE tenant_id = $1 AND day BETWEEN $2 AND $3 ORDER BY day`, tenantID, from, to)
-	if err != nil {
-		return nil, 0, translate(err)
-	}
-	days, err := pgx.CollectRows(rows, scanDay)
-	if err != nil {
-		return nil, 0, translate(err)
-	}
-	var live int64
-	err = s.pool.QueryRow(ctx, `SELECT coalesce(sum(n), 0)::bigint FROM live_link_counts WHERE tenant_id = $1`, tenantID).Scan(&live)
-	return days, live, translate(err)
-}
-
-// RedirectLatency returns the merged service-time histogram of each day
-// from from to to that has one.
-func (s *Store) RedirectLatency(ctx context.Context, from, to time.Time) (map[time.Time]*clicks.Histogram, error) {
-	rows, err := s.pool.Query(ctx, `SELECT day, bucket, count FROM redirect_latency_daily WHERE day BETWEEN $1 AND $2`, from, to)
-	if err != nil {
-		return nil, translate(err)
-	}
-	defer rows.Close()
-	out := make(map[time.Time]*clicks.Histogram)
-	for rows.Next() {
-		var (
-			day    time.Time
-			bucket int32
-			count  int64
-		)
-		if err := rows.Scan(&day, &bucket, &count); err != nil {
-			return nil, translate(err)
-		}
-		if bucket < 0 || int(bucket) >= clicks.Buckets {
-			continue
-		}
-		h := out[day]
-		if h == nil {
-			h = new(clicks.Histogram)
-			out[day] = h
-		}
-		h[bucket] += uint64(count)
-	}
-	return out, translate(rows.Err())
-}
-
-// ClickPipelineStats returns the pipeline's completeness numbers.
-func (s *Store) ClickPipelineStats(ctx context.Context) (clickstats.Pipeline, error) {
-	var p clickstats.Pipeline
-	err := s.pool.QueryRow(ctx, `
-SELECT (SELECT value FROM counters WHERE name = 'redirects_total'),
-	coalesce((SELECT sum(dropped) FROM click_sources), 0)::bigint,
-	coalesce((SELECT sum(greatest(offered - dropped - applied, 0)) FROM click_sources), 0)::bigint,
-	coalesce((SELECT sum(lost_msgs) FROM click_positions), 0)::bigint,
-	coalesce((SELECT max(last_seq) FROM click_positions), 0)::bigint`).
-		Scan(&p.RedirectsTotal, &p.EdgeDropped, &p.Unaccounted, &p.LostMsgs, &p.Position)
-	return p, translate(err)
 }

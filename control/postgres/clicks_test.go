@@ -413,8 +413,9 @@ func TestClickColumnsMigration(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	// The tables as schema 010 found them: domains (015) taken out first,
-	// since 010's down part knows the keys of before.
+	// The tables as schema 010 found them: click dimensions (017) and
+	// domains (015) taken out first, since 010's down part knows the keys
+	// and columns of before.
 	b15, err := os.ReadFile("../../schema/015_domains.sql")
 	if err != nil {
 		t.Fatal(err)
@@ -423,6 +424,15 @@ func TestClickColumnsMigration(t *testing.T) {
 	if !ok {
 		t.Fatal("015 has no down part")
 	}
+	b17, err := os.ReadFile("../../schema/017_click_dimensions.sql")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, down17, ok := strings.Cut(string(b17), "---- create above / drop below ----")
+	if !ok {
+		t.Fatal("017 has no down part")
+	}
+	exec(down17)
 	exec(down15)
 	exec(down)
 	exec(`INSERT INTO link_clicks_daily (code, day, clicks, bot_clicks) VALUES
