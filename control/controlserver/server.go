@@ -30,6 +30,7 @@ import (
 	"github.com/edgelink/edgelink/control/postgres"
 	"github.com/edgelink/edgelink/control/responder"
 	"github.com/edgelink/edgelink/control/snapshots"
+	"github.com/edgelink/edgelink/control/visitorsalt"
 	"github.com/edgelink/edgelink/internal/natsconn"
 	"github.com/edgelink/edgelink/shared/base62"
 	"github.com/edgelink/edgelink/shared/ff1"
@@ -333,6 +334,11 @@ func Run(ctx context.Context, cfg Config) error {
 	g := new(errgroup.Group)
 	relay := outbox.New(store, js, outbox.Config{Log: log, Replicas: cfg.StreamReplicas})
 	g.Go(func() error { return relay.Run(relayCtx) })
+	// The daily visitor salts the edges hash clicks with: every instance
+	// keeps them, agreeing through the bucket's revision checks.
+	salts := visitorsalt.New(js, visitorsalt.Config{Log: log, Replicas: cfg.StreamReplicas})
+	met.Registry.MustRegister(salts.Collectors()...)
+	g.Go(func() error { return salts.Run(relayCtx) })
 	var roller *clickroll.Roller
 	if !cfg.NoClickRollup {
 		// Stops with the relay: a batch in flight commits or is redelivered.
