@@ -192,8 +192,12 @@ func Run(ctx context.Context, cfg Config) error {
 	hosts := &resolve.Hosts{Domains: domains, Authority: client}
 	// Visitor hashes use the salt control keeps for each UTC day.
 	salts := visitorsalt.New(js, visitorsalt.Config{Log: log})
-	rec := clickpub.New(js, clickpub.Config{Edge: cfg.Name, Buffer: cfg.ClickBuffer, Log: log,
-		FlushEvery: cfg.ClickFlushEvery, ReportEvery: cfg.ClickReportEvery, Visitors: salts})
+	ccfg := clickpub.Config{Edge: cfg.Name, Buffer: cfg.ClickBuffer, Log: log,
+		FlushEvery: cfg.ClickFlushEvery, ReportEvery: cfg.ClickReportEvery, Visitors: salts}
+	if countries != nil { // a nil *Countries in the interface would be a Geo that is there
+		ccfg.Geo = countries
+	}
+	rec := clickpub.New(js, ccfg)
 	e := &Edge{Domains: domains, Feed: feed, Resolver: res, Hosts: hosts, Authority: client, Clicks: rec, Salts: salts, Countries: countries, Overlay: overlay,
 		Segments: segments, Snapshots: snaps, Syncer: syncer}
 	proxies, err := clientip.New(cfg.TrustedProxies)
