@@ -142,6 +142,8 @@ type Config struct {
 	// DomainKey is the key name new FF1 domains get when they name none
 	// (--domain-key); it must be in CodeKeysFile.
 	DomainKey string
+	// Webhooks is how webhooks are sent (webhooks.go).
+	Webhooks WebhookConfig
 	// ImportMaxBytes bounds a file uploaded to the console's bulk upload
 	// (--import-max-bytes; zero takes console.DefaultMaxUpload, at most
 	// 64 MiB, which the schema bounds).
@@ -257,9 +259,13 @@ func Run(ctx context.Context, cfg Config) error {
 		Targets:  links.TargetPolicy{Blocked: cfg.BlockedDomains, AllowPrivate: cfg.AllowPrivateTargets},
 		OnChange: func(d link.Domain) { svc.ForgetDomain(d.Host) }})
 	probes := newOps(alloc, ns, store.Ping, cfg, log)
+	hooks, err := newWebhooks(pool, js, cfg.PublicURL, cfg.Webhooks, cfg.StreamReplicas, met.Registry, log)
+	if err != nil {
+		return err
+	}
 	handler := api.New(store, svc, api.Config{PublicURL: cfg.PublicURL, Log: log, Stats: store,
 		Startup: probes.startup, Ready: probes.ready, Live: probes.live,
-		Metrics: met.Handler(), Registerer: met.Registry, Domains: doms,
+		Metrics: met.Handler(), Registerer: met.Registry, Domains: doms, Webhooks: hooks.Service,
 		RatePerSecond: cfg.TenantRate, Burst: cfg.TenantBurst,
 		AuthFailuresPerSecond: cfg.AuthFailureRate, AuthFailureBurst: cfg.AuthFailureBurst})
 
@@ -334,6 +340,8 @@ func Run(ctx context.Context, cfg Config) error {
 	g := new(errgroup.Group)
 	relay := outbox.New(store, js, outbox.Config{Log: log, Replicas: cfg.StreamReplicas})
 	g.Go(func() error { return relay.Run(relayCtx) })
+	// Webhooks stop with the relay: attempts in flight are logged first.
+	g.Go(func() error { return hooks.Run(relayCtx) })
 	// The daily visitor salts the edges hash clicks with: every instance
 	// keeps them, agreeing through the bucket's revision checks.
 	salts := visitorsalt.New(js, visitorsalt.Config{Log: log, Replicas: cfg.StreamReplicas})

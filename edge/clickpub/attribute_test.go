@@ -5,12 +5,14 @@ import (
 	"context"
 	"encoding/binary"
 	"net/netip"
+	"os"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/edgelink/edgelink/edge/geo"
 	"github.com/edgelink/edgelink/edge/visitorsalt"
 	"github.com/edgelink/edgelink/internal/natstest"
 	"github.com/edgelink/edgelink/internal/poll"
@@ -35,7 +37,7 @@ func (g prefixGeo) Lookup(a netip.Addr) ([2]byte, bool) {
 	return [2]byte{}, false
 }
 
-var geo = prefixGeo{
+var testGeo = prefixGeo{
 	{netip.MustParsePrefix("203.0.113.0/24"), [2]byte{'D', 'E'}},
 	{netip.MustParsePrefix("2001:db8::/32"), [2]byte{'J', 'P'}},
 	{netip.MustParsePrefix("198.51.100.0/24"), [2]byte{'u', 's'}}, // lower case: taken upper-cased
@@ -62,7 +64,7 @@ var day = time.Date(2030, 1, 2, 0, 0, 0, 0, time.UTC)
 // zeroed).
 func TestCountryAndVisitor(t *testing.T) {
 	pub := &capture{}
-	r := New(pub, Config{Edge: "e1", Geo: geo, Visitors: dayHash{day.UnixMilli() / 86_400_000}})
+	r := New(pub, Config{Edge: "e1", Geo: testGeo, Visitors: dayHash{day.UnixMilli() / 86_400_000}})
 	at := day.Add(time.Hour).UnixMilli()
 	clients := []struct {
 		addr    netip.Addr
@@ -135,7 +137,7 @@ func TestPerClickWorkDoesNotAllocate(t *testing.T) {
 	// AllocsPerRun counts the whole process's allocations: no NATS client
 	// may run meanwhile (the salts stay held).
 	salts.stop()
-	r := New(nil, Config{Buffer: 1 << 12, Geo: geo, Visitors: salts})
+	r := New(nil, Config{Buffer: 1 << 12, Geo: testGeo, Visitors: salts})
 	uas := [][]byte{iphone, []byte("curl/8.0"), nil,
 		[]byte("Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/124.0.0.0 Safari/537.36 Edg/124.0.2478.51")}
 	clients := []netip.Addr{alice, netip.MustParseAddr("2001:db8::9"), netip.MustParseAddr("100.64.1.1"), {}}
@@ -162,7 +164,7 @@ type heldSalts struct {
 }
 
 // saltsFor is edge/visitorsalt holding a salt for day, from a real bucket.
-func saltsFor(t *testing.T, day time.Time) heldSalts {
+func saltsFor(t testing.TB, day time.Time) heldSalts {
 	t.Helper()
 	ns := natstest.Start(t)
 	nc, js := ns.Connect(t)
@@ -208,7 +210,7 @@ func TestTwoEdgesPublishOneVisitor(t *testing.T) {
 	})
 	start := func(name string) *Recorder {
 		s := visitorsalt.New(js, visitorsalt.Config{Now: func() time.Time { return day }})
-		r := New(js, Config{Edge: name, Geo: geo, Visitors: s, FlushEvery: 10 * time.Millisecond})
+		r := New(js, Config{Edge: name, Geo: testGeo, Visitors: s, FlushEvery: 10 * time.Millisecond})
 		for _, run := range []func(context.Context) error{s.Run, r.Run} {
 			done := make(chan error, 1)
 			go func() { done <- run(ctx) }()
@@ -269,4 +271,75 @@ func createBucket(js jetstream.JetStream) (jetstream.KeyValue, error) {
 		return nil, err
 	}
 	return js.KeyValue(ctx, clicks.SaltBucket)
+}
+
+// benchUAs are the User-Agents BenchmarkPublisherPerClick cycles through:
+// desktop, mobile, in-app and a bot, as a busy link sees them.
+var benchUAs = [][]byte{
+	[]byte("Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/124.0.0.0 Safari/537.36"),
+	iphone,
+	[]byte("Mozilla/5.0 (Linux; Android 14; Pixel 8) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/124.0.0.0 Mobile Safari/537.36"),
+	[]byte("Mozilla/5.0 (iPhone; CPU iPhone OS 17_4 like Mac OS X) AppleWebKit/605.1.15 (KHTML, like Gecko) Mobile/21E219 [FBAN/FBIOS;FBAV/455.0.0.44.107;FBBV/577357423;FBDV/iPhone14,5;FBMD/iPhone;FBSN/iOS;FBSV/17.4]"),
+	[]byte("Mozilla/5.0 (Macintosh; Intel Mac OS X 10_15_7) AppleWebKit/605.1.15 (KHTML, like Gecko) Version/17.4 Safari/605.1.15"),
+	[]byte("Mozilla/5.0 (compatible; Googlebot/2.1; +http://www.google.com/bot.html)"),
+}
+
+// discard is a Publisher that stores nothing.
+type discard struct{}
+
+func (discard) Publish(context.Context, string, []byte, ...jetstream.PublishOpt) (*jetstream.PubAck, error) {
+	return &jetstream.PubAck{}, nil
+}
+
+func (discard) CreateStream(context.Context, jetstream.StreamConfig) (jetstream.Stream, error) {
+	return nil, nil
+}
+
+// BenchmarkPublisherPerClick is the publisher's cost per click: a batch of
+// 1,024 clicks from 1,024 addresses recorded, then encoded and handed to a
+// publisher that stores nothing; ns/click is per click (recording
+// included). "bare" has no country data and no salts; "geo+salt" looks
+// every client up in edge/geo's table (Tor's data from ../../.data/geoip
+// when the Taskfile has fetched it, else edge/geo's test fixture) and
+// hashes every visitor (edge/visitorsalt).
+func BenchmarkPublisherPerClick(b *testing.B) {
+	salts := saltsFor(b, day)
+	salts.stop()
+	dir := "../../.data/geoip"
+	if _, err := os.Stat(dir + "/geoip"); err != nil {
+		dir = "../geo/testdata"
+	}
+	table, err := geo.LoadTor(dir+"/geoip", dir+"/geoip6")
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Logf("country data: %s (%d IPv4 ranges)", dir, table.Info().V4Ranges)
+	clients := make([]netip.Addr, 1024)
+	for i := range clients {
+		clients[i] = netip.AddrFrom4([4]byte(binary.BigEndian.AppendUint32(nil, uint32(i+1)*2654435761)))
+	}
+	for _, tc := range []struct {
+		name string
+		cfg  Config
+	}{
+		{"bare", Config{Edge: "bench"}},
+		{"geo+salt", Config{Edge: "bench", Geo: table, Visitors: salts}},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			const batch = 1024
+			tc.cfg.Batch, tc.cfg.Buffer = batch, batch
+			r := New(discard{}, tc.cfg)
+			at := day.Add(time.Hour).UnixMilli()
+			var buf []byte
+			ensured := false
+			b.ReportAllocs()
+			for b.Loop() {
+				for i := range batch {
+					r.Record(link.DomainID(i%3), code, referer, benchUAs[i%len(benchUAs)], clients[i], 302, at)
+				}
+				r.flush(context.Background(), &buf, &ensured)
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/batch, "ns/click")
+		})
+	}
 }

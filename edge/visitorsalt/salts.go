@@ -121,11 +121,11 @@ func (s *Salts) Hash(atMillis int64, client netip.Addr, userAgent []byte) (uint6
 		if k.day != day {
 			continue
 		}
-		var buf [16 + clicks.MaxUserAgentLen]byte
 		a := client.Unmap().As16()
-		copy(buf[:16], a[:])
-		n := 16 + copy(buf[16:], userAgent)
-		if h := sipHash24(k.k0, k.k1, buf[:n]); h != 0 {
+		if len(userAgent) > clicks.MaxUserAgentLen {
+			userAgent = userAgent[:clicks.MaxUserAgentLen]
+		}
+		if h := sipHash24(k.k0, k.k1, &a, userAgent); h != 0 {
 			return h, true
 		}
 		return 1, true

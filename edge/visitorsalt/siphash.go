@@ -6,15 +6,19 @@ import (
 )
 
 // sipHash24 is SipHash-2-4 (Aumasson and Bernstein, "SipHash: a fast
-// short-input PRF", 2012) of m under the 128-bit key (k0, k1), the key's
-// bytes read little-endian as in the reference implementation. It does
-// not allocate. The standard library has SipHash only inside the runtime,
+// short-input PRF", 2012) of the 16 bytes of pre followed by m, under the
+// 128-bit key (k0, k1), the key's bytes read little-endian as in the
+// reference implementation. Taking the prefix apart saves copying a
+// client's address and User-Agent into one buffer per click. It does not
+// allocate. The standard library has SipHash only inside the runtime,
 // unexported; hash/maphash cannot take a key of our own.
-func sipHash24(k0, k1 uint64, m []byte) uint64 {
+func sipHash24(k0, k1 uint64, pre *[16]byte, m []byte) uint64 {
 	v0 := k0 ^ 0x736f6d6570736575
 	v1 := k1 ^ 0x646f72616e646f6d
 	v2 := k0 ^ 0x6c7967656e657261
 	v3 := k1 ^ 0x7465646279746573
+	// A closure the compiler inlines: measured faster here than a
+	// function passing the four words in and out.
 	round := func() {
 		v0 += v1
 		v1 = bits.RotateLeft64(v1, 13)
@@ -31,23 +35,24 @@ func sipHash24(k0, k1 uint64, m []byte) uint64 {
 		v1 ^= v2
 		v2 = bits.RotateLeft64(v2, 32)
 	}
-	n := len(m)
-	for ; len(m) >= 8; m = m[8:] {
-		w := binary.LittleEndian.Uint64(m)
+	word := func(w uint64) {
 		v3 ^= w
 		round()
 		round()
 		v0 ^= w
+	}
+	n := 16 + len(m)
+	word(binary.LittleEndian.Uint64(pre[:8]))
+	word(binary.LittleEndian.Uint64(pre[8:]))
+	for ; len(m) >= 8; m = m[8:] {
+		word(binary.LittleEndian.Uint64(m))
 	}
 	// The last word: the remaining bytes, and the length's low byte on top.
 	w := uint64(n) << 56
 	for i, c := range m {
 		w |= uint64(c) << (8 * i)
 	}
-	v3 ^= w
-	round()
-	round()
-	v0 ^= w
+	word(w)
 	v2 ^= 0xff
 	round()
 	round()

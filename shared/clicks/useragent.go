@@ -292,6 +292,11 @@ func ParseUserAgent(ua []byte) Agent {
 	bot := false
 	best := [numTables]int{deviceTable: len(deviceRules), browserTable: len(browserRules), osTable: len(osRules)}
 	for i, c := range low {
+		// Most positions start no token's first two bytes: one bit test
+		// skips them. (Every token is at least three bytes long.)
+		if i+1 >= len(low) || pairIndex[c][low[i+1]>>6]&(1<<(low[i+1]&63)) == 0 {
+			continue
+		}
 		for _, t := range tokenIndex[c] {
 			if t.table == botTable {
 				if bot {
@@ -344,10 +349,15 @@ type indexedToken struct {
 	rule  int // index in the table's rules (bots: unused)
 }
 
-// tokenIndex lists the tokens of every table by their first byte.
-var tokenIndex = func() (idx [256][]indexedToken) {
+// tokenIndex lists the tokens of every table by their first byte, and
+// pairIndex marks which second bytes follow each first byte in some token.
+var tokenIndex, pairIndex = func() (idx [256][]indexedToken, pairs [256][4]uint64) {
 	add := func(token string, table, rule int) {
+		if len(token) < 3 {
+			panic("clicks: user-agent token " + token + " shorter than 3 bytes")
+		}
 		idx[token[0]] = append(idx[token[0]], indexedToken{token, table, rule})
+		pairs[token[0]][token[1]>>6] |= 1 << (token[1] & 63)
 	}
 	for _, t := range botTokens {
 		add(t, botTable, 0)
@@ -361,5 +371,5 @@ var tokenIndex = func() (idx [256][]indexedToken) {
 	for i, r := range osRules {
 		add(r.token, osTable, i)
 	}
-	return idx
+	return idx, pairs
 }()

@@ -53,6 +53,7 @@ type cli struct {
 	Snapshot snapshotCmd `cmd:"" help:"Build edge snapshots."`
 	Links    linksCmd    `cmd:"" help:"Create, list, show, tag, disable, enable and delete links, and draw their QR codes, through the creator API (--api-url, EDGELINK_API_KEY)."`
 	Domains  domainsCmd  `cmd:"" help:"Add, list, show, change and remove domains (any tenant's, and the platform's settings)."`
+	Webhooks webhooksCmd `cmd:"" help:"Register, list, change, test, disable and enable webhook endpoints and read their delivery logs, through the creator API (--api-url, EDGELINK_API_KEY)."`
 	Import   importCmd   `cmd:"" help:"Import Bitly, YOURLS or Shlink exports through the creator API; safe to run again."`
 }
 
@@ -117,6 +118,7 @@ type serveCmd struct {
 	ImportKeep     time.Duration `name:"import-retention" default:"168h" env:"EDGELINK_IMPORT_RETENTION" help:"How long finished bulk imports, with their mapping and rejects files, are kept."`
 	serveLimits
 	snapshotBudget
+	webhookServe
 }
 
 func (s *serveCmd) Run(ctx context.Context, g *globals, log *slog.Logger, onListen func(net.Addr)) error {
@@ -129,6 +131,10 @@ func (s *serveCmd) Run(ctx context.Context, g *globals, log *slog.Logger, onList
 	if err := s.snapshotBudget.validate(); err != nil {
 		return err
 	}
+	hooks, err := s.webhookServe.config()
+	if err != nil {
+		return err
+	}
 	if s.ImportMaxBytes < 1 || s.ImportMaxBytes > 64<<20 {
 		return usageError{fmt.Errorf("--import-max-bytes %d: want 1 to 67108864 (64 MiB)", s.ImportMaxBytes)}
 	}
@@ -136,7 +142,7 @@ func (s *serveCmd) Run(ctx context.Context, g *globals, log *slog.Logger, onList
 		return usageError{fmt.Errorf("--import-retention %v: want at least 1h", s.ImportKeep)}
 	}
 	return controlserver.Run(ctx, controlserver.Config{
-		HTTPAddr: s.Listen, DatabaseURL: g.DatabaseURL, NATSURL: s.NATSURL, PublicURL: s.PublicURL,
+		HTTPAddr: s.Listen, DatabaseURL: g.DatabaseURL, NATSURL: s.NATSURL, PublicURL: s.PublicURL, Webhooks: hooks,
 		BlockedDomains: lower(s.BlockedDomains), AllowPrivateTargets: s.AllowPrivate, Reserved: s.ReservedCodes, Log: log, OnListen: onListen,
 		IDStart: s.IDStart, IDEnd: s.IDEnd, IDStep: s.IDStep,
 		StreamReplicas: s.StreamReplicas,
