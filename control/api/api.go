@@ -98,6 +98,9 @@ type Config struct {
 	// Webhooks backs /api/v1/webhooks (webhooks.go); nil answers those
 	// routes 404.
 	Webhooks Webhooks
+	// Webhooks backs /api/v1/webhooks (webhooks.go); nil answers those
+	// routes 404.
+	Webhooks Webhooks
 }
 
 // Server serves the control API. Build it with New; it is an http.Handler
@@ -147,6 +150,16 @@ var routeTable = []route{
 	{"GET", "/api/v1/domains/{host}", func(s *Server) http.HandlerFunc { return s.authed(s.getDomain) }},
 	{"PATCH", "/api/v1/domains/{host}", func(s *Server) http.HandlerFunc { return s.authed(s.patchDomain) }},
 	{"DELETE", "/api/v1/domains/{host}", func(s *Server) http.HandlerFunc { return s.authed(s.removeDomain) }},
+	{"GET", "/api/v1/webhooks", func(s *Server) http.HandlerFunc { return s.authed(s.listWebhooks) }},
+	{"POST", "/api/v1/webhooks", func(s *Server) http.HandlerFunc { return s.authed(s.createWebhook) }},
+	{"GET", "/api/v1/webhooks/{id}", func(s *Server) http.HandlerFunc { return s.authed(s.getWebhook) }},
+	{"PATCH", "/api/v1/webhooks/{id}", func(s *Server) http.HandlerFunc { return s.authed(s.patchWebhook) }},
+	{"DELETE", "/api/v1/webhooks/{id}", func(s *Server) http.HandlerFunc { return s.authed(s.deleteWebhook) }},
+	{"POST", "/api/v1/webhooks/{id}/rotate-secret", func(s *Server) http.HandlerFunc { return s.authed(s.rotateWebhookSecret) }},
+	{"POST", "/api/v1/webhooks/{id}/enable", func(s *Server) http.HandlerFunc { return s.authed(s.enableWebhook) }},
+	{"POST", "/api/v1/webhooks/{id}/disable", func(s *Server) http.HandlerFunc { return s.authed(s.disableWebhook) }},
+	{"POST", "/api/v1/webhooks/{id}/test", func(s *Server) http.HandlerFunc { return s.authed(s.testWebhook) }},
+	{"GET", "/api/v1/webhooks/{id}/deliveries", func(s *Server) http.HandlerFunc { return s.authed(s.listWebhookDeliveries) }},
 	{"GET", "/api/v1/webhooks", func(s *Server) http.HandlerFunc { return s.authed(s.listWebhooks) }},
 	{"POST", "/api/v1/webhooks", func(s *Server) http.HandlerFunc { return s.authed(s.createWebhook) }},
 	{"GET", "/api/v1/webhooks/{id}", func(s *Server) http.HandlerFunc { return s.authed(s.getWebhook) }},
