@@ -192,6 +192,23 @@ func rules() []rule {
 			})
 			return bad
 		}},
+		{"ClientDataStaysOffTheResponsePath", func(m module) (bad []string) {
+			// The handler hands the client's address to the click
+			// recorder and no further: country lookups and visitor
+			// hashes are the publisher's (edge/clickpub), never work
+			// on a redirect, and the salts are never in the handler.
+			m.each(func(p *pkg) {
+				if !under(p.ImportPath, "edge/redirect") {
+					return
+				}
+				for _, imp := range p.Imports {
+					if under(imp, "edge/geo") || under(imp, "edge/visitorsalt") {
+						bad = append(bad, fmt.Sprintf("%s imports %s: country and visitor hash are derived off the response path, in edge/clickpub's publisher", p.ImportPath, imp))
+					}
+				}
+			})
+			return bad
+		}},
 		{"GeoDataStaysInEdgeGeo", func(m module) (bad []string) {
 			// Country lookup is the edge's: edge/geo imports nothing of
 			// the module (a leaf any edge package may hold), and the
@@ -269,6 +286,10 @@ func TestRulesCatchViolations(t *testing.T) {
 			[]*pkg{p("control/links", "links", "github.com/jackc/pgx/v5/pgxpool"), p("control/console", "console", "github.com/jackc/pgx/v5")},
 			[]*pkg{p("control/postgres", "postgres", "github.com/jackc/pgx/v5"), p("control/allocstore", "allocstore", "github.com/jackc/pgx/v5/pgxpool"),
 				p("control/console/pgstore", "pgstore", "github.com/jackc/pgx/v5/pgxpool")}},
+		{"ClientDataStaysOffTheResponsePath",
+			[]*pkg{p("edge/redirect", "redirect", mod+"edge/visitorsalt", mod+"edge/geo")},
+			[]*pkg{p("edge/redirect", "redirect", mod+"edge/clickpub", "net/netip"), p("edge/clickpub", "clickpub", mod+"edge/visitorsalt"),
+				{ImportPath: mod + "edge/redirect", TestImports: []string{mod + "edge/visitorsalt"}}}},
 		{"GeoDataStaysInEdgeGeo",
 			[]*pkg{p("edge/geo", "geo", mod+"shared/link"), p("edge/clickpub", "clickpub", "github.com/oschwald/maxminddb-golang/v2"),
 				p("control/clickroll", "clickroll", mod+"edge/geo")},
