@@ -59,8 +59,9 @@ type Group struct {
 // Apply adds batch (each value once) to g, keeping at most n values and m
 // candidates (both at least 1). Values already kept add to their counts;
 // new ones take free places, the most clicked of the batch first; the
-// rest go to Other and the candidates; then candidates are promoted while
-// one has counted more clicks than the least kept value.
+// rest go to Other and the candidates, the least clicked first; then
+// candidates are promoted while one has counted more clicks than the least
+// kept value.
 func (g *Group) Apply(batch []Value, n, m int) {
 	if g.Kept == nil {
 		g.Kept = map[string]Counts{}
@@ -69,6 +70,7 @@ func (g *Group) Apply(batch []Value, n, m int) {
 	slices.SortFunc(order, func(a, b Value) int {
 		return cmp.Or(cmp.Compare(b.Clicks, a.Clicks), strings.Compare(a.Value, b.Value))
 	})
+	rest := order[:0]
 	for _, v := range order {
 		if c, ok := g.Kept[v.Value]; ok {
 			c.Add(v.Counts)
@@ -80,9 +82,16 @@ func (g *Group) Apply(batch []Value, n, m int) {
 			}
 			g.Kept[v.Value] = c
 		} else {
-			g.Other.Add(v.Counts)
-			g.Candidates.add(v.Value, v.Counts, m)
+			rest = append(rest, v)
 		}
+	}
+	// The rest are counted in other, and become candidates least clicked
+	// first: a batch's many one-click values replace one another at the
+	// bottom of the summary, and do not push out the batch's heavier
+	// values before they can be promoted.
+	for i := len(rest) - 1; i >= 0; i-- {
+		g.Other.Add(rest[i].Counts)
+		g.Candidates.add(rest[i].Value, rest[i].Counts, m)
 	}
 	for len(g.Kept) > n { // n was lowered
 		k, c := g.least()

@@ -142,8 +142,8 @@ func TestFloodFirstDoesNotKeepTheRealValuesOut(t *testing.T) {
 	g := &Group{}
 	var total Counts
 	flood := 0
-	for range 100 { // 100 batches of 10,000 invented hosts
-		b := make([]Value, 10_000)
+	for range 20 { // 20 batches of 5,000 invented hosts
+		b := make([]Value, 5_000)
 		for i := range b {
 			b[i] = Value{Value: fmt.Sprintf("flood-%07d.example", flood), Counts: Counts{Clicks: 1, Bots: 1}}
 			flood++
@@ -316,5 +316,30 @@ func BenchmarkFloodBatch(b *testing.B) {
 		in := mk()
 		b.StartTimer()
 		g.Apply(in, 100, 100)
+	}
+}
+
+// TestHeavyValueInAFloodedBatchIsPromoted: a value with a few dozen
+// clicks in a batch of thousands of new one-click values, on a group whose
+// places and candidates a flood filled, is kept after that batch: the
+// batch's one-click values do not push it out of the candidates first.
+func TestHeavyValueInAFloodedBatchIsPromoted(t *testing.T) {
+	g := &Group{}
+	host := 0
+	flood := func(k int) []Value {
+		b := make([]Value, k)
+		for i := range b {
+			b[i] = Value{Value: fmt.Sprintf("h%07d", host), Counts: Counts{Clicks: 1}}
+			host++
+		}
+		return b
+	}
+	for range 10 {
+		g.Apply(flood(10_000), 100, 100)
+	}
+	b := append(flood(11_000), Value{Value: "news.example", Counts: Counts{Clicks: 66}})
+	g.Apply(b, 100, 100)
+	if c := g.Kept["news.example"]; c.Clicks != 66 {
+		t.Fatalf("news.example kept with %+v after a batch of 11,000 one-click values; want its 66 clicks", c)
 	}
 }
