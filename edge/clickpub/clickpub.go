@@ -65,7 +65,7 @@ type Config struct {
 	// every click's is unknown.
 	Visitors Visitors
 	// Buffer is how many clicks may wait for publishing, rounded up to a
-	// power of two (default 65,536, about 28 MiB: a click keeps up to 128
+	// power of two (default 65,536, about 29 MiB: a click keeps up to 128
 	// bytes of Referer, 256 of User-Agent and the client's address); past
 	// it clicks are dropped and counted.
 	Buffer int
@@ -308,42 +308,59 @@ func (r *Recorder) classify(ua []byte) clicks.Agent {
 // appendClicks encodes the next n clicks of the ring into b and frees
 // their slots. Per click: the User-Agent's classes (cached), the
 // referrer's host, the country and the visitor hash; nothing allocates
-// but b's growth.
+// but b's growth. What could not be attributed is counted once a batch.
 func (r *Recorder) appendClicks(b []byte, n int) []byte {
 	var host [clicks.MaxReferrerLen]byte
+	var missing [numMissing]uint64
 	for range n {
 		s := &r.ring[r.head&r.mask]
 		ua := s.ua[:s.nUA]
 		a := r.classify(ua)
 		c := clicks.ClickView{Domain: s.domain, Code: s.code[:s.nCode], At: s.at, Status: s.status,
 			Device: a.Device, Bot: a.Bot, Browser: a.Browser, OS: a.OS, Referrer: clicks.ReferrerHost(host[:], s.ref[:s.nRef])}
-		r.attribute(&c, netip.AddrFrom16(s.client).Unmap(), ua)
+		r.attribute(&c, netip.AddrFrom16(s.client).Unmap(), ua, &missing)
 		b = clicks.AppendClick(b, c)
 		s.client = [16]byte{}            // the address goes no further than this
 		s.seq.Store(r.head + r.mask + 1) // free for the next lap
 		r.head++
 	}
+	for i, x := range []*atomic.Uint64{&r.NoClient, &r.NoGeo, &r.NoCountry, &r.NoSalt} {
+		if missing[i] != 0 {
+			x.Add(missing[i])
+		}
+	}
 	return b
 }
 
+// Why a click lacks a country or a visitor hash: indexes of the counts
+// appendClicks keeps for a batch.
+const (
+	missingClient = iota
+	missingGeo
+	missingCountry
+	missingSalt
+	numMissing
+)
+
 // attribute sets c's country and visitor hash from the client's address,
-// counting what it could not set. An address Geo answers with anything
-// but two letters is unknown: a batch carrying it would be refused whole.
-func (r *Recorder) attribute(c *clicks.ClickView, client netip.Addr, ua []byte) {
+// counting in missing what it could not set. An address Geo answers with
+// anything but two letters is unknown: a batch carrying it would be
+// refused whole.
+func (r *Recorder) attribute(c *clicks.ClickView, client netip.Addr, ua []byte, missing *[numMissing]uint64) {
 	if client.IsUnspecified() { // the zero slot: no address
-		r.NoClient.Add(1)
+		missing[missingClient]++
 		return
 	}
 	switch {
 	case r.cfg.Geo == nil:
-		r.NoGeo.Add(1)
+		missing[missingGeo]++
 	default:
 		cc, ok := r.cfg.Geo.Lookup(client)
 		cc[0], cc[1] = upper(cc[0]), upper(cc[1])
 		if ok && cc != [2]byte{} && clicks.ValidCountry(cc) {
 			c.Country = cc
 		} else {
-			r.NoCountry.Add(1)
+			missing[missingCountry]++
 		}
 	}
 	if r.cfg.Visitors != nil {
@@ -352,7 +369,7 @@ func (r *Recorder) attribute(c *clicks.ClickView, client netip.Addr, ua []byte) 
 			return
 		}
 	}
-	r.NoSalt.Add(1)
+	missing[missingSalt]++
 }
 
 func upper(c byte) byte {
