@@ -298,10 +298,10 @@ func (discard) CreateStream(context.Context, jetstream.StreamConfig) (jetstream.
 // BenchmarkPublisherPerClick is the publisher's cost per click: a batch of
 // 1,024 clicks from 1,024 addresses recorded, then encoded and handed to a
 // publisher that stores nothing; ns/click is per click (recording
-// included). "bare" has no country data and no salts; "geo+salt" looks
-// every client up in edge/geo's table (Tor's data from ../../.data/geoip
-// when the Taskfile has fetched it, else edge/geo's test fixture) and
-// hashes every visitor (edge/visitorsalt).
+// included). "bare" has no country data and no salts; "geo" looks every
+// client up in edge/geo's table (Tor's data from ../../.data/geoip when
+// the Taskfile has fetched it, else edge/geo's test fixture); "salt"
+// hashes every visitor (edge/visitorsalt); "geo+salt" does both.
 func BenchmarkPublisherPerClick(b *testing.B) {
 	salts := saltsFor(b, day)
 	salts.stop()
@@ -323,6 +323,8 @@ func BenchmarkPublisherPerClick(b *testing.B) {
 		cfg  Config
 	}{
 		{"bare", Config{Edge: "bench"}},
+		{"geo", Config{Edge: "bench", Geo: table}},
+		{"salt", Config{Edge: "bench", Visitors: salts}},
 		{"geo+salt", Config{Edge: "bench", Geo: table, Visitors: salts}},
 	} {
 		b.Run(tc.name, func(b *testing.B) {
