@@ -182,6 +182,9 @@ type field struct {
 	shape *shape
 	set   func(dst any, v jsonValue)
 	add   func(dst any) any
+	// seen, when set, is told that the key was sent, before its value is
+	// read: how an empty array is told from an absent one.
+	seen func(dst any)
 }
 
 // jsonValue is a string, integer or null value as decoded.
@@ -197,6 +200,8 @@ var (
 	jsonInteger = &shape{kind: kindInteger}
 	// jsonStringOrNull is a string, or null for "none".
 	jsonStringOrNull = &shape{kind: kindString, nullable: true}
+	// jsonIntegerOrNull is an integer, or null for "none".
+	jsonIntegerOrNull = &shape{kind: kindInteger, nullable: true}
 )
 
 func jsonObject(fields ...field) *shape {
@@ -206,11 +211,18 @@ func jsonObject(fields ...field) *shape {
 	return &shape{kind: kindObject, fields: fields}
 }
 func jsonArray(elem *shape) *shape          { return &shape{kind: kindArray, elem: elem} }
+func jsonArrayOrNull(elem *shape) *shape    { return &shape{kind: kindArray, nullable: true, elem: elem} }
 func jsonField(name string, s *shape) field { return field{name: name, shape: s} }
 
 // into is f storing its values with set, on a *T.
 func into[T any](f field, set func(dst *T, v jsonValue)) field {
 	f.set = func(dst any, v jsonValue) { set(dst.(*T), v) }
+	return f
+}
+
+// present is f telling seen, on a *T, that its key was sent.
+func present[T any](f field, seen func(dst *T)) field {
+	f.seen = func(dst any) { seen(dst.(*T)) }
 	return f
 }
 

@@ -29,6 +29,8 @@ func TestShapesAreTheBodies(t *testing.T) {
 		{"tags", tagShape, tagBody{}},
 		{"domain", domainShape, domainBody{}},
 		{"domain patch", domainPatchShape, domainPatchBody{}},
+		{"rule", ruleShape, ruleBody{}},
+		{"query condition", queryShape, queryBody{}},
 	} {
 		var tags []string
 		rt := reflect.TypeOf(tc.body)

@@ -97,7 +97,9 @@ func (s *Server) appendLink(b []byte, l *links.Link, now time.Time) []byte {
 		}
 		b = appendString(b, t)
 	}
-	return append(b, "]}"...)
+	b = append(b, ']')
+	b = appendExtras(b, l) // rules.go
+	return append(b, '}')
 }
 
 // appendCreated appends a create's answer: the link as it was created, its

@@ -48,6 +48,25 @@ func wireLink(public string, l *links.Link, now time.Time) apiwire.Link {
 		e := l.ExpiresAt.UTC().Format(time.RFC3339Nano)
 		b.ExpiresAt = &e
 	}
+	b.Rules = []apiwire.Rule{}
+	for _, r := range l.Extras.Rules {
+		w := apiwire.Rule{URL: r.URL, Country: r.Countries, Language: r.Languages}
+		for _, d := range r.Devices {
+			w.Device = append(w.Device, d.String())
+		}
+		for _, q := range r.Query {
+			c := apiwire.QueryCondition{Param: q.Param}
+			if q.Equals {
+				c.Equals = &q.Value
+			}
+			w.Query = append(w.Query, c)
+		}
+		b.Rules = append(b.Rules, w)
+	}
+	b.PasswordProtected = l.PasswordProtected || l.Extras.PasswordHash != ""
+	if l.Extras.MaxClicks > 0 {
+		b.MaxClicks = &l.Extras.MaxClicks
+	}
 	return b
 }
 
@@ -122,6 +141,22 @@ func testEncodeIsEncodingJSON(t *testing.T, public string) {
 		case 2:
 			l.ExpiresAt = created.Add(48 * time.Hour)
 			l.Status = link.Disabled
+		}
+		// Rules of every condition, strings that need escaping in their
+		// targets and query values; a password (as a read or a create
+		// holds it), a click limit.
+		switch i % 5 {
+		case 1:
+			l.Extras.Rules = []link.Rule{{Devices: []link.Device{link.DeviceIOS, link.DeviceDesktop}, URL: "https://x.example/" + str},
+				{Countries: []string{"DE", "US"}, Languages: []string{"en"}, Query: []link.QueryMatch{{Param: str}, {Param: "q", Equals: true, Value: str}}, URL: str}}
+			l.Extras.MaxClicks = int64(i) << 40
+		case 2:
+			l.PasswordProtected = true
+		case 3:
+			l.Extras.PasswordHash = "$argon2id$x"
+			l.Extras.Rules = []link.Rule{{Query: []link.QueryMatch{{Param: "e", Equals: true}}, URL: str}}
+		case 4:
+			l.Extras.MaxClicks = 1
 		}
 		ls = append(ls, l)
 	}

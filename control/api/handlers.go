@@ -28,6 +28,10 @@ type createBody struct {
 	Namespace    string   `json:"namespace"`
 	Title        string   `json:"title"`
 	Tags         []string `json:"tags"`
+	// Rules, Password and MaxClicks: rules.go.
+	Rules     []ruleBody `json:"rules"`
+	Password  *string    `json:"password"`
+	MaxClicks *int64     `json:"max_clicks"`
 }
 
 var createShape = jsonObject(
@@ -44,6 +48,12 @@ var createShape = jsonObject(
 	into(jsonField("namespace", jsonString), func(b *createBody, v jsonValue) { b.Namespace = v.str }),
 	into(jsonField("title", jsonString), func(b *createBody, v jsonValue) { b.Title = v.str }),
 	into(jsonField("tags", jsonArray(jsonString)), func(b *createBody, v jsonValue) { b.Tags = append(b.Tags, v.str) }),
+	each(jsonField("rules", jsonArray(ruleShape)), func(b *createBody) any {
+		b.Rules = append(b.Rules, ruleBody{})
+		return &b.Rules[len(b.Rules)-1]
+	}),
+	into(jsonField("password", jsonString), func(b *createBody, v jsonValue) { b.Password = ptr(v.str) }),
+	into(jsonField("max_clicks", jsonInteger), func(b *createBody, v jsonValue) { b.MaxClicks = ptr(v.num) }),
 )
 
 // idempotencyKey reads the Idempotency-Key header: 1 to 255 printable ASCII
@@ -88,6 +98,9 @@ func (s *Server) request(in *createBody) (links.CreateRequest, error) {
 			return req, err
 		}
 		req.ExpiresAt = t
+	}
+	if err := createExtras(in, &req); err != nil {
+		return req, err
 	}
 	return req, nil
 }
@@ -297,14 +310,20 @@ func (s *Server) listLinks(w http.ResponseWriter, r *http.Request, tenant int64)
 	s.writeBody(w, http.StatusOK, func(b []byte) []byte { return s.appendList(b, ls, next, lr.Now) })
 }
 
-// patchBody is a JSON merge patch of a link: absent fields are kept, and
-// expires_at null clears the expiry (no other field may be null).
+// patchBody is a JSON merge patch of a link: absent fields are kept;
+// expires_at, title, rules, password and max_clicks null clear them (no
+// other field may be null), and rules [] clears the rules too.
 type patchBody struct {
 	URL          *string         `json:"url"`
 	RedirectType *int            `json:"redirect_type"`
 	ExpiresAt    json.RawMessage `json:"expires_at"`
 	Status       *string         `json:"status"`
 	Title        json.RawMessage `json:"title"`
+	// Rules, password and max_clicks (rules.go): each told sent or not,
+	// null or not.
+	Rules     sentRules         `json:"rules"`
+	Password  sentValue[string] `json:"password"`
+	MaxClicks sentValue[int64]  `json:"max_clicks"`
 }
 
 var patchShape = jsonObject(
@@ -313,6 +332,16 @@ var patchShape = jsonObject(
 	into(jsonField("expires_at", jsonStringOrNull), func(b *patchBody, v jsonValue) { b.ExpiresAt = v.raw }),
 	into(jsonField("status", jsonString), func(b *patchBody, v jsonValue) { b.Status = ptr(v.str) }),
 	into(jsonField("title", jsonStringOrNull), func(b *patchBody, v jsonValue) { b.Title = v.raw }),
+	present(each(jsonField("rules", jsonArrayOrNull(ruleShape)), func(b *patchBody) any {
+		b.Rules.Rules = append(b.Rules.Rules, ruleBody{})
+		return &b.Rules.Rules[len(b.Rules.Rules)-1]
+	}), func(b *patchBody) { b.Rules.Sent = true }),
+	into(jsonField("password", jsonStringOrNull), func(b *patchBody, v jsonValue) {
+		b.Password = sentValue[string]{Sent: true, Null: v.null, V: v.str}
+	}),
+	into(jsonField("max_clicks", jsonIntegerOrNull), func(b *patchBody, v jsonValue) {
+		b.MaxClicks = sentValue[int64]{Sent: true, Null: v.null, V: v.num}
+	}),
 )
 
 func (s *Server) patchLink(w http.ResponseWriter, r *http.Request, tenant int64) {
@@ -360,6 +389,10 @@ func (s *Server) patchLink(w http.ResponseWriter, r *http.Request, tenant int64)
 			}
 		}
 		u.Title = &title
+	}
+	if err := patchExtras(&in, &u); err != nil {
+		s.writeError(w, r, err)
+		return
 	}
 	l, err := s.links.Update(r.Context(), tenant, domain, r.PathValue("code"), u)
 	if err != nil {

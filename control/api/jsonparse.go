@@ -242,6 +242,9 @@ func (p *parser) object(s *shape, dst any) error {
 		}
 		p.i++
 		f := &s.fields[fi]
+		if f.seen != nil && dst != nil {
+			f.seen(dst)
+		}
 		p.path = append(p.path, step{key: f.name})
 		if err := p.value(f.shape, dst, f); err != nil {
 			return err

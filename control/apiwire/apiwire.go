@@ -51,6 +51,36 @@ type Link struct {
 	// any, else normalized and sorted. Edges never see either.
 	Title *string  `json:"title"`
 	Tags  []string `json:"tags"`
+	// Rules route a click to another target by device, country, language
+	// or query (docs/rules.md): [] for none; the first that matches wins,
+	// the link's URL when none does.
+	Rules []Rule `json:"rules"`
+	// PasswordProtected: edges ask for the link's password before they
+	// redirect. The password itself (or its hash) is never answered.
+	PasswordProtected bool `json:"password_protected"`
+	// MaxClicks is how many counted clicks the link redirects for; null
+	// for no limit.
+	MaxClicks *int64 `json:"max_clicks"`
+}
+
+// Rule is one routing rule of a link: when every condition it sets holds,
+// a click goes to URL. Within a condition the values are alternatives.
+// Device names are ios, android and desktop; countries are ISO 3166-1
+// alpha-2 codes (upper case in answers), languages ISO 639-1 codes (lower
+// case), each ascending in answers.
+type Rule struct {
+	URL      string           `json:"url"`
+	Device   []string         `json:"device,omitempty"`
+	Country  []string         `json:"country,omitempty"`
+	Language []string         `json:"language,omitempty"`
+	Query    []QueryCondition `json:"query,omitempty"`
+}
+
+// QueryCondition holds when the click's query string has Param, or, when
+// Equals is set, has Param with exactly that value.
+type QueryCondition struct {
+	Param  string  `json:"param"`
+	Equals *string `json:"equals,omitempty"`
 }
 
 // BatchResult is one item's outcome in a batch create's answer: Link on

@@ -324,6 +324,9 @@ func (c count) String() string {
 
 // durationText is d as a page says it, to the second.
 func durationText(d time.Duration) string {
+	if d < time.Second {
+		return "under a second"
+	}
 	d = d.Round(time.Second)
 	if d < time.Minute {
 		return fmt.Sprintf("%d s", int(d.Seconds()))

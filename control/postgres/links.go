@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -20,13 +21,16 @@ WITH x AS MATERIALIZED (SELECT pg_current_xact_id() AS xid),
 v AS MATERIALIZED (SELECT x.xid, nextval('change_version_seq') AS version FROM x),
 l AS (
 	INSERT INTO links (id, code, tenant_id, code_source, namespace, url_original, url,
-	                   redirect_type, status, expires_at, version, domain_id)
-	SELECT $1, $2, $3, $4, $5, $6, $7, $8, 'active', $9, v.version, $10 FROM v
-	RETURNING code, url, redirect_type, status, expires_at, version, created_at, updated_at, domain_id
+	                   redirect_type, status, expires_at, version, domain_id, rules, password_hash, max_clicks)
+	SELECT $1, $2, $3, $4, $5, $6, $7, $8, 'active', $9, v.version, $10, $11, $12, $13 FROM v
+	RETURNING code, url, redirect_type, status, expires_at, version, created_at, updated_at, domain_id,
+	          rules, password_hash, max_clicks
 ),
 o AS (
-	INSERT INTO outbox (version, xid, kind, code, url, redirect_type, status, expires_at, domain_id)
-	SELECT l.version, v.xid, 'link', l.code, l.url, l.redirect_type, l.status, l.expires_at, l.domain_id FROM l, v
+	INSERT INTO outbox (version, xid, kind, code, url, redirect_type, status, expires_at, domain_id,
+	                    rules, password_hash, max_clicks)
+	SELECT l.version, v.xid, 'link', l.code, l.url, l.redirect_type, l.status, l.expires_at, l.domain_id,
+	       l.rules, l.password_hash, l.max_clicks FROM l, v
 )
 SELECT version, created_at, updated_at FROM l`
 
@@ -39,16 +43,20 @@ func (s *Store) CreateLink(ctx context.Context, l *link.Link, custom bool) error
 // CreateLinkOn stores a new active link on domain d and its change event.
 // l.ID (in d's range, link.IDRange), Code, TenantID, Namespace, URL,
 // URLOriginal, RedirectType and ExpiresAt are inputs; Version, Status and
-// the timestamps are filled in. A code that exists already on d answers
-// link.ErrCodeTaken, and nothing is written.
+// the timestamps are filled in, and so are Extras (checked). A code that
+// exists already on d answers link.ErrCodeTaken, and nothing is written.
 func (s *Store) CreateLinkOn(ctx context.Context, d link.DomainID, l *link.Link, custom bool) error {
 	source := "generated"
 	if custom {
 		source = "custom"
 	}
-	err := s.pool.QueryRow(ctx, insertLink,
+	x, err := argsOf(&l.Extras)
+	if err != nil {
+		return fmt.Errorf("create link: %w", err)
+	}
+	err = s.pool.QueryRow(ctx, insertLink,
 		int64(l.ID), l.Code, l.TenantID, source, l.Namespace, l.URLOriginal, l.URL,
-		int16(l.RedirectType), nullTime(l.ExpiresAt), int64(d),
+		int16(l.RedirectType), nullTime(l.ExpiresAt), int64(d), x.rules, x.hash, x.max,
 	).Scan(&l.Version, &l.CreatedAt, &l.UpdatedAt)
 	if err != nil {
 		return translate(err)
@@ -59,12 +67,14 @@ func (s *Store) CreateLinkOn(ctx context.Context, d link.DomainID, l *link.Link,
 }
 
 // linkColumns are what scanLink reads, from links aliased l: a link, its
-// title, its tags, sorted (the primary key's order within one link), and
-// its domain with the domain's host.
+// title, its tags, sorted (the primary key's order within one link), its
+// domain with the domain's host, and its extras: rules, whether it has a
+// password (never the hash: reads answer the API), its click limit.
 const linkColumns = `l.id, l.code, l.tenant_id, l.namespace, l.url, l.url_original, l.redirect_type, l.status,
 	l.expires_at, l.version, l.created_at, l.updated_at, l.title,
 	ARRAY(SELECT t.tag FROM link_tags t WHERE t.link_id = l.id ORDER BY t.tag),
-	l.domain_id, (SELECT d.host FROM domains d WHERE d.id = l.domain_id)`
+	l.domain_id, (SELECT d.host FROM domains d WHERE d.id = l.domain_id),
+	l.rules, l.password_hash IS NOT NULL, l.max_clicks`
 
 // GetLink implements links.Store.
 func (s *Store) GetLink(ctx context.Context, tenantID int64, d link.DomainID, code string) (*links.Link, error) {
@@ -83,11 +93,17 @@ func scanLink(row pgx.Row) (*links.Link, error) {
 		version int64
 		title   pgtype.Text
 		domain  int64
+		rules   []byte
+		max     pgtype.Int8
 	)
 	err := row.Scan(&id, &l.Code, &l.TenantID, &l.Namespace, &l.URL, &l.URLOriginal, &rt, &status,
-		&expires, &version, &l.CreatedAt, &l.UpdatedAt, &title, &l.Tags, &domain, &l.Domain)
+		&expires, &version, &l.CreatedAt, &l.UpdatedAt, &title, &l.Tags, &domain, &l.Domain,
+		&rules, &l.PasswordProtected, &max)
 	if err != nil {
 		return nil, translate(err)
+	}
+	if err := readExtras(&l.Extras, rules, max); err != nil {
+		return nil, fmt.Errorf("link %d: %w", id, err)
 	}
 	l.ID, l.RedirectType, l.Status, l.Version = uint64(id), link.RedirectType(rt), link.Status(status), uint64(version)
 	l.DomainID = link.DomainID(domain)

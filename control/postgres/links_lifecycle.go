@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/jackc/pgx/v5/pgtype"
 
@@ -29,29 +30,46 @@ u AS (
 		expires_at    = CASE WHEN $8::bool THEN $9::timestamptz ELSE l.expires_at END,
 		status        = CASE WHEN $10::bool THEN $11::text ELSE l.status END,
 		title         = CASE WHEN $12::bool THEN nullif($13::text, '') ELSE l.title END,
+		rules         = CASE WHEN $15::bool THEN $16::bytea ELSE l.rules END,
+		password_hash = CASE WHEN $17::bool THEN nullif($18::text, '') ELSE l.password_hash END,
+		max_clicks    = CASE WHEN $19::bool THEN nullif($20::int8, 0) ELSE l.max_clicks END,
 		version = v.version, updated_at = now()
 	FROM v WHERE l.id = v.id
 	RETURNING l.id, l.code, l.tenant_id, l.namespace, l.url, l.url_original, l.redirect_type, l.status,
-	          l.expires_at, l.version, l.created_at, l.updated_at, l.title, l.domain_id
+	          l.expires_at, l.version, l.created_at, l.updated_at, l.title, l.domain_id,
+	          l.rules, l.password_hash, l.max_clicks
 ),
 o AS (
-	INSERT INTO outbox (version, xid, kind, code, url, redirect_type, status, expires_at, domain_id)
-	SELECT u.version, v.xid, 'link', u.code, u.url, u.redirect_type, u.status, u.expires_at, u.domain_id FROM u, v
+	INSERT INTO outbox (version, xid, kind, code, url, redirect_type, status, expires_at, domain_id,
+	                    rules, password_hash, max_clicks)
+	SELECT u.version, v.xid, 'link', u.code, u.url, u.redirect_type, u.status, u.expires_at, u.domain_id,
+	       u.rules, u.password_hash, u.max_clicks FROM u, v
 )
 SELECT u.id, u.code, u.tenant_id, u.namespace, u.url, u.url_original, u.redirect_type, u.status,
        u.expires_at, u.version, u.created_at, u.updated_at, u.title,
        ARRAY(SELECT t.tag FROM link_tags t WHERE t.link_id = u.id ORDER BY t.tag),
-       (SELECT d.host FROM domains d WHERE d.id = $14)
+       (SELECT d.host FROM domains d WHERE d.id = $14),
+       u.rules, u.password_hash IS NOT NULL, u.max_clicks
 FROM cur LEFT JOIN u ON true`
 
 // UpdateLink implements links.Store in one statement (updateLink).
 func (s *Store) UpdateLink(ctx context.Context, tenantID int64, d link.DomainID, code string, c links.Change) (*links.Link, error) {
+	// Rules go as their wire form (links_extras.go); Service.Update
+	// checked them.
+	rules, err := link.AppendRules(nil, c.Rules)
+	if err != nil {
+		return nil, fmt.Errorf("update link: %w", err)
+	}
+	if len(rules) == 0 {
+		rules = nil // NULL: no rules
+	}
 	row := s.pool.QueryRow(ctx, updateLink, code, tenantID,
 		c.SetURL, c.URL, c.URLOriginal,
 		c.SetRedirect, int16(c.RedirectType),
 		c.SetExpiry, nullTime(c.ExpiresAt),
 		c.SetStatus, string(c.Status),
-		c.SetTitle, c.Title, int64(d))
+		c.SetTitle, c.Title, int64(d),
+		c.SetRules, rules, c.SetPassword, c.PasswordHash, c.SetMaxClicks, c.MaxClicks)
 	var (
 		id      pgtype.Int8
 		tenant  pgtype.Int8
@@ -64,14 +82,22 @@ func (s *Store) UpdateLink(ctx context.Context, tenantID int64, d link.DomainID,
 		created pgtype.Timestamptz
 		updated pgtype.Timestamptz
 		host    pgtype.Text
+		xrules  []byte
+		locked  pgtype.Bool // has a password
+		max     pgtype.Int8
 	)
-	err := row.Scan(&id, &strs[0], &tenant, &strs[1], &strs[2], &strs[3], &rt, &strs[4], &expires, &version, &created, &updated, &title, &l.Tags, &host)
+	err = row.Scan(&id, &strs[0], &tenant, &strs[1], &strs[2], &strs[3], &rt, &strs[4], &expires, &version, &created, &updated, &title, &l.Tags, &host,
+		&xrules, &locked, &max)
 	if err != nil {
 		return nil, translate(err)
 	}
 	if !id.Valid {
 		return nil, link.ErrDeleted
 	}
+	if err := readExtras(&l.Extras, xrules, max); err != nil {
+		return nil, fmt.Errorf("link %d: %w", id.Int64, err)
+	}
+	l.PasswordProtected = locked.Bool
 	s.waker.wake()
 	l.ID, l.Code, l.TenantID, l.Namespace = uint64(id.Int64), strs[0].String, tenant.Int64, strs[1].String
 	l.URL, l.URLOriginal, l.RedirectType, l.Status = strs[2].String, strs[3].String, link.RedirectType(rt.Int16), link.Status(strs[4].String)

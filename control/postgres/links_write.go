@@ -62,21 +62,24 @@ WITH x AS MATERIALIZED (SELECT pg_current_xact_id() AS xid),
 i AS MATERIALIZED (
 	SELECT t.*, nextval('change_version_seq') AS version
 	FROM x, unnest($1::bigint[], $2::text[], $3::bigint[], $4::text[], $5::text[], $6::text[], $7::text[],
-	               $8::int2[], $9::timestamptz[], $10::text[], $13::int[])
-	     AS t(id, code, tenant_id, code_source, namespace, url_original, url, redirect_type, expires_at, title, domain_id)
+	               $8::int2[], $9::timestamptz[], $10::text[], $13::int[], $14::bytea[], $15::text[], $16::int8[])
+	     AS t(id, code, tenant_id, code_source, namespace, url_original, url, redirect_type, expires_at, title, domain_id,
+	          rules, password_hash, max_clicks)
 ),
 l AS (
 	INSERT INTO links (id, code, tenant_id, code_source, namespace, url_original, url,
-	                   redirect_type, status, expires_at, version, title, domain_id)
+	                   redirect_type, status, expires_at, version, title, domain_id, rules, password_hash, max_clicks)
 	SELECT id, code, tenant_id, code_source, namespace, coalesce(url_original, url), url, redirect_type, 'active',
-	       expires_at, version, title, domain_id
+	       expires_at, version, title, domain_id, rules, password_hash, max_clicks
 	FROM i ORDER BY domain_id, code
 	ON CONFLICT DO NOTHING
 	RETURNING id, version, created_at, updated_at
 ),
 o AS (
-	INSERT INTO outbox (version, xid, kind, code, url, redirect_type, status, expires_at, domain_id)
-	SELECT i.version, x.xid, 'link', i.code, i.url, i.redirect_type, 'active', i.expires_at, i.domain_id
+	INSERT INTO outbox (version, xid, kind, code, url, redirect_type, status, expires_at, domain_id,
+	                    rules, password_hash, max_clicks)
+	SELECT i.version, x.xid, 'link', i.code, i.url, i.redirect_type, 'active', i.expires_at, i.domain_id,
+	       i.rules, i.password_hash, i.max_clicks
 	FROM l JOIN i ON i.version = l.version, x
 ),
 tg AS (
@@ -98,7 +101,8 @@ SELECT i.domain_id, i.code, l.version, l.created_at, l.updated_at FROM l JOIN i 
 // A column whose value is the same for every link (the tenant, the
 // namespace, the redirect type, the expiry, the domain: nearly always)
 // comes as a NULL array, which unnest pads with NULLs, and that one value
-// ($9 to $12, $17); url_original is NULL where it is the url.
+// ($9 to $12, $17); url_original is NULL where it is the url. Extras
+// ($18 to $20) are rarer still: NULL arrays unless a link has some.
 const insertFreshLinks = `
 WITH x AS MATERIALIZED (SELECT pg_current_xact_id() AS xid),
 i AS MATERIALIZED (
@@ -106,21 +110,24 @@ i AS MATERIALIZED (
 	       coalesce(t.tenant_id, $9::bigint) AS tenant_id, coalesce(t.namespace, $10::text) AS namespace,
 	       coalesce(t.redirect_type, $11::int2) AS redirect_type, coalesce(t.expires_at, $12::timestamptz) AS expires_at,
 	       coalesce(t.domain_id, $17::int) AS domain_id,
-	       t.title, t.ord, nextval('change_version_seq') AS version
+	       t.title, t.rules, t.password_hash, t.max_clicks, t.ord, nextval('change_version_seq') AS version
 	FROM x, unnest($1::bigint[], $2::text[], $3::text[], $4::text[], $5::bigint[], $6::text[],
-	               $7::int2[], $8::timestamptz[], $13::text[], $16::int[]) WITH ORDINALITY
-	     AS t(id, code, url, url_original, tenant_id, namespace, redirect_type, expires_at, title, domain_id, ord)
+	               $7::int2[], $8::timestamptz[], $13::text[], $16::int[], $18::bytea[], $19::text[], $20::int8[]) WITH ORDINALITY
+	     AS t(id, code, url, url_original, tenant_id, namespace, redirect_type, expires_at, title, domain_id,
+	          rules, password_hash, max_clicks, ord)
 ),
 l AS (
 	INSERT INTO links (id, code, tenant_id, code_source, namespace, url_original, url,
-	                   redirect_type, status, expires_at, version, title, domain_id)
+	                   redirect_type, status, expires_at, version, title, domain_id, rules, password_hash, max_clicks)
 	SELECT id, code, tenant_id, 'generated', namespace, url_original, url, redirect_type, 'active',
-	       expires_at, version, title, domain_id
+	       expires_at, version, title, domain_id, rules, password_hash, max_clicks
 	FROM i ORDER BY domain_id, code
 ),
 o AS (
-	INSERT INTO outbox (version, xid, kind, code, url, redirect_type, status, expires_at, domain_id)
-	SELECT i.version, x.xid, 'link', i.code, i.url, i.redirect_type, 'active', i.expires_at, i.domain_id FROM i, x
+	INSERT INTO outbox (version, xid, kind, code, url, redirect_type, status, expires_at, domain_id,
+	                    rules, password_hash, max_clicks)
+	SELECT i.version, x.xid, 'link', i.code, i.url, i.redirect_type, 'active', i.expires_at, i.domain_id,
+	       i.rules, i.password_hash, i.max_clicks FROM i, x
 ),
 tg AS (
 	INSERT INTO link_tags (tenant_id, tag, link_id)
@@ -142,6 +149,11 @@ type linkArgs struct {
 	titles   pgtype.FlatArray[pgtype.Text] // NULL where there is none
 	anyTitle bool
 	domains  []int32
+	// Extras (links_extras.go), NULL where a link has none.
+	rules     [][]byte
+	hashes    pgtype.FlatArray[pgtype.Text]
+	maxes     pgtype.FlatArray[pgtype.Int8]
+	anyExtras bool
 	// The links' tags as pairs: tagIDs[k] carries tags[k].
 	tagIDs   []int64
 	tags     []string
@@ -155,6 +167,7 @@ func newLinkArgs(ls []links.NewLink) (*linkArgs, error) {
 		ids: make([]int64, n), codes: make([]string, n), tenants: make([]int64, n), custom: make([]string, n),
 		nss: make([]string, n), origs: make([]pgtype.Text, n), urls: make([]string, n), rts: make([]int16, n),
 		expires: make([]pgtype.Timestamptz, n), titles: make([]pgtype.Text, n), domains: make([]int32, n),
+		rules: make([][]byte, n), hashes: make([]pgtype.Text, n), maxes: make([]pgtype.Int8, n),
 		byCode: make(map[domainCode]int, n),
 	}
 	for i, nl := range ls {
@@ -171,6 +184,13 @@ func newLinkArgs(ls []links.NewLink) (*linkArgs, error) {
 		}
 		if nl.Title != "" {
 			a.titles[i], a.anyTitle = pgtype.Text{String: nl.Title, Valid: true}, true
+		}
+		if !l.Extras.IsZero() {
+			x, err := argsOf(&l.Extras)
+			if err != nil {
+				return nil, fmt.Errorf("insert links: %w", err)
+			}
+			a.rules[i], a.hashes[i], a.maxes[i], a.anyExtras = x.rules, x.hash, x.max, true
 		}
 		for _, tag := range nl.Tags {
 			a.tagIDs, a.tags = append(a.tagIDs, int64(l.ID)), append(a.tags, tag)
@@ -212,7 +232,7 @@ func (t *Tx) InsertLinks(ctx context.Context, ls []links.NewLink) ([]bool, error
 		// Nothing of it stands: insertLinks finds which code is taken.
 	}
 	rows, err := t.tx.Query(ctx, insertLinks, a.ids, a.codes, a.tenants, a.custom, a.nss, a.origs, a.urls, a.rts, a.expires,
-		a.titles, a.tagIDs, a.tags, a.domains)
+		a.titles, a.tagIDs, a.tags, a.domains, a.rules, a.hashes, a.maxes)
 	if err != nil {
 		return nil, translate(err)
 	}
@@ -253,7 +273,10 @@ func (t *Tx) insertFresh(ctx context.Context, ls []links.NewLink, a *linkArgs) e
 	// Titles and tags are rare on this path: a NULL array each, unnest
 	// pads it.
 	args := []any{a.ids, a.codes, a.urls, []string(nil), nil, nil, nil, nil, nil, nil, nil, nil, []string(nil), []int64(nil), []string(nil),
-		nil, nil}
+		nil, nil, [][]byte(nil), []string(nil), []int64(nil)}
+	if a.anyExtras {
+		args[17], args[18], args[19] = a.rules, a.hashes, a.maxes
+	}
 	if slices.ContainsFunc(a.origs, func(o pgtype.Text) bool { return o.Valid }) {
 		args[3] = a.origs
 	}

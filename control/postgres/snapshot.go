@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
@@ -38,7 +39,8 @@ func (s *Store) ReadLinks(ctx context.Context, begin func(counts map[link.Domain
 		if err := begin(counts, sealed, domains); err != nil {
 			return err
 		}
-		rows, err = tx.Query(ctx, `SELECT domain_id, code, url, redirect_type, status, expires_at, version FROM links`)
+		rows, err = tx.Query(ctx, `SELECT domain_id, code, url, redirect_type, status, expires_at, version,
+			rules, password_hash, max_clicks FROM links`)
 		if err != nil {
 			return err
 		}
@@ -49,10 +51,18 @@ func (s *Store) ReadLinks(ctx context.Context, begin func(counts map[link.Domain
 			status  string
 			expires pgtype.Timestamptz
 			version int64
+			rules   []byte
+			hash    pgtype.Text
+			max     pgtype.Int8
 		)
 		for rows.Next() {
-			if err := rows.Scan(&l.Domain, &l.Code, &l.URL, &rt, &status, &expires, &version); err != nil {
+			if err := rows.Scan(&l.Domain, &l.Code, &l.URL, &rt, &status, &expires, &version, &rules, &hash, &max); err != nil {
 				return err
+			}
+			// The extras' wire form (links_extras.go); nil for a plain
+			// link. A fresh slice: the writer keeps what it is given.
+			if l.Extras, err = composeExtras(rules, hash, max); err != nil {
+				return fmt.Errorf("link of version %d on domain %d: extras: %w", version, l.Domain, err)
 			}
 			l.RedirectType, l.Status, l.Version, l.ExpiresAt = link.RedirectType(rt), link.Status(status), uint64(version), 0
 			if expires.Valid {

@@ -103,6 +103,17 @@ func TestBulkUploadInChromium(t *testing.T) {
 			t.Errorf("edge %s: %d %q %v; want 302 to %s", c.code, status, loc, err, c.url)
 		}
 	}
+	// Every control has an accessible name and no page has an inline
+	// script, on the form, the list and the job's page.
+	for _, page := range []string{"/console/imports", strings.TrimPrefix(jobURL, s.controlURL)} {
+		b.do(t, "open "+page, chromedp.Navigate(s.controlURL+page), chromedp.WaitVisible(chromedp.CSS("main h1")))
+		if bad := run(t, b, "unnamed controls", chromedp.Evaluate[[]string](unnamedControls)); len(bad) > 0 {
+			t.Errorf("%s has controls without an accessible name: %v", page, bad)
+		}
+		if n := run(t, b, "inline scripts", chromedp.Evaluate[int](`document.querySelectorAll("script:not([src])").length`)); n != 0 {
+			t.Errorf("%s has %d inline scripts", page, n)
+		}
+	}
 	if n := b.dialogs.Load(); n != 0 {
 		t.Errorf("%d JavaScript dialogs opened", n)
 	}
@@ -144,15 +155,21 @@ func TestBulkUploadWithoutJavaScript(t *testing.T) {
 	if err := os.WriteFile(small, []byte(rows.String()), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	b.do(t, "upload and wait for the summary",
+	// Another instance holds one of the tenant's jobs for 10 s (a tenant
+	// runs one at a time), so the new one is seen waiting first.
+	holdTenant(t, s, 10*time.Second)
+	b.do(t, "upload",
 		chromedp.Navigate(s.controlURL+"/console/imports"),
 		chromedp.WaitVisible(chromedp.ID("upload")),
 		chromedp.SetUploadFiles(chromedp.ID("file"), []string{small}),
 		chromedp.Submit(chromedp.ID("upload")),
 		chromedp.WaitVisible(chromedp.ID("job-state")),
-		// No script polls: only the page's own refresh brings this.
-		chromedp.WaitVisible(chromedp.ID("job-summary")),
 	)
+	if got := b.text(t, "#job-state"); got != "waiting to start" {
+		t.Fatalf("the new job is %q; want waiting to start behind the held one", got)
+	}
+	// No script polls: only the page's own refresh brings the summary.
+	b.do(t, "wait for the summary", chromedp.WaitVisible(chromedp.ID("job-summary")))
 	if got := b.text(t, "#sum-kept"); got != "300" {
 		t.Errorf("kept %q; want 300", got)
 	}
@@ -207,4 +224,19 @@ func bulkScreens(t *testing.T, b *browser, s *env) (done, running string) {
 		t.Fatalf("a running job: %v", err)
 	}
 	return done, "/console/imports/" + id
+}
+
+// holdTenant makes a job of s's tenant that another control instance
+// holds for d (a row with its lease): the tenant's next import waits that
+// long. Once the lease has run out the stack's control takes it over and
+// fails it (its file is no export).
+func holdTenant(t *testing.T, s *env, d time.Duration) {
+	t.Helper()
+	_, err := s.pg.Pool().Exec(t.Context(), `
+		INSERT INTO import_jobs (tenant_id, key_id, file_name, file_size, file, digest, batch_size, format, state, lease_owner, lease_until, started_at)
+		SELECT $1, k.id, 'held.csv', 1, '\x00'::bytea, repeat('0', 64), 200, 'auto', 'running', 'elsewhere', now() + $2::interval, now()
+		FROM api_keys k WHERE k.tenant_id = $1 ORDER BY k.id LIMIT 1`, s.tenant, d)
+	if err != nil {
+		t.Fatalf("hold the tenant: %v", err)
+	}
 }
