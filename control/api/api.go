@@ -88,6 +88,10 @@ type Config struct {
 	Log                   *slog.Logger
 	// Stats backs the click statistics endpoints (stats.go).
 	Stats StatsReader
+	// HourRetention is how long the click roller keeps hourly rollups
+	// (its --click-hours-retention; zero: statsquery.DefaultHourRetention):
+	// hourly series are offered within it.
+	HourRetention time.Duration
 	// Domains backs /api/v1/domains (domains.go); nil answers those
 	// routes 404.
 	Domains Domains
@@ -130,8 +134,14 @@ var routeTable = []route{
 	{"PATCH", "/api/v1/links/{code}", func(s *Server) http.HandlerFunc { return s.authed(s.patchLink) }},
 	{"DELETE", "/api/v1/links/{code}", func(s *Server) http.HandlerFunc { return s.authed(s.deleteLink) }},
 	{"GET", "/api/v1/links/{code}/stats", func(s *Server) http.HandlerFunc { return s.authed(s.linkStats) }},
+	{"GET", "/api/v1/links/{code}/stats/series", func(s *Server) http.HandlerFunc { return s.authed(s.linkSeries) }},
+	{"GET", "/api/v1/links/{code}/stats/breakdown", func(s *Server) http.HandlerFunc { return s.authed(s.linkBreakdown) }},
 	{"GET", "/api/v1/links/{code}/qr", func(s *Server) http.HandlerFunc { return s.authed(s.linkQR) }},
 	{"GET", "/api/v1/stats", func(s *Server) http.HandlerFunc { return s.authed(s.tenantStats) }},
+	{"GET", "/api/v1/stats/series", func(s *Server) http.HandlerFunc { return s.authed(s.tenantSeries) }},
+	{"GET", "/api/v1/stats/breakdown", func(s *Server) http.HandlerFunc { return s.authed(s.tenantBreakdown) }},
+	{"GET", "/api/v1/stats/overview", func(s *Server) http.HandlerFunc { return s.authed(s.tenantOverview) }},
+	{"GET", "/api/v1/stats/export", func(s *Server) http.HandlerFunc { return s.authed(s.tenantExport) }},
 	{"GET", "/api/v1/domains", func(s *Server) http.HandlerFunc { return s.authed(s.listDomains) }},
 	{"POST", "/api/v1/domains", func(s *Server) http.HandlerFunc { return s.authed(s.createDomain) }},
 	{"GET", "/api/v1/domains/{host}", func(s *Server) http.HandlerFunc { return s.authed(s.getDomain) }},

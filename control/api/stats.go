@@ -10,13 +10,19 @@ import (
 	"time"
 
 	"github.com/edgelink/edgelink/control/clickstats"
+	"github.com/edgelink/edgelink/control/statsquery"
 	"github.com/edgelink/edgelink/shared/clicks"
 	"github.com/edgelink/edgelink/shared/link"
 )
 
 // StatsReader is what the stats endpoints read: the click rollups, the
-// live-link counter and the merged latency histograms.
+// live-link counter and the merged latency histograms. The routes of
+// stats_query.go read through control/statsquery, as the console does.
 type StatsReader interface {
+	statsquery.Reader
+	// ExportTenantDays streams every link's clicks per UTC day, calling
+	// each per row as it is read (stats_csv.go).
+	ExportTenantDays(ctx context.Context, tenantID int64, first, last time.Time, each func(statsquery.ExportRow) error) error
 	// LinkClicks reads the link of code on domain d: the same code on
 	// another domain is another link.
 	LinkClicks(ctx context.Context, d link.DomainID, code string, from, to time.Time, perDimension int) ([]clickstats.Day, []clickstats.Breakdown, error)
