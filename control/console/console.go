@@ -149,6 +149,9 @@ type Config struct {
 	// Imports, if set, runs bulk uploads (importjobs.Queue). Nil answers
 	// the bulk pages 404.
 	Imports Imports
+	// Webhooks, if set, serves the webhook pages (webhooks.go). Nil answers
+	// them 404.
+	Webhooks Webhooks
 	// MaxUploadBytes bounds an uploaded file (default DefaultMaxUpload);
 	// MaxActiveImports the imports a tenant may have waiting or running
 	// (default 3).
@@ -261,6 +264,7 @@ func (s *Server) routes() {
 		s.mux.HandleFunc("GET "+Prefix+"imports/{id}/mapping.csv", s.authed(s.jobOutput(importjobs.Mapping)))
 		s.mux.HandleFunc("GET "+Prefix+"imports/{id}/rejects.csv", s.authed(s.jobOutput(importjobs.Rejects)))
 	}
+	s.webhookRoutes()
 	s.mux.HandleFunc(Prefix, func(w http.ResponseWriter, r *http.Request) {
 		s.errorPage(w, r, http.StatusNotFound, "There is no such page in the console.")
 	})

@@ -289,7 +289,7 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	importStore := importjobs.NewStore(pool)
 	imports := importjobs.NewRunner(importStore, svc, short, importCfg)
-	web, err := console.New(sessions, sessions, svc, console.Config{PublicURL: cfg.PublicURL, Secure: cfg.ConsoleSecureCookies, Log: log, QR: qr, Stats: store, Domains: doms,
+	web, err := console.New(sessions, sessions, svc, console.Config{PublicURL: cfg.PublicURL, Secure: cfg.ConsoleSecureCookies, Log: log, QR: qr, Stats: store, Domains: doms, Webhooks: hooks.Service,
 		Imports: importjobs.Queue{Store: importStore, Runner: imports}, MaxUploadBytes: cfg.ImportMaxBytes})
 	if err != nil {
 		return err
