@@ -79,6 +79,9 @@ type Config struct {
 	// NoClickRollup leaves the CLICKS stream to other control instances
 	// (tests run the roller in a process of its own to kill it).
 	NoClickRollup bool
+	// Clicks tunes the click roller (top values kept per dimension, hours
+	// kept); its Log and Replicas are control's.
+	Clicks clickroll.Config
 	// Snapshots is when control builds and publishes edge snapshots by
 	// itself; zero fields take the defaults of snapshots.Schedule.
 	Snapshots snapshots.Schedule
@@ -350,7 +353,9 @@ func Run(ctx context.Context, cfg Config) error {
 	var roller *clickroll.Roller
 	if !cfg.NoClickRollup {
 		// Stops with the relay: a batch in flight commits or is redelivered.
-		roller = clickroll.New(store, js, clickroll.Config{Log: log, Replicas: cfg.StreamReplicas})
+		rc := cfg.Clicks
+		rc.Log, rc.Replicas = log, cfg.StreamReplicas
+		roller = clickroll.New(store, js, rc)
 		g.Go(func() error { return roller.Run(relayCtx) })
 	}
 	var lookup responder.Lookup = store

@@ -16,6 +16,7 @@ import (
 
 	"github.com/alecthomas/kong"
 
+	"github.com/edgelink/edgelink/control/clickroll"
 	"github.com/edgelink/edgelink/control/controlserver"
 	"github.com/edgelink/edgelink/control/importjobs"
 	"github.com/edgelink/edgelink/control/links"
@@ -119,6 +120,23 @@ type serveCmd struct {
 	serveLimits
 	snapshotBudget
 	webhookServe
+	clickRollup
+}
+
+// clickRollup tunes the click roller's rollups.
+type clickRollup struct {
+	TopValues     int           `name:"click-top-values" default:"100" env:"EDGELINK_CLICK_TOP_VALUES" help:"Values of a dimension (referrer host, country, UTM, edge) kept with counts of their own per link or tenant and day (1 to 10000); the rest are counted as other."`
+	HourRetention time.Duration `name:"click-hours-retention" default:"168h" env:"EDGELINK_CLICK_HOURS_RETENTION" help:"How long hourly click rollups are kept (at least 1h); days are kept for ever."`
+}
+
+func (c clickRollup) validate() error {
+	if c.TopValues < 1 || c.TopValues > 10000 {
+		return usageError{fmt.Errorf("--click-top-values %d: want 1 to 10000", c.TopValues)}
+	}
+	if c.HourRetention < time.Hour {
+		return usageError{fmt.Errorf("--click-hours-retention %v: want at least 1h", c.HourRetention)}
+	}
+	return nil
 }
 
 func (s *serveCmd) Run(ctx context.Context, g *globals, log *slog.Logger, onListen func(net.Addr)) error {
@@ -129,6 +147,9 @@ func (s *serveCmd) Run(ctx context.Context, g *globals, log *slog.Logger, onList
 		return usageError{fmt.Errorf("--idempotency-ttl: %w", err)}
 	}
 	if err := s.snapshotBudget.validate(); err != nil {
+		return err
+	}
+	if err := s.clickRollup.validate(); err != nil {
 		return err
 	}
 	hooks, err := s.webhookServe.config()
@@ -151,6 +172,7 @@ func (s *serveCmd) Run(ctx context.Context, g *globals, log *slog.Logger, onList
 		AuthFailureRate: s.AuthFailureRate, AuthFailureBurst: s.AuthFailureBurst,
 		IdempotencyTTL: s.IdempotencyTTL,
 		SnapshotBudget: s.Budget, SnapshotHotDays: s.HotDays,
+		Clicks:               clickroll.Config{TopValues: s.TopValues, HourRetention: s.HourRetention},
 		ConsoleSecureCookies: consoleCookies(s.ConsoleCookies),
 		CodeKeysFile:         s.CodeKeys, DomainKey: s.DomainKey,
 		ImportMaxBytes: s.ImportMaxBytes, Imports: importjobs.Config{Retention: s.ImportKeep},
