@@ -44,16 +44,29 @@ var testGeo = prefixGeo{
 	{netip.MustParsePrefix("192.0.2.0/24"), [2]byte{'1', '!'}},    // no country: unknown
 }
 
-// dayHash is a Visitors with a salt for one day only: a visitor is its
-// address and User-Agent, so tests can tell hashes apart.
-type dayHash struct{ day int64 }
+// dayHash is a Visitors with salts for some days (day number to tag): a
+// visitor is its address and User-Agent, so tests can tell hashes apart.
+// It counts the digests asked for.
+type dayHash struct {
+	days    map[int64]uint64
+	digests *int
+}
 
-func (d dayHash) Hash(at int64, client netip.Addr, ua []byte) (uint64, bool) {
-	if at/86_400_000 != d.day {
+func (d dayHash) UserAgent(at int64, ua []byte) (uint64, uint64, bool) {
+	tag, ok := d.days[at/86_400_000]
+	if !ok {
+		return 0, 0, false
+	}
+	*d.digests++
+	return tag, uint64(len(ua)), true
+}
+
+func (d dayHash) Visitor(tag, digest uint64, at int64, client netip.Addr) (uint64, bool) {
+	if d.days[at/86_400_000] != tag || tag == 0 {
 		return 0, false
 	}
 	a := client.As16()
-	return binary.LittleEndian.Uint64(a[8:]) ^ uint64(len(ua)) ^ 1<<63, true
+	return binary.LittleEndian.Uint64(a[8:]) ^ digest ^ tag<<56 ^ 1<<63, true
 }
 
 var day = time.Date(2030, 1, 2, 0, 0, 0, 0, time.UTC)
@@ -64,7 +77,8 @@ var day = time.Date(2030, 1, 2, 0, 0, 0, 0, time.UTC)
 // zeroed).
 func TestCountryAndVisitor(t *testing.T) {
 	pub := &capture{}
-	r := New(pub, Config{Edge: "e1", Geo: testGeo, Visitors: dayHash{day.UnixMilli() / 86_400_000}})
+	digests := 0
+	r := New(pub, Config{Edge: "e1", Geo: testGeo, Visitors: dayHash{map[int64]uint64{day.UnixMilli() / 86_400_000: 1}, &digests}})
 	at := day.Add(time.Hour).UnixMilli()
 	clients := []struct {
 		addr    netip.Addr
@@ -119,6 +133,9 @@ func TestCountryAndVisitor(t *testing.T) {
 			t.Fatalf("slot %d still holds a client address after publishing", i)
 		}
 	}
+	if digests != 1 {
+		t.Fatalf("the User-Agent was digested %d times; want once, kept in the classes' cache", digests)
+	}
 
 	// Without Geo and Visitors every click is counted as lacking both.
 	bare := New(&capture{}, Config{Edge: "e2"})
@@ -126,6 +143,33 @@ func TestCountryAndVisitor(t *testing.T) {
 	bare.flush(context.Background(), &buf, &ensured)
 	if bare.NoGeo.Load() != 1 || bare.NoSalt.Load() != 1 || bare.NoClient.Load() != 0 {
 		t.Fatalf("without geo and salts: no geo %d, no salt %d, no client %d; want 1, 1, 0", bare.NoGeo.Load(), bare.NoSalt.Load(), bare.NoClient.Load())
+	}
+}
+
+// TestDigestFollowsTheDay: a User-Agent's digest is kept for its day; a
+// click of the next day (its own salt) has the User-Agent digested again,
+// and hashes under that day's key.
+func TestDigestFollowsTheDay(t *testing.T) {
+	pub := &capture{}
+	digests := 0
+	d := day.UnixMilli() / 86_400_000
+	r := New(pub, Config{Edge: "e1", Visitors: dayHash{map[int64]uint64{d: 1, d + 1: 2}, &digests}})
+	for _, at := range []int64{day.UnixMilli(), day.UnixMilli() + 1, day.Add(24 * time.Hour).UnixMilli(), day.UnixMilli() + 2} {
+		r.Record(1, code, referer, iphone, alice, 302, at)
+	}
+	var buf []byte
+	ensured := false
+	r.flush(context.Background(), &buf, &ensured)
+	_, last := pub.clicks()
+	v := []uint64{}
+	for _, c := range last.Clicks {
+		v = append(v, c.Visitor)
+	}
+	if len(v) != 4 || v[0] == 0 || v[0] != v[1] || v[2] == v[0] || v[2] == 0 || v[3] != v[0] {
+		t.Fatalf("visitors %#x; want day 1's three equal, day 2's apart", v)
+	}
+	if digests != 3 {
+		t.Fatalf("%d digests; want 3 (day 1, day 2, day 1 again: the cache keeps one)", digests)
 	}
 }
 
@@ -157,7 +201,8 @@ func TestPerClickWorkDoesNotAllocate(t *testing.T) {
 }
 
 // heldSalts is edge/visitorsalt watching a real bucket; stop ends the
-// watch and closes the connection.
+// watch, closes the connection and stops the server (the salts stay
+// held), so nothing else in the process allocates.
 type heldSalts struct {
 	*visitorsalt.Salts
 	stop func()
@@ -180,7 +225,7 @@ func saltsFor(t testing.TB, day time.Time) heldSalts {
 	done := make(chan error, 1)
 	go func() { done <- s.Run(ctx) }()
 	var once sync.Once
-	stop := func() { once.Do(func() { cancel(); <-done; nc.Close() }) }
+	stop := func() { once.Do(func() { cancel(); <-done; nc.Close(); ns.Stop() }) }
 	t.Cleanup(stop)
 	poll.Until(t, "the day's salt", 10*time.Second, func() bool { return s.Len() == 1 })
 	return heldSalts{s, stop}

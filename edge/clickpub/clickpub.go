@@ -47,12 +47,16 @@ type Geo interface {
 	Lookup(netip.Addr) ([2]byte, bool)
 }
 
-// Visitors gives the visitor hash of a click at atMillis from client with
-// userAgent (edge/visitorsalt: keyed by the salt of the click's UTC day),
-// and false when it has none (no salt for that day). It must not allocate
-// or block.
+// Visitors gives a click's visitor hash (edge/visitorsalt: keyed by the
+// salt of the click's UTC day) in two steps, so the publisher can keep the
+// first, a User-Agent's digest, beside the User-Agent's classes: UserAgent
+// digests userAgent under the key of the day holding atMillis (false: no
+// salt for that day); Visitor hashes client with a digest UserAgent gave
+// with tag (false: none, or the tag is not the key of this click's day,
+// and UserAgent must be asked again). Neither may allocate or block.
 type Visitors interface {
-	Hash(atMillis int64, client netip.Addr, userAgent []byte) (uint64, bool)
+	UserAgent(atMillis int64, userAgent []byte) (tag, digest uint64, ok bool)
+	Visitor(tag, digest uint64, atMillis int64, client netip.Addr) (uint64, bool)
 }
 
 // Config sizes the recorder. Zero values take the defaults noted.
@@ -278,11 +282,13 @@ func (r *Recorder) source() clicks.Source {
 	return clicks.Source{Edge: r.cfg.Edge, Boot: r.boot, Offered: r.tail.Load() + r.full.Load(), Dropped: r.Dropped.Load()}
 }
 
-// uaClass is a classified User-Agent, by its 64-bit hash.
+// uaClass is a classified User-Agent, by its 64-bit hash, with its
+// visitor digest (Visitors.UserAgent) once one was made: tag 0 is none.
 type uaClass struct {
-	hash  uint64
-	agent clicks.Agent
-	ok    bool
+	hash        uint64
+	agent       clicks.Agent
+	ok          bool
+	tag, digest uint64
 }
 
 const uaCacheSize = 4096
@@ -291,18 +297,34 @@ const uaCacheSize = 4096
 // dozen User-Agents make most traffic, and hashing one costs a few percent
 // of classifying it. A 64-bit hash collision (about 2^-64 per pair) would
 // reuse another UA's class: a counting error, never a crash.
-func (r *Recorder) classify(ua []byte) clicks.Agent {
+func (r *Recorder) classify(ua []byte) *uaClass {
 	if r.uaCache == nil {
 		r.seed, r.uaCache = maphash.MakeSeed(), make([]uaClass, uaCacheSize)
 	}
 	h := maphash.Bytes(r.seed, ua)
 	c := &r.uaCache[h%uaCacheSize]
 	if c.ok && c.hash == h {
-		return c.agent
+		return c
 	}
-	a := clicks.ParseUserAgent(ua)
-	*c = uaClass{hash: h, agent: a, ok: true}
-	return a
+	*c = uaClass{hash: h, agent: clicks.ParseUserAgent(ua), ok: true}
+	return c
+}
+
+// visitor is the click's visitor hash, with the User-Agent's digest kept
+// in its cache entry u: made again only when its day's key changes.
+func (r *Recorder) visitor(u *uaClass, ua []byte, atMillis int64, client netip.Addr) (uint64, bool) {
+	v := r.cfg.Visitors
+	if u.tag != 0 {
+		if h, ok := v.Visitor(u.tag, u.digest, atMillis, client); ok {
+			return h, true
+		}
+	}
+	tag, digest, ok := v.UserAgent(atMillis, ua)
+	if !ok {
+		return 0, false
+	}
+	u.tag, u.digest = tag, digest
+	return v.Visitor(tag, digest, atMillis, client)
 }
 
 // appendClicks encodes the next n clicks of the ring into b and frees
@@ -315,10 +337,11 @@ func (r *Recorder) appendClicks(b []byte, n int) []byte {
 	for range n {
 		s := &r.ring[r.head&r.mask]
 		ua := s.ua[:s.nUA]
-		a := r.classify(ua)
+		u := r.classify(ua)
+		a := &u.agent
 		c := clicks.ClickView{Domain: s.domain, Code: s.code[:s.nCode], At: s.at, Status: s.status,
 			Device: a.Device, Bot: a.Bot, Browser: a.Browser, OS: a.OS, Referrer: clicks.ReferrerHost(host[:], s.ref[:s.nRef])}
-		r.attribute(&c, netip.AddrFrom16(s.client).Unmap(), ua, &missing)
+		r.attribute(&c, netip.AddrFrom16(s.client).Unmap(), u, ua, &missing)
 		b = clicks.AppendClick(b, c)
 		s.client = [16]byte{}            // the address goes no further than this
 		s.seq.Store(r.head + r.mask + 1) // free for the next lap
@@ -346,7 +369,7 @@ const (
 // counting in missing what it could not set. An address Geo answers with
 // anything but two letters is unknown: a batch carrying it would be
 // refused whole.
-func (r *Recorder) attribute(c *clicks.ClickView, client netip.Addr, ua []byte, missing *[numMissing]uint64) {
+func (r *Recorder) attribute(c *clicks.ClickView, client netip.Addr, u *uaClass, ua []byte, missing *[numMissing]uint64) {
 	if client.IsUnspecified() { // the zero slot: no address
 		missing[missingClient]++
 		return
@@ -364,7 +387,7 @@ func (r *Recorder) attribute(c *clicks.ClickView, client netip.Addr, ua []byte, 
 		}
 	}
 	if r.cfg.Visitors != nil {
-		if h, ok := r.cfg.Visitors.Hash(c.At, client, ua); ok {
+		if h, ok := r.visitor(u, ua, c.At, client); ok {
 			c.Visitor = h
 			return
 		}

@@ -51,10 +51,15 @@ type Config struct {
 	Log   *slog.Logger
 }
 
-// dayKey is the SipHash key derived from one day's salt.
+// dayKey is the two SipHash keys derived from one day's salt: ua for
+// User-Agent digests, v for visitor hashes. gen tells keys apart over the
+// process's life, so a digest made under one key is never used with
+// another (were a day's salt ever replaced).
 type dayKey struct {
-	day    int64 // days since 1970-01-01 UTC
-	k0, k1 uint64
+	day      int64 // days since 1970-01-01 UTC
+	gen      uint64
+	ua0, ua1 uint64
+	v0, v1   uint64
 }
 
 // Salts is the edge's set of visitor salts. Hash is safe for concurrent
@@ -66,6 +71,7 @@ type Salts struct {
 
 	keys atomic.Pointer[[]dayKey] // immutable once stored; sorted by day
 	mu   sync.Mutex               // serializes changes of keys
+	gen  uint64                   // the last dayKey.gen given; under mu
 
 	// Received counts salts taken from the bucket; Dropped, salts removed
 	// (deleted in the bucket or past their grace); Refused, bucket entries
@@ -104,33 +110,73 @@ func dayOf(atMillis int64) int64 {
 	return d
 }
 
-// Hash is the visitor hash of a click at atMillis from client with
-// userAgent: SipHash-2-4, keyed by the salt of the click's UTC day, of the
-// client's 16-byte address (IPv4 as IPv4-mapped) followed by the
-// User-Agent bytes given (the edge keeps the first
-// clicks.MaxUserAgentLen). It reports false, and 0, when the edge holds no
-// salt for that day or client is not a usable address. A hash is never 0
-// (0 means unknown on the wire): the one input in 2^64 that hashes to 0
-// gets 1. It does not allocate.
-func (s *Salts) Hash(atMillis int64, client netip.Addr, userAgent []byte) (uint64, bool) {
+// The visitor hash of a click is SipHash-2-4, under the visitor key of
+// the click's UTC day, of the client's 16-byte address (IPv4 as
+// IPv4-mapped) followed by the User-Agent's digest: SipHash-2-4, under the
+// day's User-Agent key, of its first clicks.MaxUserAgentLen bytes. Two
+// steps, so that a publisher caching digests per User-Agent (a few dozen
+// make most traffic) hashes three words a click instead of the whole
+// User-Agent; a PRF of a PRF's output under independent keys is still a
+// PRF of (address, User-Agent), up to a 2^-64 chance that two User-Agents
+// share a digest.
+
+// UserAgent is userAgent's digest under the key of the UTC day holding
+// atMillis, with the tag Visitor needs to use it: false when the edge
+// holds no salt for that day. A digest may be kept and reused for clicks
+// of the same day with the same User-Agent. It does not allocate.
+func (s *Salts) UserAgent(atMillis int64, userAgent []byte) (tag, digest uint64, ok bool) {
+	k, ok := s.key(dayOf(atMillis))
+	if !ok {
+		return 0, 0, false
+	}
+	if len(userAgent) > clicks.MaxUserAgentLen {
+		userAgent = userAgent[:clicks.MaxUserAgentLen]
+	}
+	return k.gen, sipHash24(k.ua0, k.ua1, nil, userAgent), true
+}
+
+// Visitor is the visitor hash of a click at atMillis from client whose
+// User-Agent digest UserAgent gave with tag. It reports false, and 0, when
+// the tag is not the key of the click's day (a digest kept from another
+// day: ask UserAgent again), the day's salt is gone, or client is not a
+// usable address. A hash is never 0 (0 means unknown on the wire): the one
+// input in 2^64 that hashes to 0 gets 1. It does not allocate.
+func (s *Salts) Visitor(tag, digest uint64, atMillis int64, client netip.Addr) (uint64, bool) {
 	if !client.IsValid() || client.IsUnspecified() {
 		return 0, false
 	}
-	day := dayOf(atMillis)
-	for _, k := range *s.keys.Load() {
-		if k.day != day {
-			continue
-		}
-		a := client.Unmap().As16()
-		if len(userAgent) > clicks.MaxUserAgentLen {
-			userAgent = userAgent[:clicks.MaxUserAgentLen]
-		}
-		if h := sipHash24(k.k0, k.k1, &a, userAgent); h != 0 {
-			return h, true
-		}
-		return 1, true
+	k, ok := s.key(dayOf(atMillis))
+	if !ok || k.gen != tag {
+		return 0, false
 	}
-	return 0, false
+	var in [24]byte
+	a := client.Unmap().As16()
+	copy(in[:16], a[:])
+	binary.LittleEndian.PutUint64(in[16:], digest)
+	if h := sipHash24(k.v0, k.v1, in[:], nil); h != 0 {
+		return h, true
+	}
+	return 1, true
+}
+
+// Hash is the visitor hash of a click at atMillis from client with
+// userAgent (UserAgent, then Visitor), and false when there is none.
+func (s *Salts) Hash(atMillis int64, client netip.Addr, userAgent []byte) (uint64, bool) {
+	tag, d, ok := s.UserAgent(atMillis, userAgent)
+	if !ok {
+		return 0, false
+	}
+	return s.Visitor(tag, d, atMillis, client)
+}
+
+// key is day's keys, if the edge holds its salt.
+func (s *Salts) key(day int64) (dayKey, bool) {
+	for _, k := range *s.keys.Load() {
+		if k.day == day {
+			return k, true
+		}
+	}
+	return dayKey{}, false
 }
 
 // Days lists the UTC days whose salt the edge holds, oldest first.
@@ -146,16 +192,18 @@ func (s *Salts) Days() []time.Time {
 // Len is how many days' salts the edge holds.
 func (s *Salts) Len() int { return len(*s.keys.Load()) }
 
-// keyOf derives a day's SipHash key from its salt. SipHash takes 128 bits;
-// hashing the whole 256-bit salt under a label makes every bit of it count
-// and keeps these keys apart from any other use of the salt.
-func keyOf(day int64, salt []byte) dayKey {
+// keyOf derives a day's two SipHash keys from its salt. SipHash takes
+// 128 bits; hashing the whole 256-bit salt under a label makes every bit
+// of it count and keeps these keys apart from any other use of the salt.
+func keyOf(day int64, gen uint64, salt []byte) dayKey {
 	h := sha256.New()
 	h.Write([]byte("edgelink visitor hash v1\x00"))
 	h.Write(salt)
 	var sum [sha256.Size]byte
 	h.Sum(sum[:0])
-	return dayKey{day: day, k0: binary.LittleEndian.Uint64(sum[:8]), k1: binary.LittleEndian.Uint64(sum[8:16])}
+	le := binary.LittleEndian
+	return dayKey{day: day, gen: gen, v0: le.Uint64(sum[:8]), v1: le.Uint64(sum[8:16]),
+		ua0: le.Uint64(sum[16:24]), ua1: le.Uint64(sum[24:])}
 }
 
 // change stores keys with day's salt set (salt non-nil) or removed.
@@ -170,7 +218,8 @@ func (s *Salts) change(day int64, salt []byte) {
 		}
 	}
 	if salt != nil {
-		next = append(next, keyOf(day, salt))
+		s.gen++
+		next = append(next, keyOf(day, s.gen, salt))
 		slices.SortFunc(next, func(a, b dayKey) int { return int(a.day - b.day) })
 	} else if len(next) < len(old) {
 		s.Dropped.Add(1)

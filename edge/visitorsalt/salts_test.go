@@ -287,6 +287,51 @@ func TestHashIsSafeAndAllocatesNothing(t *testing.T) {
 	wg.Wait()
 }
 
+// TestDigestsStayWithTheirKey: a User-Agent digest is used only with the
+// key it was made under: not for a click of another day, nor after its
+// day's salt was replaced; Hash is the two steps in one; neither step
+// allocates.
+func TestDigestsStayWithTheirKey(t *testing.T) {
+	s := New(nil, Config{Now: newClock(day1).now})
+	d1, d2 := dayOf(day1.UnixMilli()), dayOf(day2.UnixMilli())
+	s.change(d1, bytes.Repeat([]byte{1}, clicks.SaltLen))
+	s.change(d2, bytes.Repeat([]byte{2}, clicks.SaltLen))
+	at1, at2 := day1.Add(time.Hour).UnixMilli(), day2.Add(time.Hour).UnixMilli()
+	tag, digest, ok := s.UserAgent(at1, iphone)
+	if !ok {
+		t.Fatal("no digest on a day with a salt")
+	}
+	h, ok := s.Visitor(tag, digest, at1, alice)
+	if want, _ := s.Hash(at1, alice, iphone); !ok || h != want || h == 0 {
+		t.Fatalf("Visitor %#x, %v; Hash %#x", h, ok, want)
+	}
+	if _, ok := s.Visitor(tag, digest, at2, alice); ok {
+		t.Fatal("a day-1 digest was used for a day-2 click")
+	}
+	s.change(d1, nil)
+	s.change(d1, bytes.Repeat([]byte{3}, clicks.SaltLen))
+	if _, ok := s.Visitor(tag, digest, at1, alice); ok {
+		t.Fatal("a digest was used under a replaced salt")
+	}
+	tag2, digest2, _ := s.UserAgent(at1, iphone)
+	if h2, ok := s.Visitor(tag2, digest2, at1, alice); !ok || h2 == h {
+		t.Fatalf("under the new salt: %#x, %v; the old salt's hash was %#x", h2, ok, h)
+	}
+	// The digest covers the first clicks.MaxUserAgentLen bytes only, as the edge keeps them.
+	long := bytes.Repeat([]byte("x"), clicks.MaxUserAgentLen+10)
+	_, dl, _ := s.UserAgent(at1, long)
+	_, dc, _ := s.UserAgent(at1, long[:clicks.MaxUserAgentLen])
+	if dl != dc {
+		t.Fatal("bytes past clicks.MaxUserAgentLen changed the digest")
+	}
+	if n := testing.AllocsPerRun(100, func() {
+		tag, d, _ := s.UserAgent(at1, iphone)
+		s.Visitor(tag, d, at1, bob)
+	}); n != 0 {
+		t.Fatalf("UserAgent and Visitor allocated %v times", n)
+	}
+}
+
 func TestDayOf(t *testing.T) {
 	for _, at := range []time.Time{day1, day1.Add(-time.Millisecond), time.Unix(0, 0), time.Unix(-1, 0), day2.Add(-time.Millisecond)} {
 		if got, want := dayOf(at.UnixMilli()), at.UTC().Truncate(24*time.Hour).Unix()/86400; got != want {

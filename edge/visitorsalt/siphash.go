@@ -6,13 +6,14 @@ import (
 )
 
 // sipHash24 is SipHash-2-4 (Aumasson and Bernstein, "SipHash: a fast
-// short-input PRF", 2012) of the 16 bytes of pre followed by m, under the
-// 128-bit key (k0, k1), the key's bytes read little-endian as in the
-// reference implementation. Taking the prefix apart saves copying a
-// client's address and User-Agent into one buffer per click. It does not
-// allocate. The standard library has SipHash only inside the runtime,
-// unexported; hash/maphash cannot take a key of our own.
-func sipHash24(k0, k1 uint64, pre *[16]byte, m []byte) uint64 {
+// short-input PRF", 2012) of pre followed by m, under the 128-bit key
+// (k0, k1), the key's bytes read little-endian as in the reference
+// implementation. pre's length must be a multiple of 8: taking it apart
+// saves copying a client's address and a digest into one buffer per
+// click. It does not allocate. The standard library has SipHash only
+// inside the runtime, unexported; hash/maphash cannot take a key of our
+// own.
+func sipHash24(k0, k1 uint64, pre, m []byte) uint64 {
 	v0 := k0 ^ 0x736f6d6570736575
 	v1 := k1 ^ 0x646f72616e646f6d
 	v2 := k0 ^ 0x6c7967656e657261
@@ -41,9 +42,10 @@ func sipHash24(k0, k1 uint64, pre *[16]byte, m []byte) uint64 {
 		round()
 		v0 ^= w
 	}
-	n := 16 + len(m)
-	word(binary.LittleEndian.Uint64(pre[:8]))
-	word(binary.LittleEndian.Uint64(pre[8:]))
+	n := len(pre) + len(m)
+	for ; len(pre) >= 8; pre = pre[8:] {
+		word(binary.LittleEndian.Uint64(pre))
+	}
 	for ; len(m) >= 8; m = m[8:] {
 		word(binary.LittleEndian.Uint64(m))
 	}
