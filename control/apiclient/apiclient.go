@@ -108,6 +108,12 @@ type CreateRequest struct {
 	Namespace    string   `json:"namespace,omitempty"`
 	Title        string   `json:"title,omitempty"`
 	Tags         []string `json:"tags,omitempty"`
+	// Rules route clicks by device, country, language or query
+	// (docs/rules.md); Password protects the link (it is sent, never
+	// answered); MaxClicks limits its counted clicks (0: none).
+	Rules     []apiwire.Rule `json:"rules,omitempty"`
+	Password  string         `json:"password,omitempty"`
+	MaxClicks int64          `json:"max_clicks,omitempty"`
 }
 
 // Create creates one link. With a non-empty idempotency key the create is

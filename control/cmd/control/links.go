@@ -40,6 +40,7 @@ type linksCmd struct {
 	Delete  linksDeleteCmd  `cmd:"" help:"Delete a link for good: it answers 410 on every edge and its code is never handed out again."`
 	Tag     linksTagCmd     `cmd:"" help:"Add and remove tags on one or more links at once, all or nothing."`
 	QR      linksQRCmd      `cmd:"" name:"qr" help:"Write a link's short URL as a QR code (PNG or SVG) to a file or stdout."`
+	Set     linksSetCmd     `cmd:"" help:"Change a link's routing rules, password or click limit (PATCH): set, replace or remove each."`
 }
 
 type linksCreateCmd struct {
@@ -52,6 +53,8 @@ type linksCreateCmd struct {
 	Title          string        `help:"The link's title (at most 256 characters, one line)."`
 	Tags           []string      `name:"tag" help:"A tag (repeat, or separate with commas; at most 20): lower-cased, spaces made '-'."`
 	IdempotencyKey string        `name:"idempotency-key" help:"Make the create safe to retry: the same key and request answer the original link; the CLI retries 429/503 and network errors only with a key."`
+	ruleFlags
+	MaxClicks int64 `name:"max-clicks" help:"Stop redirecting after this many counted clicks (enforced by a later change of the edge; docs/api.md)."`
 }
 
 type linksGetCmd struct {
@@ -132,7 +135,10 @@ func runLinksCreate(ctx context.Context, f *linksCmd, c linksCreateCmd, stdout i
 		return err
 	}
 	req := apiclient.CreateRequest{URL: c.URL, Code: c.Code, RedirectType: c.RedirectType, Namespace: c.Namespace, ExpiresAt: c.ExpiresAt,
-		Title: c.Title, Tags: c.Tags}
+		Title: c.Title, Tags: c.Tags, MaxClicks: c.MaxClicks}
+	if req.Rules, req.Password, err = c.ruleFlags.read("links create"); err != nil {
+		return err
+	}
 	if c.ExpiresIn != 0 {
 		if c.ExpiresAt != "" {
 			return usageError{errors.New("links create: give --expires-at or --expires-in, not both")}
@@ -209,6 +215,7 @@ func printLink(w io.Writer, l *apiclient.Link) {
 	if len(l.Tags) > 0 {
 		rows = append(rows, [2]string{"tags", strings.Join(l.Tags, ", ")})
 	}
+	rows = append(rows, extrasRows(l)...) // links_rules.go
 	for _, r := range rows {
 		fmt.Fprintf(w, "  %-14s %s\n", r[0], r[1])
 	}
