@@ -1,6 +1,7 @@
 package console
 
 import (
+	"context"
 	"encoding/csv"
 	"fmt"
 	"net/http"
@@ -212,14 +213,7 @@ func bulkScreens(t *testing.T, b *browser, s *env) (done, running string) {
 		chromedp.WaitVisible(chromedp.ID("job-summary")),
 	)
 	done = strings.TrimPrefix(run(t, b, "location", chromedp.Location()), s.controlURL)
-	var id string
-	err := s.pg.Pool().QueryRow(t.Context(), `
-		INSERT INTO import_jobs (tenant_id, key_id, file_name, file_size, file, digest, batch_size, format, state, lease_owner, lease_until,
-			started_at, detected_format, bytes_read, rows_read, rows_done, imported, rejected)
-		SELECT $1, k.id, 'bitly-2026-export.csv', 2400000, '\x00'::bytea, repeat('0', 64), 200, 'auto', 'running', 'screenshot', now() + interval '1 hour',
-			now(), 'bitly', 1090000, 11600, 11400, 11371, 29
-		FROM api_keys k WHERE k.tenant_id = $1 ORDER BY k.id LIMIT 1
-		RETURNING id::text`, s.tenant).Scan(&id)
+	id, err := heldJob(t.Context(), s, "screenshot", time.Hour)
 	if err != nil {
 		t.Fatalf("a running job: %v", err)
 	}
@@ -232,11 +226,82 @@ func bulkScreens(t *testing.T, b *browser, s *env) (done, running string) {
 // fails it (its file is no export).
 func holdTenant(t *testing.T, s *env, d time.Duration) {
 	t.Helper()
-	_, err := s.pg.Pool().Exec(t.Context(), `
-		INSERT INTO import_jobs (tenant_id, key_id, file_name, file_size, file, digest, batch_size, format, state, lease_owner, lease_until, started_at)
-		SELECT $1, k.id, 'held.csv', 1, '\x00'::bytea, repeat('0', 64), 200, 'auto', 'running', 'elsewhere', now() + $2::interval, now()
-		FROM api_keys k WHERE k.tenant_id = $1 ORDER BY k.id LIMIT 1`, s.tenant, d)
-	if err != nil {
+	if _, err := heldJob(t.Context(), s, "elsewhere", d); err != nil {
 		t.Fatalf("hold the tenant: %v", err)
+	}
+}
+
+// heldJob is the id of a job of s's tenant that the instance owner holds
+// for d, half way through a Bitly export, made unless owner holds one
+// already.
+func heldJob(ctx context.Context, s *env, owner string, d time.Duration) (string, error) {
+	pool := s.pg.Pool()
+	if _, err := pool.Exec(ctx, `
+		INSERT INTO import_jobs (tenant_id, key_id, file_name, file_size, file, digest, batch_size, format, state, lease_owner, lease_until,
+			started_at, detected_format, bytes_read, rows_read, rows_done, imported, rejected)
+		SELECT $1, k.id, 'bitly-2026-export.csv', 2400000, '\x00'::bytea, repeat('0', 64), 200, 'auto', 'running', $2, now() + $3::interval,
+			now(), 'bitly', 1090000, 11600, 11400, 11371, 29
+		FROM api_keys k WHERE k.tenant_id = $1
+		  AND NOT EXISTS (SELECT 1 FROM import_jobs WHERE tenant_id = $1 AND lease_owner = $2)
+		ORDER BY k.id LIMIT 1`, s.tenant, owner, d); err != nil {
+		return "", err
+	}
+	var id string
+	err := pool.QueryRow(ctx, `SELECT id::text FROM import_jobs WHERE tenant_id = $1 AND lease_owner = $2`, s.tenant, owner).Scan(&id)
+	return id, err
+}
+
+// bulkTestdata is the absolute path of a file of testdata/bulk.
+func bulkTestdata(name string) string {
+	p, err := filepath.Abs(filepath.Join("testdata", "bulk", name))
+	if err != nil {
+		panic(err) // the working directory is gone
+	}
+	return p
+}
+
+// The bulk screens' steps for the accessibility check (a11yScreens):
+// the upload form refusing a file that is no export, an import done
+// (uploaded once, then opened from the list), and one running (held by
+// another instance).
+
+func bulkRefusedSteps(s *env) []chromedp.Action[chromedp.Void] {
+	return []chromedp.Action[chromedp.Void]{
+		chromedp.Navigate(s.controlURL + "/console/imports"), chromedp.WaitVisible(chromedp.ID("upload")),
+		chromedp.SetUploadFiles(chromedp.ID("file"), []string{bulkTestdata("notes.csv")}), chromedp.Submit(chromedp.ID("upload")),
+	}
+}
+
+func bulkDoneSteps(s *env) []chromedp.Action[chromedp.Void] {
+	return []chromedp.Action[chromedp.Void]{
+		chromedp.Navigate(s.controlURL + "/console/imports"), chromedp.WaitVisible(chromedp.ID("upload")),
+		chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
+			done, err := chromedp.Evaluate[bool](`document.querySelector("table.imports .state-done") !== null`)(ctx, tg)
+			if err != nil {
+				return err
+			}
+			if done {
+				_, err = chromedp.Click(chromedp.CSS("table.imports tr:has(.state-done) a"))(ctx, tg)
+				return err
+			}
+			if _, err := chromedp.SetUploadFiles(chromedp.ID("file"), []string{bulkTestdata("export.csv")})(ctx, tg); err != nil {
+				return err
+			}
+			_, err = chromedp.Submit(chromedp.ID("upload"))(ctx, tg)
+			return err
+		}),
+	}
+}
+
+func bulkRunningSteps(s *env) []chromedp.Action[chromedp.Void] {
+	return []chromedp.Action[chromedp.Void]{
+		chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
+			id, err := heldJob(ctx, s, "a11y", time.Hour)
+			if err != nil {
+				return err
+			}
+			_, err = chromedp.Navigate(s.controlURL+"/console/imports/"+id)(ctx, tg)
+			return err
+		}),
 	}
 }
