@@ -131,10 +131,11 @@ type gatedLinks struct {
 	Links
 	gate    chan struct{}
 	entered chan struct{} // a batch arrived (buffered 1, never blocks)
+	gaveUp  chan struct{} // a batch's run was stopped while it waited (buffered 1)
 }
 
 func newGate(l Links) *gatedLinks {
-	return &gatedLinks{Links: l, gate: make(chan struct{}), entered: make(chan struct{}, 1)}
+	return &gatedLinks{Links: l, gate: make(chan struct{}), entered: make(chan struct{}, 1), gaveUp: make(chan struct{}, 1)}
 }
 
 func (g *gatedLinks) CreateBatch(ctx context.Context, tenant int64, key string, reqs []links.CreateRequest) (links.BatchResult, error) {
@@ -145,6 +146,10 @@ func (g *gatedLinks) CreateBatch(ctx context.Context, tenant int64, key string, 
 	select {
 	case <-g.gate:
 	case <-ctx.Done():
+		select {
+		case g.gaveUp <- struct{}{}:
+		default:
+		}
 		return links.BatchResult{}, ctx.Err()
 	}
 	return g.Links.CreateBatch(ctx, tenant, key, reqs)

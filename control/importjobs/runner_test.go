@@ -167,6 +167,39 @@ func TestShutdownGivesJobsBack(t *testing.T) {
 	}
 }
 
+// TestUnrenewableLeaseStopsTheRun: an instance that cannot renew its
+// lease for as long as the lease lasts (the database unreachable to it:
+// here its table renamed away) stops its run and writes nothing, since
+// another instance may hold the job by then; once the lease has run out
+// the job is taken over and finished, no link made twice.
+func TestUnrenewableLeaseStopsTheRun(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	acme, key, _ := e.tenant(t, "acme")
+	gate := newGate(e.svc)
+	e.runner(t, gate, Config{Instance: "cut-off", Lease: 900 * time.Millisecond, Heartbeat: 100 * time.Millisecond})
+	j, err := e.jobs.Create(ctx, NewJob{TenantID: acme, KeyID: key, FileName: "f.csv", File: csvRows("l", 250), Options: Options{Format: importer.Auto}}, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-gate.entered
+	if _, err := e.pool.Exec(ctx, `ALTER TABLE import_jobs RENAME TO import_jobs_away`); err != nil {
+		t.Fatal(err)
+	}
+	<-gate.gaveUp // the run stopped itself
+	close(gate.gate)
+	if _, err := e.pool.Exec(ctx, `ALTER TABLE import_jobs_away RENAME TO import_jobs`); err != nil {
+		t.Fatal(err)
+	}
+	j = e.waitState(t, acme, j.ID, Done)
+	if j.Resumes != 1 || j.Counts.Kept != 250 {
+		t.Errorf("after the takeover: resumes %d, counts %+v; want 1 and 250 kept", j.Resumes, j.Counts)
+	}
+	if n := e.count(t, acme); n != 250 {
+		t.Errorf("%d links; want 250", n)
+	}
+}
+
 // TestRevokedKeyStopsARunningJob: revoking the key that started a job
 // fails it at its next heartbeat, saying why.
 func TestRevokedKeyStopsARunningJob(t *testing.T) {
