@@ -221,14 +221,15 @@ func (o *Overlay) lookup(d link.DomainID, code []byte, r *Record) bool {
 // Apply stores e unless the overlay already holds a newer or equal version
 // of its (domain, code), reporting whether it did. Replays and duplicates are
 // harmless. An entry the overlay cannot hold (a status that is not one of
-// link's, an empty code or one longer than 255 bytes, or a shard whose
-// arena is at its limit of 4 GiB) is refused: Apply reports false and
-// Stats counts it. e is copied; the caller may reuse it.
+// link's, an empty code or one longer than 255 bytes, extras that
+// link.CheckExtras refuses, or a shard whose arena is at its limit of 4 GiB)
+// is refused: Apply reports false and Stats counts it. e is copied; the
+// caller may reuse it.
 func (o *Overlay) Apply(e *Entry) bool {
 	code := unsafe.Slice(unsafe.StringData(e.Code), len(e.Code))
 	k := keyOf(e.Domain, code)
 	st, ok := statusCode(e.Status)
-	if !ok || len(code) == 0 || len(k.custom) > 255 || e.Domain > link.MaxDomainID {
+	if !ok || len(code) == 0 || len(k.custom) > 255 || e.Domain > link.MaxDomainID || link.CheckExtras(e.Extras) != nil {
 		o.shards[0].refused.Add(1)
 		return false
 	}
@@ -242,6 +243,10 @@ func (o *Overlay) Apply(e *Entry) bool {
 		return false
 	}
 	meta := st | redirectCode(e.RedirectType)<<2
+	if e.Extras != "" {
+		// Rare: the redirect goes into the more-flags byte (record.go).
+		meta = st | metaMore<<2
+	}
 	if e.ExpiresAt != 0 {
 		meta |= metaExpiry
 	}

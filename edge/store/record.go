@@ -14,16 +14,24 @@ import (
 //
 //	byte     meta: status (bits 0–1: 1 active, 2 disabled, 3 deleted),
 //	         redirect (bits 2–4: 0 none, 1 301, 2 302, 3 307, 4 308,
-//	         7 another value, as a varint after the version), has an
-//	         expiry (bit 5), custom code (bit 6), not the platform's
-//	         domain (bit 7)
+//	         7 another value, as a varint after the version; 6 more
+//	         flags, in a byte after the version), has an expiry (bit 5),
+//	         custom code (bit 6), not the platform's domain (bit 7)
 //	uvarint  domain, when bit 7 is set
 //	6 base62 characters: uvarint 1 + their value | other code: byte length, the code
 //	uvarint  version
-//	varint   redirect type, when bits 2–4 are 7
+//	byte     more flags, when bits 2–4 are 6: the redirect (bits 0–2, as in
+//	         meta, never 6), has extras (bit 3); other bits zero
+//	varint   redirect type, when the redirect is 7
 //	varint   expiry, Unix milliseconds, when bit 5 is set
 //	uvarint  origin: 1 + its index in the shard's dictionary, 0 for none
 //	uvarint  length, then the rest of the target (all of it without origin)
+//	uvarint  length, then the extras (shared/link's wire form), when the
+//	         more flags say so
+//
+// A link with extras (rules, a password, a click limit: rare) pays the
+// flags byte and its extras; every other record is as it was before
+// extras, byte for byte.
 //
 // A code of 6 base62 characters (every generated code, sequential or FF1:
 // the spelling is stored, not the ID) is its value, so its record holds 3
@@ -35,10 +43,29 @@ const (
 	metaStatus      = 0x03
 	metaRedirect    = 0x1c
 	metaRedirectRaw = 7
+	metaMore        = 6 // the redirect field's value for "more flags follow"
 	metaExpiry      = 0x20
 	metaCustom      = 0x40
 	metaDomain      = 0x80
+
+	moreRedirect = 0x07
+	moreExtras   = 0x08
 )
+
+// redirectOf is the redirect code of the record at b whose version ends at
+// i, and where what follows the flags starts.
+func redirectOf(b []byte, i int) (code byte, next int) {
+	if rc := b[0] & metaRedirect >> 2; rc != metaMore {
+		return rc, i
+	}
+	return b[i] & moreRedirect, i + 1
+}
+
+// extrasFlagged reports whether the record at b, whose version ends at i,
+// carries extras.
+func extrasFlagged(b []byte, i int) bool {
+	return b[0]&metaRedirect>>2 == metaMore && b[i]&moreExtras != 0
+}
 
 var redirectCodes = [...]link.RedirectType{0, 301, 302, 307, 308}
 
@@ -101,6 +128,12 @@ var digits = func() (t [256]byte) {
 // recordLen is the bytes e's record takes, with origin index o and rest r.
 func recordLen(e *Entry, k key, meta byte, o uint32, rest string) int {
 	n := 1 + uvarintLen(e.Version)
+	if meta&metaRedirect == metaMore<<2 {
+		n++
+	}
+	if e.Extras != "" {
+		n += uvarintLen(uint64(len(e.Extras))) + len(e.Extras)
+	}
 	if meta&metaDomain != 0 {
 		n += uvarintLen(uint64(k.domain))
 	}
@@ -109,7 +142,7 @@ func recordLen(e *Entry, k key, meta byte, o uint32, rest string) int {
 	} else {
 		n += uvarintLen(k.id)
 	}
-	if meta&metaRedirect == metaRedirectRaw<<2 {
+	if redirectCode(e.RedirectType) == metaRedirectRaw {
 		n += varintLen(int64(e.RedirectType))
 	}
 	if e.ExpiresAt != 0 {
@@ -132,7 +165,15 @@ func putRecord(b []byte, e *Entry, k key, meta byte, o uint32, rest string) {
 		i += binary.PutUvarint(b[i:], k.id)
 	}
 	i += binary.PutUvarint(b[i:], e.Version)
-	if meta&metaRedirect == metaRedirectRaw<<2 {
+	rc := redirectCode(e.RedirectType)
+	if meta&metaRedirect == metaMore<<2 {
+		b[i] = rc
+		if e.Extras != "" {
+			b[i] |= moreExtras
+		}
+		i++
+	}
+	if rc == metaRedirectRaw {
 		i += binary.PutVarint(b[i:], int64(e.RedirectType))
 	}
 	if e.ExpiresAt != 0 {
@@ -140,7 +181,11 @@ func putRecord(b []byte, e *Entry, k key, meta byte, o uint32, rest string) {
 	}
 	i += binary.PutUvarint(b[i:], uint64(o))
 	i += binary.PutUvarint(b[i:], uint64(len(rest)))
-	copy(b[i:], rest)
+	i += copy(b[i:], rest)
+	if e.Extras != "" {
+		i += binary.PutUvarint(b[i:], uint64(len(e.Extras)))
+		copy(b[i:], e.Extras)
+	}
 }
 
 // recordKey reads the key of the record at b (b runs to its chunk's end)
@@ -171,24 +216,30 @@ func recordVersion(b []byte) uint64 {
 // recordSize is the bytes the record at b takes.
 func recordSize(b []byte) int {
 	_, i := recordKey(b)
-	i = skipFields(b, i)
 	_, n := binary.Uvarint(b[i:])
+	i += n
+	extras := extrasFlagged(b, i)
+	i = skipFields(b, i)
+	_, n = binary.Uvarint(b[i:])
 	i += n
 	l, n := binary.Uvarint(b[i:])
-	return i + n + int(l)
+	i += n + int(l)
+	if extras {
+		l, n := binary.Uvarint(b[i:])
+		i += n + int(l)
+	}
+	return i
 }
 
-// skipFields is the offset of the origin in the record at b whose key
+// skipFields is the offset of the origin in the record at b whose version
 // ends at i.
 func skipFields(b []byte, i int) int {
-	meta := b[0]
-	_, n := binary.Uvarint(b[i:])
-	i += n
-	if meta&metaRedirect == metaRedirectRaw<<2 {
+	rc, i := redirectOf(b, i)
+	if rc == metaRedirectRaw {
 		_, n := binary.Varint(b[i:])
 		i += n
 	}
-	if meta&metaExpiry != 0 {
+	if b[0]&metaExpiry != 0 {
 		_, n := binary.Varint(b[i:])
 		i += n
 	}
@@ -205,6 +256,10 @@ type Record struct {
 	Status       link.Status
 	ExpiresAt    int64 // Unix milliseconds; 0 means never
 	Version      uint64
+	// Extras are the link's routing rules, password hash and click limit
+	// in shared/link's wire form (link.ViewExtras reads them in place);
+	// nil for a plain link. Valid as Rest is.
+	Extras []byte
 
 	chunk *chunk // keeps Rest's bytes valid
 }
@@ -231,7 +286,9 @@ func readRecord(r *Record, b []byte, next int, origins []string, c *chunk) {
 	*r = Record{Status: statuses[meta&metaStatus], chunk: c}
 	v, n := binary.Uvarint(b[next:])
 	r.Version, next = v, next+n
-	if rc := meta & metaRedirect >> 2; rc == metaRedirectRaw {
+	extras := extrasFlagged(b, next)
+	rc, next := redirectOf(b, next)
+	if rc == metaRedirectRaw {
 		t, n := binary.Varint(b[next:])
 		r.RedirectType, next = link.RedirectType(t), next+n
 	} else {
@@ -250,6 +307,12 @@ func readRecord(r *Record, b []byte, next int, origins []string, c *chunk) {
 	l, n := binary.Uvarint(b[i:])
 	i += n
 	r.Rest = b[i : i+int(l) : i+int(l)]
+	if extras {
+		i += int(l)
+		l, n := binary.Uvarint(b[i:])
+		i += n
+		r.Extras = b[i : i+int(l) : i+int(l)]
+	}
 }
 
 func uvarintLen(x uint64) int {

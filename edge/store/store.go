@@ -40,6 +40,10 @@ type Entry struct {
 	Status       link.Status
 	ExpiresAt    int64 // Unix milliseconds; 0 means never
 	Version      uint64
+	// Extras are the link's routing rules, password hash and click limit
+	// in shared/link's wire form (checked, link.CheckExtras); "" for a
+	// plain link.
+	Extras string
 	// Missing marks a negative answer: the authority had no such code at
 	// Version. Only the long-tail cache holds such entries.
 	Missing bool
@@ -54,7 +58,7 @@ func (e *Entry) Live(nowMillis int64) bool {
 func EntryFromEvent(ev *linkevent.Event) *Entry {
 	return &Entry{
 		Domain: ev.Domain, Code: ev.Code, URL: ev.URL, RedirectType: ev.RedirectType, Status: ev.Status,
-		ExpiresAt: ev.ExpiresAt, Version: ev.Version,
+		ExpiresAt: ev.ExpiresAt, Version: ev.Version, Extras: ev.Extras,
 	}
 }
 

@@ -34,10 +34,10 @@ func Domain(d link.DomainID) link.Domain {
 	return link.Domain{ID: d, Host: fmt.Sprintf("d%d.invalid", d), TenantID: int64(d), CodeMode: link.CodesSequential, Status: link.DomainActive}
 }
 
-// Build returns a format 3 snapshot file of links with header h (its
-// Entries and BloomCount are set from links), with a domain table of the
-// platform's domain (Platform) and, for every other domain a link is on,
-// Domain(d).
+// Build returns a snapshot file of links (format 3, or 4 when a link has
+// extras) with header h (its Entries and BloomCount are set from links),
+// with a domain table of the platform's domain (Platform) and, for every
+// other domain a link is on, Domain(d).
 func Build(links []snapshot.Link, h snapshot.Header, sealed []snapshot.Sealed) ([]byte, error) {
 	return BuildDomains(links, nil, h, sealed)
 }
