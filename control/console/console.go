@@ -147,6 +147,9 @@ type Config struct {
 	// store the API's stats endpoints read. Nil answers them 404.
 	Stats StatsReader
 	// Imports, if set, runs bulk uploads (importjobs.Queue). Nil answers
+	// HourRetention is how long the click roller keeps hourly rollups
+	// (zero: statsquery.DefaultHourRetention), as the API's Config.
+	HourRetention time.Duration
 	// the bulk pages 404.
 	Imports Imports
 	// Webhooks, if set, serves the webhook pages (webhooks.go). Nil answers
@@ -255,6 +258,7 @@ func (s *Server) routes() {
 	s.mux.HandleFunc("GET "+Prefix+"stats", s.authed(s.tenantStats))
 	s.mux.HandleFunc("GET "+Prefix+"stats.csv", s.authed(s.tenantStatsCSV))
 	s.mux.HandleFunc("GET "+Prefix+"keys", s.authed(s.listKeys))
+	s.mux.HandleFunc("GET "+Prefix+"stats/links.csv", s.authed(s.tenantExport))
 	s.mux.HandleFunc("POST "+Prefix+"keys", s.authed(s.createKey))
 	s.mux.HandleFunc("POST "+Prefix+"keys/{id}/revoke", s.authed(s.revokeKey))
 	if s.cfg.Imports != nil {

@@ -2,222 +2,217 @@ package console
 
 import (
 	"context"
-	"encoding/csv"
 	"errors"
-	"fmt"
 	"html/template"
 	"net/http"
 	"net/url"
-	"strconv"
 	"strings"
 	"time"
 
-	"github.com/edgelink/edgelink/control/clickstats"
+	"github.com/edgelink/edgelink/control/statsquery"
 	"github.com/edgelink/edgelink/shared/link"
 )
 
-// StatsReader is what the stats pages read: the same store methods the
-// API's stats endpoints read, so a page's numbers are the API's. A link's
-// clicks are read by (domain, code).
+// StatsReader is what the stats pages read: the rollups, through
+// control/statsquery exactly as the API's stats routes read them, so a
+// page's numbers are the API's; and the tenant's export, streamed.
 type StatsReader interface {
-	LinkClicks(ctx context.Context, d link.DomainID, code string, from, to time.Time, perDimension int) ([]clickstats.Day, []clickstats.Breakdown, error)
-	TenantClicks(ctx context.Context, tenantID int64, from, to time.Time) ([]clickstats.Day, int64, error)
+	statsquery.Reader
+	ExportTenantDays(ctx context.Context, tenantID int64, first, last time.Time, each func(statsquery.ExportRow) error) error
 }
 
-// Stats ranges are the API's: whole UTC days, the last 30 ending today by
-// default, at most 366; each breakdown shows a link's top 50 values.
-const (
-	defaultStatsDays = 30
-	maxStatsDays     = 366
-	topValues        = 50
-	dateOnly         = "2006-01-02"
-)
+// statsLimit is the values a page lists per dimension, and its top links;
+// the rest of a dimension is its Other row.
+const statsLimit = 20
 
 // statsForm is the range form as typed, so a refused range shows it back.
-type statsForm struct{ From, To string }
-
-// dayRow is a day's clicks, human and bot apart.
-type dayRow struct {
-	Date       string
-	Human, Bot int64
+type statsForm struct {
+	From, To, TZ, Interval string
+	Domain                 string // a link's domain off the platform's, kept across the form
 }
 
-// valueRow is one value of a breakdown with its bar's length.
-type valueRow struct {
-	Value      string
-	Human, Bot int64
-	Percent    int // of the breakdown's busiest value, for its bar
-}
-
-// breakdown is one dimension of a link's clicks as a table.
-type breakdown struct {
-	Name, Dimension string
-	Rows            []valueRow
-}
+// commonZones are offered as the time zone field's suggestions; any IANA
+// name may be typed.
+var commonZones = []string{"UTC", "Europe/London", "Europe/Berlin", "Europe/Moscow", "America/New_York", "America/Chicago",
+	"America/Denver", "America/Los_Angeles", "America/Sao_Paulo", "Africa/Lagos", "Asia/Dubai", "Asia/Kolkata",
+	"Asia/Shanghai", "Asia/Tokyo", "Australia/Sydney", "Pacific/Auckland"}
 
 type statsData struct {
 	Code string // empty on the tenant's page
 	// Link is the link's row (nil on the tenant's page): its domain, and
 	// its pages' paths.
-	Link       *row
-	Form       statsForm
-	Problem    string
-	From, To   string // the range shown
-	Days       []dayRow
-	Human, Bot int64
+	Link    *row
+	Form    statsForm
+	Zones   []string
+	Limit   int // values listed per dimension
+	Problem string
+	Notice  string // the range was changed to one the rollups hold
+	// Shown is false when the range was refused: no numbers.
+	Shown bool
+	Range statsquery.Range
+	// Series is the chart's and its table's; Buckets its rows.
+	Series      statsquery.Series
+	Buckets     []bucketRow
+	Chart       template.HTML
+	VisitorDays string // "" when not every bucket has visitors
+	// Breakdown is over UTC days (statsquery.UTCDays).
+	Breakdown  statsquery.Breakdown
+	Dimensions []dimensionView
+	TopLinks   []topLinkRow
 	LiveLinks  int64
-	Chart      template.HTML
-	Breakdowns []breakdown
-	CSV        template.URL
+	// Links of the page: itself per hour and per day, its CSV, the
+	// tenant's export, and the API's equivalents.
+	PerDay, PerHour, CSV, Export template.URL
+	APISeries, APIBreakdown      string
 }
 
-// parseStatsRange reads from and to as the API does (control/api
-// statsRange), with messages for the page.
-func parseStatsRange(q url.Values, now time.Time) (statsForm, time.Time, time.Time, error) {
-	f := statsForm{From: strings.TrimSpace(q.Get("from")), To: strings.TrimSpace(q.Get("to"))}
-	to := now.UTC().Truncate(24 * time.Hour)
-	var err error
-	if f.To != "" {
-		if to, err = time.Parse(dateOnly, f.To); err != nil {
-			return f, time.Time{}, time.Time{}, errors.New("to must be a date, YYYY-MM-DD")
-		}
-	}
-	from := to.AddDate(0, 0, 1-defaultStatsDays)
-	if f.From != "" {
-		if from, err = time.Parse(dateOnly, f.From); err != nil {
-			return f, time.Time{}, time.Time{}, errors.New("from must be a date, YYYY-MM-DD")
-		}
-	}
-	switch days := int(to.Sub(from)/(24*time.Hour)) + 1; {
-	case days < 1:
-		return f, from, to, errors.New("from must not be after to")
-	case days > maxStatsDays:
-		return f, from, to, fmt.Errorf("at most %d days at a time", maxStatsDays)
-	}
-	return f, from, to, nil
-}
-
-// dailyRows lists every day of the range, zeros included, as the API's
-// daily series does, and sums them.
-func dailyRows(from, to time.Time, rows []clickstats.Day) ([]dayRow, int64, int64) {
-	by := make(map[string]clickstats.Day, len(rows))
-	for _, r := range rows {
-		by[r.Day.UTC().Format(dateOnly)] = r
-	}
-	var out []dayRow
-	var human, bot int64
-	for d := from; !d.After(to); d = d.AddDate(0, 0, 1) {
-		key := d.Format(dateOnly)
-		r := by[key]
-		row := dayRow{Date: key, Human: r.Clicks - r.BotClicks, Bot: r.BotClicks}
-		human += row.Human
-		bot += row.Bot
-		out = append(out, row)
-	}
-	return out, human, bot
-}
-
-var dimensions = []struct{ dim, name string }{
-	{"referrer", "Referrers"}, {"device", "Devices"}, {"status", "Redirect statuses"}, {"edge", "Edges"},
-}
-
-func breakdowns(bs []clickstats.Breakdown) []breakdown {
-	out := make([]breakdown, len(dimensions))
-	for i, d := range dimensions {
-		out[i] = breakdown{Name: d.name, Dimension: d.dim}
-		var peak int64
-		for _, b := range bs {
-			if b.Dimension == d.dim {
-				peak = max(peak, b.Clicks)
-			}
-		}
-		for _, b := range bs {
-			if b.Dimension == d.dim {
-				out[i].Rows = append(out[i].Rows, valueRow{Value: b.Value, Human: b.Clicks - b.BotClicks, Bot: b.BotClicks, Percent: barPercent(b.Clicks, peak)})
-			}
-		}
-	}
-	return out
-}
-
-// stats reads the range and the numbers of the link named by the path,
-// or of the tenant when forLink is false. A refused range is a 400
+// statsPage reads the range and the numbers of the link named by the
+// path, or of the tenant when forLink is false. A refused range is a 400
 // with the form kept; ok is false when it answered.
-func (s *Server) stats(w http.ResponseWriter, r *http.Request, sess Session, forLink bool) (statsData, bool) {
-	var data statsData
+func (s *Server) statsPage(w http.ResponseWriter, r *http.Request, sess Session, forLink bool) (statsData, string, bool) {
+	data := statsData{Zones: commonZones, Limit: statsLimit}
 	title := "Statistics"
+	sc := statsquery.Scope{Tenant: sess.TenantID}
 	if forLink {
 		l, ok := s.getLink(w, r, sess)
 		if !ok {
-			return data, false
+			return data, title, false
 		}
 		lr := s.row(l)
 		data.Code, data.Link = l.Code, &lr
 		title = "Statistics of " + l.Code
+		sc.Link = &statsquery.LinkRef{Domain: l.DomainID, Code: l.Code}
+		if l.DomainID != link.DefaultDomain {
+			data.Form.Domain = l.Domain
+		}
 	}
 	if s.cfg.Stats == nil {
 		s.errorPage(w, r, http.StatusNotFound, "Statistics are not configured on this server.")
-		return data, false
+		return data, title, false
 	}
-	form, from, to, err := parseStatsRange(r.URL.Query(), s.cfg.Now())
-	data.Form = form
+	q := r.URL.Query()
+	p := statsquery.Params{Interval: strings.TrimSpace(q.Get("interval")), From: strings.TrimSpace(q.Get("from")),
+		To: strings.TrimSpace(q.Get("to")), TZ: strings.TrimSpace(q.Get("tz"))}
+	data.Form.From, data.Form.To, data.Form.TZ, data.Form.Interval = p.From, p.To, p.TZ, p.Interval
+	lim := statsquery.Limits{HourRetention: s.cfg.HourRetention}
+	rng, err := statsquery.ParseRange(p, s.cfg.Now(), lim, true)
+	if errors.Is(err, statsquery.ErrHoursNotKept) {
+		// Hours asked from before they are kept (the day view's range,
+		// say): show those that are, and say so.
+		from := p.From
+		p.From = lim.HoursFrom(s.cfg.Now()).Format(time.RFC3339)
+		if clamped, cerr := statsquery.ParseRange(p, s.cfg.Now(), lim, true); cerr == nil {
+			rng, err = clamped, nil
+			data.Notice = "Hours are kept for a limited time: the hours from " + from + " on are not all kept, so these start with the first hour kept."
+		}
+	}
 	if err != nil {
-		data.Problem = "Cannot show that range: " + err.Error() + "."
+		data.Problem = "Cannot show that range: " + strings.TrimPrefix(err.Error(), link.ErrInvalidInput.Error()+": ") + "."
 		s.render(w, r, http.StatusBadRequest, "stats", page{Title: title, Session: &sess, Data: data})
-		return data, false
+		return data, title, false
 	}
-	var days []clickstats.Day
-	var bs []clickstats.Breakdown
-	if forLink {
-		days, bs, err = s.cfg.Stats.LinkClicks(r.Context(), data.Link.DomainID, data.Code, from, to, topValues)
-	} else {
-		days, data.LiveLinks, err = s.cfg.Stats.TenantClicks(r.Context(), sess.TenantID, from, to)
+	ctx := r.Context()
+	if data.Series, err = statsquery.ReadSeries(ctx, s.cfg.Stats, sc, rng); err == nil {
+		if forLink {
+			data.Breakdown, err = statsquery.ReadBreakdown(ctx, s.cfg.Stats, sc, rng, statsquery.LinkDimensions, statsLimit)
+		} else {
+			var o statsquery.Overview
+			o, err = statsquery.ReadOverview(ctx, s.cfg.Stats, sess.TenantID, rng, statsquery.TenantDimensions, statsLimit)
+			data.Breakdown, data.LiveLinks = o.Breakdown, o.LiveLinks
+			data.TopLinks = s.topLinkRows(o.TopLinks)
+		}
 	}
 	if err != nil {
 		s.fail(w, r, err)
-		return data, false
+		return data, title, false
 	}
-	data.From, data.To = from.Format(dateOnly), to.Format(dateOnly)
-	if data.Form.From == "" {
-		data.Form.From = data.From
+	data.Shown, data.Range = true, rng
+	data.Form.From, data.Form.To, data.Form.TZ, data.Form.Interval = rng.FirstDay, rng.LastDay, rng.TZ, string(rng.Interval)
+	data.Buckets = bucketRows(data.Series)
+	if data.Series.HasVisitorDays {
+		data.VisitorDays = itoa(data.Series.VisitorDays)
 	}
-	if data.Form.To == "" {
-		data.Form.To = data.To
-	}
-	data.Days, data.Human, data.Bot = dailyRows(from, to, days)
-	if forLink {
-		data.Breakdowns = breakdowns(bs)
-	}
-	if forLink {
-		data.CSV = data.Link.Href("stats.csv", "from", data.From, "to", data.To)
+	data.Dimensions = dimensionViews(data.Breakdown)
+	data.links(rng)
+	return data, title, true
+}
+
+// links fills the page's links from its range: the CSV holds exactly the
+// page's numbers (an hour range by its instants), the API's the same.
+func (d *statsData) links(rng statsquery.Range) {
+	q := url.Values{"tz": {rng.TZ}, "interval": {string(rng.Interval)}}
+	if rng.Interval == statsquery.Hour {
+		q.Set("from", rng.From.Format(time.RFC3339))
+		q.Set("to", rng.To.Format(time.RFC3339))
 	} else {
-		data.CSV = template.URL(Prefix + "stats.csv?" + url.Values{"from": {data.From}, "to": {data.To}}.Encode())
+		q.Set("from", rng.FirstDay)
+		q.Set("to", rng.LastDay)
 	}
-	return data, true
+	day := url.Values{"tz": {rng.TZ}}
+	hour := url.Values{"tz": {rng.TZ}, "interval": {"hour"}}
+	bq := url.Values{"tz": {rng.TZ}, "from": {q.Get("from")}, "to": {q.Get("to")}, "limit": {itoa(statsLimit)}}
+	if d.Link != nil {
+		d.PerDay, d.PerHour = d.Link.Href("stats", flat(day)...), d.Link.Href("stats", flat(hour)...)
+		d.CSV = d.Link.Href("stats.csv", flat(q)...)
+		api := "/api/v1/links/" + url.PathEscape(d.Code) + "/stats/"
+		if d.Form.Domain != "" {
+			q.Set("domain", d.Form.Domain)
+			bq.Set("domain", d.Form.Domain)
+		}
+		d.APISeries, d.APIBreakdown = api+"series?"+q.Encode(), api+"breakdown?"+bq.Encode()
+		return
+	}
+	d.PerDay = template.URL(Prefix + "stats?" + day.Encode())
+	d.PerHour = template.URL(Prefix + "stats?" + hour.Encode())
+	d.CSV = template.URL(Prefix + "stats.csv?" + q.Encode())
+	first, last, _ := statsquery.UTCDays(rng)
+	d.Export = template.URL(Prefix + "stats/links.csv?" + url.Values{"from": {first.Format(statsquery.DateOnly)}, "to": {last.Format(statsquery.DateOnly)}}.Encode())
+	d.APISeries, d.APIBreakdown = "/api/v1/stats/series?"+q.Encode(), "/api/v1/stats/overview?"+bq.Encode()
+}
+
+// flat is q as the name, value pairs Href takes.
+func flat(q url.Values) []string {
+	var kv []string
+	for k, vs := range q {
+		kv = append(kv, k, vs[0])
+	}
+	return kv
 }
 
 func (s *Server) linkStats(w http.ResponseWriter, r *http.Request, sess Session) {
-	if data, ok := s.stats(w, r, sess, true); ok {
-		data.Chart = dailyChart("daily", "Clicks per day of "+data.Link.Host+"/"+data.Code+", "+data.From+" to "+data.To, data.Days)
-		s.render(w, r, http.StatusOK, "stats", page{Title: "Statistics of " + data.Code, Session: &sess, Data: data})
+	data, title, ok := s.statsPage(w, r, sess, true)
+	if !ok {
+		return
 	}
+	data.Chart = seriesChart("series", chartTitle(data, data.Link.Host+"/"+data.Code), data.Buckets)
+	s.render(w, r, http.StatusOK, "stats", page{Title: title, Session: &sess, Data: data})
 }
 
 func (s *Server) tenantStats(w http.ResponseWriter, r *http.Request, sess Session) {
-	if data, ok := s.stats(w, r, sess, false); ok {
-		data.Chart = dailyChart("daily", "Clicks per day of every link, "+data.From+" to "+data.To, data.Days)
-		s.render(w, r, http.StatusOK, "stats", page{Title: "Statistics", Session: &sess, Data: data})
+	data, title, ok := s.statsPage(w, r, sess, false)
+	if !ok {
+		return
 	}
+	data.Chart = seriesChart("series", chartTitle(data, "every link"), data.Buckets)
+	s.render(w, r, http.StatusOK, "stats", page{Title: title, Session: &sess, Data: data})
+}
+
+func chartTitle(d statsData, of string) string {
+	per := "day"
+	if d.Range.Interval == statsquery.Hour {
+		per = "hour"
+	}
+	return "Clicks per " + per + " of " + of + ", " + d.Range.FirstDay + " to " + d.Range.LastDay + " (" + d.Range.TZ + ")"
 }
 
 func (s *Server) linkStatsCSV(w http.ResponseWriter, r *http.Request, sess Session) {
-	if data, ok := s.stats(w, r, sess, true); ok {
+	if data, _, ok := s.statsPage(w, r, sess, true); ok {
 		s.writeStatsCSV(w, r, "edgelink-"+fileStem(data.Link), data)
 	}
 }
 
 func (s *Server) tenantStatsCSV(w http.ResponseWriter, r *http.Request, sess Session) {
-	if data, ok := s.stats(w, r, sess, false); ok {
+	if data, _, ok := s.statsPage(w, r, sess, false); ok {
 		s.writeStatsCSV(w, r, "edgelink", data)
 	}
 }
@@ -231,42 +226,4 @@ func fileStem(r *row) string {
 		return r.Code
 	}
 	return strings.ReplaceAll(r.Domain, ":", "_") + "-" + r.Code
-}
-
-// writeStatsCSV writes the page's numbers, row for row: the days, then
-// each breakdown's values. Values come from the internet (a referrer is
-// any host a browser sent), so each is guarded against being read as a
-// formula by a spreadsheet.
-func (s *Server) writeStatsCSV(w http.ResponseWriter, r *http.Request, name string, data statsData) {
-	var b strings.Builder
-	cw := csv.NewWriter(&b)
-	rows := [][]string{{"section", "value", "human_clicks", "bot_clicks"}}
-	for _, d := range data.Days {
-		rows = append(rows, []string{"day", d.Date, strconv.FormatInt(d.Human, 10), strconv.FormatInt(d.Bot, 10)})
-	}
-	for _, bd := range data.Breakdowns {
-		for _, v := range bd.Rows {
-			rows = append(rows, []string{bd.Dimension, csvSafe(v.Value), strconv.FormatInt(v.Human, 10), strconv.FormatInt(v.Bot, 10)})
-		}
-	}
-	if err := cw.WriteAll(rows); err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	h := w.Header()
-	h.Set("Content-Type", "text/csv; charset=utf-8")
-	// The name is ours: a code's alphabet and the dates, nothing to quote.
-	h.Set("Content-Disposition", fmt.Sprintf(`attachment; filename="%s-stats-%s-%s.csv"`, name, data.From, data.To))
-	h.Set("Content-Length", strconv.Itoa(b.Len()))
-	_, _ = w.Write([]byte(b.String()))
-}
-
-// csvSafe keeps a spreadsheet from reading v as a formula: a value that
-// starts with one of the characters that begin one gets a leading quote
-// (OWASP's advice for CSV injection).
-func csvSafe(v string) string {
-	if v != "" && strings.ContainsRune("=+-@\t\r", rune(v[0])) {
-		return "'" + v
-	}
-	return v
 }

@@ -24,6 +24,7 @@
 package statsquery
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -109,6 +110,10 @@ func (l Limits) HoursFrom(now time.Time) time.Time {
 	}
 	return now.UTC().Add(-r).Truncate(time.Hour)
 }
+
+// ErrHoursNotKept is an hour range that starts before the first hour the
+// rollups keep; its error wraps link.ErrInvalidInput too.
+var ErrHoursNotKept = errors.New("hours are kept for a limited time")
 
 // errorf is an input error: the API answers it 400 with its text, the
 // console shows it on the form.
@@ -212,8 +217,8 @@ func (r Range) hours(now, from, to time.Time, fromDate, toDate bool) (Range, err
 		return r, errorf("from must be before to")
 	}
 	if from.Before(r.HoursFrom) {
-		return r, errorf("hours are kept for a limited time: the earliest hour kept is %s; ask for days (interval=day) before it",
-			r.HoursFrom.In(r.Loc).Format(time.RFC3339))
+		return r, fmt.Errorf("%w: %w: the earliest hour kept is %s; ask for days (interval=day) before it",
+			link.ErrInvalidInput, ErrHoursNotKept, r.HoursFrom.In(r.Loc).Format(time.RFC3339))
 	}
 	if n := to.Sub(from) / time.Hour; n > MaxHours {
 		return r, errorf("at most %d hours at a time (%d days), not %d: ask for days (interval=day) over longer ranges", MaxHours, MaxHours/24, n)
