@@ -39,7 +39,7 @@ type env struct {
 	short links.ShortURLs
 }
 
-func newEnv(t *testing.T) *env {
+func newEnv(t testing.TB) *env {
 	t.Helper()
 	pool := pgtest.Pool(t)
 	st := postgres.New(pool)
