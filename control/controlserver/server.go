@@ -31,6 +31,7 @@ import (
 	"github.com/edgelink/edgelink/control/responder"
 	"github.com/edgelink/edgelink/control/snapshots"
 	"github.com/edgelink/edgelink/control/visitorsalt"
+	whstore "github.com/edgelink/edgelink/control/webhooks/pgstore"
 	"github.com/edgelink/edgelink/internal/natsconn"
 	"github.com/edgelink/edgelink/shared/base62"
 	"github.com/edgelink/edgelink/shared/ff1"
@@ -262,14 +263,14 @@ func Run(ctx context.Context, cfg Config) error {
 		Targets:  links.TargetPolicy{Blocked: cfg.BlockedDomains, AllowPrivate: cfg.AllowPrivateTargets},
 		OnChange: func(d link.Domain) { svc.ForgetDomain(d.Host) }})
 	probes := newOps(alloc, ns, store.Ping, cfg, log)
-	hooks, err := newWebhooks(pool, js, cfg.PublicURL, cfg.Webhooks, cfg.StreamReplicas, met.Registry, log)
+	hooks, err := newWebhooks(whstore.New(pool), js, cfg.PublicURL, cfg.Webhooks, cfg.StreamReplicas, met.Registry, log)
 	if err != nil {
 		return err
 	}
 	handler := api.New(store, svc, api.Config{PublicURL: cfg.PublicURL, Log: log, Stats: store,
 		Startup: probes.startup, Ready: probes.ready, Live: probes.live,
 		Metrics: met.Handler(), Registerer: met.Registry, Domains: doms, Webhooks: hooks.Service,
-		RatePerSecond: cfg.TenantRate, Burst: cfg.TenantBurst, HourRetention: cfg.Clicks.HourRetention,
+		RatePerSecond: cfg.TenantRate, Burst: cfg.TenantBurst,
 		AuthFailuresPerSecond: cfg.AuthFailureRate, AuthFailureBurst: cfg.AuthFailureBurst})
 
 	// The console draws QR codes with the API's renderer, through an
@@ -293,7 +294,7 @@ func Run(ctx context.Context, cfg Config) error {
 	importStore := importjobs.NewStore(pool)
 	imports := importjobs.NewRunner(importStore, svc, short, importCfg)
 	web, err := console.New(sessions, sessions, svc, console.Config{PublicURL: cfg.PublicURL, Secure: cfg.ConsoleSecureCookies, Log: log, QR: qr, Stats: store, Domains: doms, Webhooks: hooks.Service,
-		Imports: importjobs.Queue{Store: importStore, Runner: imports}, MaxUploadBytes: cfg.ImportMaxBytes, HourRetention: cfg.Clicks.HourRetention})
+		Imports: importjobs.Queue{Store: importStore, Runner: imports}, MaxUploadBytes: cfg.ImportMaxBytes})
 	if err != nil {
 		return err
 	}

@@ -6,7 +6,6 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/sync/errgroup"
@@ -48,8 +47,9 @@ type webhookParts struct {
 	Run     func(ctx context.Context) error
 }
 
-// newWebhooks builds the webhook components and registers their metrics.
-func newWebhooks(pool *pgxpool.Pool, js jetstream.JetStream, publicURL string, cfg WebhookConfig, replicas int,
+// newWebhooks builds the webhook components on store and registers their
+// metrics.
+func newWebhooks(store *pgstore.Store, js jetstream.JetStream, publicURL string, cfg WebhookConfig, replicas int,
 	reg prometheus.Registerer, log *slog.Logger) (*webhookParts, error) {
 	if cfg.StreamMaxAge <= 0 {
 		cfg.StreamMaxAge = 4 * 24 * time.Hour
@@ -67,7 +67,6 @@ func newWebhooks(pool *pgxpool.Pool, js jetstream.JetStream, publicURL string, c
 		return nil, fmt.Errorf("webhooks: the stream keeps events %v, less than the retry schedule's %v", cfg.StreamMaxAge, h)
 	}
 	short, _ := links.NewShortURLs(publicURL) // as the API: a bad one gives paths
-	store := pgstore.New(pool)
 	policy := webhooks.TargetPolicy{AllowHTTP: cfg.AllowHTTP, AllowPrivate: cfg.AllowPrivate}
 	stream := webhooks.StreamConfig(cfg.StreamMaxAge, cfg.StreamMaxBytes, 10*time.Minute, replicas)
 	pub := webhooks.NewPublisher(store, js, webhooks.Renderer{Short: short}, webhooks.PublisherConfig{Log: log})

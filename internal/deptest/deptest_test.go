@@ -179,9 +179,10 @@ func rules() []rule {
 		{"OnlyControlPostgresAndAllocstoreImportPgx", func(m module) (bad []string) {
 			m.each(func(p *pkg) {
 				// The console's own store (its sessions and key listing)
-				// is the third, as allocstore is the allocator's.
+				// is the third, as allocstore is the allocator's; the
+				// webhooks' store the fourth.
 				if !under(p.ImportPath, "control") || under(p.ImportPath, "control/postgres") || under(p.ImportPath, "control/allocstore") ||
-					under(p.ImportPath, "control/console/pgstore") {
+					under(p.ImportPath, "control/console/pgstore") || under(p.ImportPath, "control/webhooks/pgstore") {
 					return
 				}
 				for _, imp := range p.Imports {
@@ -285,7 +286,7 @@ func TestRulesCatchViolations(t *testing.T) {
 		{"OnlyControlPostgresAndAllocstoreImportPgx",
 			[]*pkg{p("control/links", "links", "github.com/jackc/pgx/v5/pgxpool"), p("control/console", "console", "github.com/jackc/pgx/v5")},
 			[]*pkg{p("control/postgres", "postgres", "github.com/jackc/pgx/v5"), p("control/allocstore", "allocstore", "github.com/jackc/pgx/v5/pgxpool"),
-				p("control/console/pgstore", "pgstore", "github.com/jackc/pgx/v5/pgxpool")}},
+				p("control/console/pgstore", "pgstore", "github.com/jackc/pgx/v5/pgxpool"), p("control/webhooks/pgstore", "pgstore", "github.com/jackc/pgx/v5")}},
 		{"ClientDataStaysOffTheResponsePath",
 			[]*pkg{p("edge/redirect", "redirect", mod+"edge/visitorsalt", mod+"edge/geo")},
 			[]*pkg{p("edge/redirect", "redirect", mod+"edge/clickpub", "net/netip"), p("edge/clickpub", "clickpub", mod+"edge/visitorsalt"),

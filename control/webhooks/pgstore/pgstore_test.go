@@ -25,7 +25,7 @@ type fixture struct {
 
 // newFixture is a database with tenants, a link per (tenant, code) in
 // codes, and for the first tenant an endpoint subscribed to types.
-func newFixture(t *testing.T, codes int, types ...string) *fixture {
+func newFixture(t testing.TB, codes int, types ...string) *fixture {
 	t.Helper()
 	ctx := context.Background()
 	f := &fixture{pool: pgtest.Pool(t)}
