@@ -270,7 +270,7 @@ func Run(ctx context.Context, cfg Config) error {
 	handler := api.New(store, svc, api.Config{PublicURL: cfg.PublicURL, Log: log, Stats: store,
 		Startup: probes.startup, Ready: probes.ready, Live: probes.live,
 		Metrics: met.Handler(), Registerer: met.Registry, Domains: doms, Webhooks: hooks.Service,
-		RatePerSecond: cfg.TenantRate, Burst: cfg.TenantBurst,
+		RatePerSecond: cfg.TenantRate, Burst: cfg.TenantBurst, HourRetention: cfg.Clicks.HourRetention,
 		AuthFailuresPerSecond: cfg.AuthFailureRate, AuthFailureBurst: cfg.AuthFailureBurst})
 
 	// The console draws QR codes with the API's renderer, through an
@@ -294,7 +294,7 @@ func Run(ctx context.Context, cfg Config) error {
 	importStore := importjobs.NewStore(pool)
 	imports := importjobs.NewRunner(importStore, svc, short, importCfg)
 	web, err := console.New(sessions, sessions, svc, console.Config{PublicURL: cfg.PublicURL, Secure: cfg.ConsoleSecureCookies, Log: log, QR: qr, Stats: store, Domains: doms, Webhooks: hooks.Service,
-		Imports: importjobs.Queue{Store: importStore, Runner: imports}, MaxUploadBytes: cfg.ImportMaxBytes})
+		Imports: importjobs.Queue{Store: importStore, Runner: imports}, MaxUploadBytes: cfg.ImportMaxBytes, HourRetention: cfg.Clicks.HourRetention})
 	if err != nil {
 		return err
 	}
