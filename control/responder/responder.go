@@ -210,6 +210,9 @@ func checkDomains(q *authority.Question, ds []link.Domain) error {
 // checkReplies makes sure a lookup answered each of q's codes at its index
 // with that key's link: a code on another domain is another namespace's,
 // and answering with its link would send a user to a stranger's target.
+// A link with extras (rules, a password, a click limit) is answered only
+// to a question that reads them (an edge from before them would serve it
+// without its password): to any other the whole answer is Unavailable.
 func checkReplies(q *authority.Question, reps []authority.Reply) error {
 	if len(reps) != len(q.Codes) {
 		return fmt.Errorf("%d replies to %d codes", len(reps), len(q.Codes))
@@ -218,12 +221,21 @@ func checkReplies(q *authority.Question, reps []authority.Reply) error {
 		if reps[i].Kind == authority.Found && (reps[i].Domain != q.Domain(i) || reps[i].Code != q.Codes[i]) {
 			return fmt.Errorf("reply %d is not about the key asked", i)
 		}
+		if reps[i].Extras != "" && !q.Extras {
+			return fmt.Errorf("reply %d: a link with extras, asked by an edge that does not read them (upgrade it)", i)
+		}
 	}
 	return nil
 }
 
 func (r *Responder) respond(msg *nats.Msg, a *authority.Answer) {
 	b, err := authority.MarshalAnswer(make([]byte, 0, 256), a)
+	if err == nil && r.nc != nil && int64(len(b)) > r.nc.MaxPayload() {
+		// Links' extras can make an answer of many codes larger than a
+		// message may be; the edge gets a prompt Unavailable for them,
+		// not a timeout.
+		err = fmt.Errorf("an answer of %d bytes exceeds the server's max_payload of %d", len(b), r.nc.MaxPayload())
+	}
 	if err != nil {
 		r.Failed.Add(1)
 		r.cfg.Log.Error("authority answer does not encode", "err", err)

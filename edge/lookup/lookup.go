@@ -291,7 +291,10 @@ const frontierRetry = 250 * time.Millisecond
 func (c *Client) sendOne(ctx context.Context) bool {
 	now := c.cfg.Now()
 	c.mu.Lock()
-	q := authority.Question{}
+	// Extras: this edge reads links' rules, password hashes and click
+	// limits in the answer (a control from before them refuses the
+	// question: upgrade control first, docs/edge.md).
+	q := authority.Question{Extras: true}
 	if wanted := c.refresh.Load() || len(c.fwait) > 0; wanted && !c.asking {
 		if wait := frontierRetry - now.Sub(c.failedAt); wait <= 0 {
 			q.Frontier = true

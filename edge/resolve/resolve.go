@@ -157,7 +157,7 @@ func (r *Resolver) Resolve(dom *store.DomainState, code []byte) (*store.Entry, O
 		return nil, NotFound
 	}
 	e := &store.Entry{Domain: d, Code: rep.Code, URL: rep.URL, RedirectType: rep.RedirectType, Status: rep.Status,
-		ExpiresAt: rep.ExpiresAt, Version: rep.Version}
+		ExpiresAt: rep.ExpiresAt, Version: rep.Version, Extras: rep.Extras}
 	if r.Cache != nil {
 		r.learnedCodes().add(d, code) // before the Set, so a cached positive is never skipped
 		r.Cache.Set(e)

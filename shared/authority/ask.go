@@ -25,6 +25,14 @@ const MaxCodes = 128
 // format 3, which an older control refuses (answering Unavailable: never a
 // NotFound it did not look up).
 //
+// Questions say in their flags whether the asker reads a link's extras
+// (Question.Extras); an answer to one that does marks each found link that
+// has extras (bit 7 of its status byte) and carries them after its URL, in
+// any format. A control from before extras refuses such a question
+// (Unavailable), so controls are upgraded before edges; a control asked
+// about a link with extras by an edge that does not read them answers
+// Unavailable rather than the link without them (docs/edge.md).
+//
 // Format 4 is format 3 followed by hosts: a question that asks which
 // domain each of some hosts is, and an answer that carries the domains
 // found (see Question.Hosts). It is written only when hosts are asked or
@@ -52,7 +60,20 @@ type Question struct {
 	// (canonical, link.CanonicalHost), answered in Answer.Domains. At most
 	// MaxHosts.
 	Hosts []string
+	// Extras says the asker reads links' extras in the answer (flags bit
+	// 1): edges of the release with extras always set it.
+	Extras bool
 }
+
+// Question flags.
+const (
+	flagFrontier byte = 1 << 0
+	flagExtras   byte = 1 << 1
+)
+
+// statusExtras marks a found reply's status byte (in an answer to a
+// question with Extras) whose link's extras follow its URL.
+const statusExtras byte = 0x80
 
 // Domain is the domain of Codes[i]: Domains[i], or link.DefaultDomain
 // when Domains is empty.
@@ -118,8 +139,9 @@ type Answer struct {
 
 // MarshalQuestion appends q's encoding to dst after checking it.
 //
-// Layout: format, flags (bit 0: frontier), uvarint count, then per code (in
-// format 3) a uvarint domain, and a uvarint length and the code.
+// Layout: format, flags (bit 0: frontier, bit 1: reads extras), uvarint
+// count, then per code (in format 3) a uvarint domain, and a uvarint length
+// and the code.
 func MarshalQuestion(dst []byte, q *Question) ([]byte, error) {
 	if len(q.Codes) > MaxCodes {
 		return nil, fmt.Errorf("%w: %d codes in one question, at most %d", errInvalid, len(q.Codes), MaxCodes)
@@ -135,7 +157,10 @@ func MarshalQuestion(dst []byte, q *Question) ([]byte, error) {
 	}
 	var flags byte
 	if q.Frontier {
-		flags |= 1
+		flags |= flagFrontier
+	}
+	if q.Extras {
+		flags |= flagExtras
 	}
 	format := askFormatNoDomains
 	switch {
@@ -180,12 +205,13 @@ func UnmarshalQuestion(b []byte, q *Question) error {
 
 func unmarshalQuestion(b []byte, q *Question) error {
 	*q = Question{}
-	if len(b) < 3 || b[0] < askFormatNoDomains || b[0] > askFormatHosts || b[1]&^1 != 0 {
+	if len(b) < 3 || b[0] < askFormatNoDomains || b[0] > askFormatHosts || b[1]&^(flagFrontier|flagExtras) != 0 {
 		return fmt.Errorf("%w: bad question header", errInvalid)
 	}
 	format := b[0]
 	domains := format != askFormatNoDomains
-	q.Frontier = b[1]&1 != 0
+	q.Frontier = b[1]&flagFrontier != 0
+	q.Extras = b[1]&flagExtras != 0
 	b = b[2:]
 	n, k := binary.Uvarint(b)
 	if k <= 0 || n > MaxCodes {
@@ -243,7 +269,10 @@ func unmarshalQuestion(b []byte, q *Question) error {
 // frontiers, each a uvarint-length name and uvarint start, end, next and
 // ceiling; uvarint count of replies, each a kind byte and for Found (in
 // format 3) a uvarint domain, and a uvarint version, status byte, uvarint
-// redirect type, varint expires-at and a uvarint-length URL.
+// redirect type, varint expires-at and a uvarint-length URL, then, when
+// the status byte has bit 7, the uvarint-length extras. It writes a reply's
+// extras whatever the question: the responder must not put them in an
+// answer to a question without Extras.
 func MarshalAnswer(dst []byte, a *Answer) ([]byte, error) {
 	if err := a.validate(); err != nil {
 		return nil, err
@@ -279,11 +308,19 @@ func MarshalAnswer(dst []byte, a *Answer) ([]byte, error) {
 			dst = binary.AppendUvarint(dst, uint64(r.Domain))
 		}
 		dst = binary.AppendUvarint(dst, r.Version)
-		dst = append(dst, statusByte[r.Status])
+		st := statusByte[r.Status]
+		if r.Extras != "" {
+			st |= statusExtras
+		}
+		dst = append(dst, st)
 		dst = binary.AppendUvarint(dst, uint64(r.RedirectType))
 		dst = binary.AppendVarint(dst, r.ExpiresAt)
 		dst = binary.AppendUvarint(dst, uint64(len(r.URL)))
 		dst = append(dst, r.URL...)
+		if r.Extras != "" {
+			dst = binary.AppendUvarint(dst, uint64(len(r.Extras)))
+			dst = append(dst, r.Extras...)
+		}
 	}
 	if format == askFormatHosts {
 		return appendDomains(dst, a.Domains)
@@ -374,8 +411,15 @@ func unmarshalAnswer(b []byte, q *Question, a *Answer) error {
 			if err != nil || len(b) < 1 {
 				return fmt.Errorf("%w: truncated reply", errInvalid)
 			}
-			r.Status = statusOf(b[0])
+			st := b[0]
 			b = b[1:]
+			hasExtras := st&statusExtras != 0
+			if hasExtras && !q.Extras {
+				// Never taken as the link without them: they may be its
+				// password.
+				return fmt.Errorf("%w: reply %d carries extras the question did not ask for", errInvalid, i)
+			}
+			r.Status = statusOf(st &^ statusExtras)
 			rt := next()
 			if err != nil || rt > 999 {
 				return fmt.Errorf("%w: redirect type", errInvalid)
@@ -391,6 +435,13 @@ func unmarshalAnswer(b []byte, q *Question, a *Answer) error {
 				return fmt.Errorf("%w: url", errInvalid)
 			}
 			r.URL, b = string(b[:ul]), b[ul:]
+			if hasExtras {
+				xl := next()
+				if err != nil || xl == 0 || xl > uint64(len(b)) || xl > link.MaxExtrasLen {
+					return fmt.Errorf("%w: extras", errInvalid)
+				}
+				r.Extras, b = string(b[:xl]), b[xl:]
+			}
 			if int(i) < len(q.Codes) {
 				r.Code = q.Codes[i]
 			}
@@ -451,7 +502,7 @@ func (a *Answer) validate() error {
 		r := a.Replies[i]
 		switch r.Kind {
 		case NotFound:
-			if r.Version != 0 || r.Domain != 0 || r.Code != "" || r.URL != "" || r.Status != "" || r.RedirectType != 0 || r.ExpiresAt != 0 {
+			if r.Version != 0 || r.Domain != 0 || r.Code != "" || r.URL != "" || r.Status != "" || r.RedirectType != 0 || r.ExpiresAt != 0 || r.Extras != "" {
 				return fmt.Errorf("%w: reply %d: not found with link fields", errInvalid, i)
 			}
 		case Found:

@@ -118,6 +118,13 @@ func FuzzUnmarshalAsk(f *testing.F) {
 		Domains: []link.Domain{{ID: 4, Host: "go.example.com", CodeMode: link.CodesFF1, KeyIDs: []string{"k1"}, Status: link.DomainActive, Version: 9}}})
 	f.Add(q4b)
 	f.Add(a4b)
+	qx := Question{Codes: []string{"00000A", "00000B"}, Extras: true}
+	qxb, _ := MarshalQuestion(nil, &qx)
+	axb, _ := MarshalAnswer(nil, &Answer{Kind: Found, Version: 3, Replies: []Reply{
+		{Kind: Found, Version: 2, Code: "00000A", URL: "https://e.com/", RedirectType: 302, Status: link.Active, Extras: "\x01\x05"},
+		{Kind: NotFound}}})
+	f.Add(qxb)
+	f.Add(axb)
 	f.Fuzz(func(t *testing.T, b []byte) {
 		var gq Question
 		if err := UnmarshalQuestion(b, &gq); err == nil {
@@ -125,7 +132,7 @@ func FuzzUnmarshalAsk(f *testing.F) {
 				t.Fatalf("decoded question %+v does not encode: %v", gq, err)
 			}
 		}
-		for _, q := range []*Question{&q, &q3, &q4} {
+		for _, q := range []*Question{&q, &q3, &q4, &qx} {
 			var a Answer
 			if err := UnmarshalAnswer(b, q, &a); err == nil {
 				if _, err := MarshalAnswer(nil, &a); err != nil {

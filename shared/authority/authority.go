@@ -64,6 +64,13 @@ type Reply struct {
 	RedirectType link.RedirectType
 	Status       link.Status
 	ExpiresAt    int64 // Unix milliseconds; 0 means never
+	// Extras are the link's routing rules, password hash and click limit
+	// in shared/link's wire form; "" for a plain link. Only an answer on
+	// AskSubject to a question that says it reads them (Question.Extras)
+	// carries them: the single-code protocol refuses a reply with extras,
+	// and so must a responder asked by an edge that cannot read them
+	// (which would serve the link without its password or rules).
+	Extras string
 }
 
 var errInvalid = errors.New("authority: invalid reply")
@@ -83,6 +90,9 @@ func Marshal(dst []byte, r *Reply) ([]byte, error) {
 	}
 	if r.Domain != link.DefaultDomain {
 		return nil, fmt.Errorf("%w: a single-code reply on domain %d", errInvalid, r.Domain)
+	}
+	if r.Extras != "" {
+		return nil, fmt.Errorf("%w: version %d: a single-code reply cannot carry a link's extras", errInvalid, r.Version)
 	}
 	dst = append(dst, format, byte(r.Kind))
 	dst = binary.AppendUvarint(dst, r.Version)
@@ -141,7 +151,7 @@ func Unmarshal(b []byte, r *Reply) error {
 func (r *Reply) validate() error {
 	switch r.Kind {
 	case NotFound, Unavailable:
-		if r.Domain != 0 || r.Code != "" || r.URL != "" || r.Status != "" || r.RedirectType != 0 || r.ExpiresAt != 0 {
+		if r.Domain != 0 || r.Code != "" || r.URL != "" || r.Status != "" || r.RedirectType != 0 || r.ExpiresAt != 0 || r.Extras != "" {
 			return fmt.Errorf("%w: %c reply with link fields", errInvalid, r.Kind)
 		}
 		return nil
@@ -157,6 +167,9 @@ func (r *Reply) validate() error {
 	}
 	if r.Status == link.Active && (r.URL == "" || !r.RedirectType.Valid()) {
 		return fmt.Errorf("%w: version %d: active link without url or redirect type", errInvalid, r.Version)
+	}
+	if err := link.CheckExtras(r.Extras); err != nil {
+		return fmt.Errorf("%w: version %d: %v", errInvalid, r.Version, err)
 	}
 	return nil
 }
