@@ -17,6 +17,7 @@ import (
 	"github.com/edgelink/edgelink/control/console"
 	"github.com/edgelink/edgelink/control/importer"
 	"github.com/edgelink/edgelink/control/importjobs"
+	jobstore "github.com/edgelink/edgelink/control/importjobs/pgstore"
 	"github.com/edgelink/edgelink/control/links"
 	"github.com/edgelink/edgelink/internal/poll"
 )
@@ -28,12 +29,12 @@ type lateImports struct{ console.Imports }
 // bulkEnv is the console with bulk uploads: a job store on the env's
 // database and, when run is set, a runner importing through the links
 // service, stopped when the test ends.
-func newBulkEnv(t *testing.T, cfg console.Config, run bool) (*env, *importjobs.Store) {
+func newBulkEnv(t *testing.T, cfg console.Config, run bool) (*env, *jobstore.Store) {
 	t.Helper()
 	li := &lateImports{}
 	cfg.Imports = li
 	e := newEnv(t, cfg)
-	store := importjobs.NewStore(e.store.Pool())
+	store := jobstore.New(e.store.Pool())
 	q := importjobs.Queue{Store: store}
 	if run {
 		short, err := links.NewShortURLs("http://sho.rt")
@@ -234,7 +235,7 @@ func TestBulkJobPageWhileWaiting(t *testing.T) {
 }
 
 // jobCount is how many jobs the tenant has.
-func jobCount(t *testing.T, store *importjobs.Store, tenant int64) int {
+func jobCount(t *testing.T, store *jobstore.Store, tenant int64) int {
 	t.Helper()
 	js, err := store.Jobs(context.Background(), tenant, 100)
 	if err != nil {

@@ -24,6 +24,7 @@ import (
 	"github.com/edgelink/edgelink/control/idalloc"
 	"github.com/edgelink/edgelink/control/idalloc/kvwitness"
 	"github.com/edgelink/edgelink/control/importjobs"
+	jobstore "github.com/edgelink/edgelink/control/importjobs/pgstore"
 	"github.com/edgelink/edgelink/control/links"
 	"github.com/edgelink/edgelink/control/metrics"
 	"github.com/edgelink/edgelink/control/outbox"
@@ -291,7 +292,7 @@ func Run(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return err
 	}
-	importStore := importjobs.NewStore(pool)
+	importStore := jobstore.New(pool)
 	imports := importjobs.NewRunner(importStore, svc, short, importCfg)
 	web, err := console.New(sessions, sessions, svc, console.Config{PublicURL: cfg.PublicURL, Secure: cfg.ConsoleSecureCookies, Log: log, QR: qr, Stats: store, Domains: doms, Webhooks: hooks.Service,
 		Imports: importjobs.Queue{Store: importStore, Runner: imports}, MaxUploadBytes: cfg.ImportMaxBytes, HourRetention: cfg.Clicks.HourRetention})

@@ -1,4 +1,4 @@
-package importjobs
+package importjobs_test
 
 import (
 	"bytes"
@@ -12,6 +12,7 @@ import (
 	"github.com/edgelink/edgelink/control/api"
 	"github.com/edgelink/edgelink/control/apiclient"
 	"github.com/edgelink/edgelink/control/importer"
+	"github.com/edgelink/edgelink/control/importjobs"
 )
 
 // BenchmarkImport1000 imports a 1,000-row export through the in-process
@@ -33,7 +34,7 @@ func BenchmarkImport1000(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			var client importer.Client = NewClient(e.svc, tenant, e.short, nil)
+			var client importer.Client = importjobs.NewClient(e.svc, tenant, e.short, nil)
 			if way == "http" {
 				if client, err = apiclient.New(srv.URL, key); err != nil {
 					b.Fatal(err)
@@ -47,7 +48,7 @@ func BenchmarkImport1000(b *testing.B) {
 					b.Fatal(err)
 				}
 				sum := sha256.Sum256(file)
-				s, err := importer.Run(context.Background(), rd, client, importer.Options{Digest: hex.EncodeToString(sum[:]), BatchSize: BatchSize, Concurrency: 2})
+				s, err := importer.Run(context.Background(), rd, client, importer.Options{Digest: hex.EncodeToString(sum[:]), BatchSize: importjobs.BatchSize, Concurrency: 2})
 				if err != nil || s.Kept != 1000 {
 					b.Fatalf("%v %+v", err, s)
 				}

@@ -1,4 +1,4 @@
-package importjobs
+package importjobs_test
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 	"github.com/edgelink/edgelink/control/api"
 	"github.com/edgelink/edgelink/control/apiclient"
 	"github.com/edgelink/edgelink/control/importer"
+	"github.com/edgelink/edgelink/control/importjobs"
 	"github.com/edgelink/edgelink/control/links"
 )
 
@@ -71,7 +72,9 @@ func TestClientAnswersAsTheAPI(t *testing.T) {
 		}
 		return c
 	})
-	inProcess := run("in-process", func(e *env, tenant int64, _ string) importer.Client { return NewClient(e.svc, tenant, e.short, nil) })
+	inProcess := run("in-process", func(e *env, tenant int64, _ string) importer.Client {
+		return importjobs.NewClient(e.svc, tenant, e.short, nil)
+	})
 	if len(overHTTP.Outcomes) != 12 || len(inProcess.Outcomes) != len(overHTTP.Outcomes) {
 		t.Fatalf("%d and %d outcomes; want 12 each", len(overHTTP.Outcomes), len(inProcess.Outcomes))
 	}

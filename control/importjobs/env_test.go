@@ -1,4 +1,4 @@
-package importjobs
+package importjobs_test
 
 import (
 	"context"
@@ -12,6 +12,8 @@ import (
 
 	"github.com/edgelink/edgelink/control/api"
 	"github.com/edgelink/edgelink/control/domains"
+	"github.com/edgelink/edgelink/control/importjobs"
+	"github.com/edgelink/edgelink/control/importjobs/pgstore"
 	"github.com/edgelink/edgelink/control/links"
 	"github.com/edgelink/edgelink/control/postgres"
 	"github.com/edgelink/edgelink/internal/pgtest"
@@ -35,7 +37,7 @@ type env struct {
 	pool  *pgxpool.Pool
 	st    *postgres.Store
 	svc   *links.Service
-	jobs  *Store
+	jobs  *pgstore.Store
 	short links.ShortURLs
 }
 
@@ -51,7 +53,7 @@ func newEnv(t testing.TB) *env {
 		t.Fatal(err)
 	}
 	svc := links.New(st, seqIDs{new(atomic.Uint64)}, links.Config{Reserved: api.Routes})
-	return &env{pool: pool, st: st, svc: svc, jobs: NewStore(pool), short: short}
+	return &env{pool: pool, st: st, svc: svc, jobs: pgstore.New(pool), short: short}
 }
 
 // tenant makes a tenant with a key and returns both ids and the key.
@@ -86,7 +88,7 @@ func (e *env) count(t *testing.T, tenant int64) int {
 
 // runner starts a runner of e's jobs writing with l, stopped (and waited
 // for) when the test ends.
-func (e *env) runner(t *testing.T, l Links, cfg Config) *Runner {
+func (e *env) runner(t *testing.T, l importjobs.Links, cfg importjobs.Config) *importjobs.Runner {
 	t.Helper()
 	if cfg.Poll == 0 {
 		cfg.Poll = 50 * time.Millisecond
@@ -94,7 +96,7 @@ func (e *env) runner(t *testing.T, l Links, cfg Config) *Runner {
 	if cfg.Heartbeat == 0 {
 		cfg.Heartbeat = 50 * time.Millisecond
 	}
-	r := NewRunner(e.jobs, l, e.short, cfg)
+	r := importjobs.NewRunner(e.jobs, l, e.short, cfg)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); r.Run(ctx) }()
@@ -103,9 +105,9 @@ func (e *env) runner(t *testing.T, l Links, cfg Config) *Runner {
 }
 
 // waitState polls until job id of tenant is in state and returns it.
-func (e *env) waitState(t *testing.T, tenant int64, id string, want State) Job {
+func (e *env) waitState(t *testing.T, tenant int64, id string, want importjobs.State) importjobs.Job {
 	t.Helper()
-	var j Job
+	var j importjobs.Job
 	var err error
 	poll.Until(t, fmt.Sprintf("job %s %s", id, want), 2*time.Minute, func() bool {
 		j, err = e.jobs.Job(context.Background(), tenant, id)
@@ -128,13 +130,13 @@ func csvRows(prefix string, n int) []byte {
 // for as long as a test needs, which the real service cannot be made to
 // do on cue.
 type gatedLinks struct {
-	Links
+	importjobs.Links
 	gate    chan struct{}
 	entered chan struct{} // a batch arrived (buffered 1, never blocks)
 	gaveUp  chan struct{} // a batch's run was stopped while it waited (buffered 1)
 }
 
-func newGate(l Links) *gatedLinks {
+func newGate(l importjobs.Links) *gatedLinks {
 	return &gatedLinks{Links: l, gate: make(chan struct{}), entered: make(chan struct{}, 1), gaveUp: make(chan struct{}, 1)}
 }
 

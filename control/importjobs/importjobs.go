@@ -3,7 +3,8 @@
 // control and imported in the background, for the tenant whose session
 // uploaded it.
 //
-// A job lives in PostgreSQL (schema/016_import_jobs.sql, Store): the file,
+// A job lives in PostgreSQL (schema/016_import_jobs.sql, kept by
+// control/importjobs/pgstore): the file,
 // its tenant and the key that started it, its options, state, progress,
 // and at the end its counts and the importer's mapping and rejects files.
 // Any control instance can show any job, and one runs it (Runner): it
@@ -82,13 +83,13 @@ type NewJob struct {
 // created with (its idempotency keys name chunks by index).
 const BatchSize = 200
 
-// identity is a job's identity in its idempotency keys: the file's
+// Identity is a job's identity in its idempotency keys: the file's
 // SHA-256 with every option that changes what is sent. The same file
 // uploaded again by its tenant with the same options is the same import
 // (it replays); with other options it is another. It never equals the
 // CLI's, which is the file's digest alone (another batch size makes other
 // chunks).
-func identity(file []byte, batch int, o Options) string {
+func Identity(file []byte, batch int, o Options) string {
 	fileSum := sha256.Sum256(file)
 	h := sha256.New()
 	domains := slices.Clone(o.DefaultDomains)
@@ -143,28 +144,6 @@ const (
 	Rejects Output = "rejects"
 )
 
-// validID is whether id can be a job's id (a UUID in its canonical text
-// form): anything else names no job and is never sent to the database.
-func validID(id string) bool {
-	if len(id) != 36 {
-		return false
-	}
-	for i := 0; i < len(id); i++ {
-		c := id[i]
-		switch i {
-		case 8, 13, 18, 23:
-			if c != '-' {
-				return false
-			}
-		default:
-			if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F') {
-				return false
-			}
-		}
-	}
-	return true
-}
-
 // ReaderMessage is an error of importer.NewReader (or of reading a file
 // on) as a sentence for the console: the CLI's --format flag is the
 // form's format field there.
@@ -177,10 +156,26 @@ func ReaderMessage(err error) string {
 	return msg
 }
 
+// Store stores and reads jobs for the console (pgstore.Store).
+type Store interface {
+	// Create stores a queued job for n.TenantID, unless the tenant
+	// already has maxActive jobs queued or running (ErrTooMany).
+	Create(ctx context.Context, n NewJob, maxActive int) (Job, error)
+	// Job is the tenant's job id: link.ErrNotFound for an id that is
+	// not one, or is another tenant's.
+	Job(ctx context.Context, tenant int64, id string) (Job, error)
+	// Jobs are the tenant's newest jobs, at most limit.
+	Jobs(ctx context.Context, tenant int64, limit int) ([]Job, error)
+	// Output is one of the tenant's job's output files, as the
+	// importer wrote it: link.ErrNotFound for another tenant's job, an
+	// unknown one, or one that has not written it.
+	Output(ctx context.Context, tenant int64, id string, which Output) ([]byte, error)
+}
+
 // Queue is what the console uploads to: the store, each job created
 // waking this instance's runner (if it has one) to claim it at once.
 type Queue struct {
-	*Store
+	Store
 	Runner *Runner
 }
 
@@ -191,4 +186,23 @@ func (q Queue) Create(ctx context.Context, n NewJob, maxActive int) (Job, error)
 		q.Runner.Wake()
 	}
 	return j, err
+}
+
+// Claimed is a job an instance holds the lease of, with what it needs to
+// run it.
+type Claimed struct {
+	Job
+	File   []byte
+	Digest string // Identity, as stored with the job
+	Batch  int    // its batch size
+}
+
+// Outcome is how a run ended, as the runner writes it.
+type Outcome struct {
+	State            State
+	Message          string
+	Format           importer.Format
+	Progress         importer.Progress
+	Counts           Counts
+	Mapping, Rejects []byte // the importer's files; nil: not written
 }

@@ -45,10 +45,32 @@ type Config struct {
 	Log         *slog.Logger
 }
 
+// Leases is what a Runner needs of the job store (pgstore.Store): leases
+// judged by one clock all instances share.
+type Leases interface {
+	// Sweep fails the jobs that must not run again (their key revoked
+	// before they ran, or out of takeovers) and says how many.
+	Sweep(ctx context.Context, maxResumes int) (int64, error)
+	// Claim takes the oldest job owner may run under a lease of lease:
+	// queued, or running with its lease run out (a takeover), of a tenant
+	// with fewer than perTenant jobs under live leases; nil when none.
+	Claim(ctx context.Context, owner string, lease time.Duration, perTenant int) (*Claimed, error)
+	// Heartbeat renews owner's lease of job id and writes p; alive is
+	// false once owner no longer holds it, revoked true once its key is.
+	Heartbeat(ctx context.Context, id, owner string, lease time.Duration, p importer.Progress) (alive, revoked bool, err error)
+	// Finish writes the outcome of owner's run and drops the file; false
+	// when owner no longer held the lease (nothing was written).
+	Finish(ctx context.Context, id, owner string, o Outcome) (bool, error)
+	// Release gives owner's job back to the queue, not as a takeover.
+	Release(ctx context.Context, id, owner string) error
+	// Purge deletes jobs finished longer than retention ago.
+	Purge(ctx context.Context, retention time.Duration) (int64, error)
+}
+
 // Runner claims and runs import jobs. Build it with NewRunner and run it
 // with Run; it is safe for concurrent use.
 type Runner struct {
-	store *Store
+	store Leases
 	links Links
 	short links.ShortURLs
 	cfg   Config
@@ -58,7 +80,7 @@ type Runner struct {
 
 // NewRunner returns a runner of store's jobs that writes with l; short
 // is the public URL's rules (its host is the platform's domain).
-func NewRunner(store *Store, l Links, short links.ShortURLs, cfg Config) *Runner {
+func NewRunner(store Leases, l Links, short links.ShortURLs, cfg Config) *Runner {
 	if cfg.Instance == "" {
 		host, _ := os.Hostname()
 		var b [4]byte
@@ -127,7 +149,7 @@ func (r *Runner) Run(ctx context.Context) {
 				r.log.Info("import jobs purged", "count", n)
 			}
 		}
-		if n, err := r.store.sweep(ctx, r.cfg.MaxResumes); err != nil && ctx.Err() == nil {
+		if n, err := r.store.Sweep(ctx, r.cfg.MaxResumes); err != nil && ctx.Err() == nil {
 			r.log.Warn("import job sweep failed", "err", err)
 		} else if n > 0 {
 			r.log.Warn("import jobs failed: key revoked or interrupted too often", "count", n)
@@ -139,7 +161,7 @@ func (r *Runner) Run(ctx context.Context) {
 			default:
 				break claim // every slot busy; a job ending wakes the loop
 			}
-			c, err := r.store.claim(ctx, r.cfg.Instance, r.cfg.Lease, r.cfg.PerTenant)
+			c, err := r.store.Claim(ctx, r.cfg.Instance, r.cfg.Lease, r.cfg.PerTenant)
 			if err != nil || c == nil {
 				<-slots
 				if err != nil && ctx.Err() == nil {
@@ -172,7 +194,7 @@ var (
 // run imports c's file under its lease: a heartbeat renews the lease and
 // writes progress until the import ends; the outcome is written only
 // while the lease is held.
-func (r *Runner) run(ctx context.Context, c *claimed) {
+func (r *Runner) run(ctx context.Context, c *Claimed) {
 	log := r.log.With("import_job", c.ID, "tenant", c.TenantID)
 	if c.Resumes > 0 {
 		log.Info("import job taken over from a stopped instance", "resumes", c.Resumes)
@@ -201,25 +223,25 @@ func (r *Runner) run(ctx context.Context, c *claimed) {
 		log.Warn("import job stopped: another instance holds it now")
 		return
 	case o == nil && errors.Is(cause, errKeyRevoked):
-		o = &outcome{state: Failed, message: "The API key that started this import was revoked, so it was stopped. Links it made before stay."}
+		o = &Outcome{State: Failed, Message: "The API key that started this import was revoked, so it was stopped. Links it made before stay."}
 	case o == nil:
 		// This instance is stopping: give the job back, for another
 		// instance to start again at once; its chunks replay.
-		if err := r.store.release(wctx, c.ID, r.cfg.Instance); err != nil {
+		if err := r.store.Release(wctx, c.ID, r.cfg.Instance); err != nil {
 			log.Warn("import job not given back; another instance takes it when its lease runs out", "err", err)
 		} else {
 			log.Info("import job given back to the queue (shutting down)")
 		}
 		return
 	}
-	ok, err := r.store.finish(wctx, c.ID, r.cfg.Instance, *o)
+	ok, err := r.store.Finish(wctx, c.ID, r.cfg.Instance, *o)
 	switch {
 	case err != nil:
 		log.Error("import job outcome not written; another instance runs it again when its lease runs out", "err", err)
 	case !ok:
 		log.Warn("import job outcome not written: another instance holds it now")
 	default:
-		log.Info("import job finished", "state", o.state, "rows", o.counts.Rows, "imported", o.counts.Imported(), "rejected", o.counts.Rejected)
+		log.Info("import job finished", "state", o.State, "rows", o.Counts.Rows, "imported", o.Counts.Imported(), "rejected", o.Counts.Rejected)
 	}
 }
 
@@ -227,7 +249,7 @@ func (r *Runner) run(ctx context.Context, c *claimed) {
 // until ctx ends. It stops the run (stop) when the lease was lost, the
 // key revoked, or the lease could not be renewed for as long as it lasts:
 // another instance may hold the job by then.
-func (r *Runner) heartbeat(ctx context.Context, c *claimed, log *slog.Logger, stop context.CancelCauseFunc, progress func() importer.Progress) {
+func (r *Runner) heartbeat(ctx context.Context, c *Claimed, log *slog.Logger, stop context.CancelCauseFunc, progress func() importer.Progress) {
 	t := time.NewTicker(r.cfg.Heartbeat)
 	defer t.Stop()
 	renewed := time.Now()
@@ -237,7 +259,7 @@ func (r *Runner) heartbeat(ctx context.Context, c *claimed, log *slog.Logger, st
 			return
 		case <-t.C:
 		}
-		alive, revoked, err := r.store.heartbeat(ctx, c.ID, r.cfg.Instance, r.cfg.Lease, progress())
+		alive, revoked, err := r.store.Heartbeat(ctx, c.ID, r.cfg.Instance, r.cfg.Lease, progress())
 		switch {
 		case err != nil:
 			if ctx.Err() != nil {
@@ -263,14 +285,14 @@ func (r *Runner) heartbeat(ctx context.Context, c *claimed, log *slog.Logger, st
 
 // importFile runs the importer over c's file; nil when ctx ended first
 // (the run was stopped: the caller knows why).
-func (r *Runner) importFile(ctx context.Context, c *claimed, progress func(importer.Progress)) *outcome {
-	rd, err := importer.NewReader(bytes.NewReader(c.file), c.Format)
+func (r *Runner) importFile(ctx context.Context, c *Claimed, progress func(importer.Progress)) *Outcome {
+	rd, err := importer.NewReader(bytes.NewReader(c.File), c.Format)
 	if err != nil {
-		return &outcome{state: Failed, message: "The file cannot be imported: " + ReaderMessage(err)}
+		return &Outcome{State: Failed, Message: "The file cannot be imported: " + ReaderMessage(err)}
 	}
 	client := NewClient(r.links, c.TenantID, r.short, r.log)
 	sum, runErr := importer.Run(ctx, rd, client, importer.Options{
-		Digest: c.digest, BatchSize: c.batch, Concurrency: r.cfg.Concurrency,
+		Digest: c.Digest, BatchSize: c.Batch, Concurrency: r.cfg.Concurrency,
 		RedirectType: c.RedirectType, DefaultDomains: c.DefaultDomains, Domain: c.Domain,
 		Progress: progress, BytesTotal: c.FileSize,
 	})
@@ -278,30 +300,30 @@ func (r *Runner) importFile(ctx context.Context, c *claimed, progress func(impor
 		return nil
 	}
 	if sum == nil {
-		return &outcome{state: Failed, message: "The import could not start: " + runErr.Error()}
+		return &Outcome{State: Failed, Message: "The import could not start: " + runErr.Error()}
 	}
-	o := &outcome{state: Done, format: sum.Format,
-		progress: importer.Progress{BytesRead: rd.BytesRead(), BytesTotal: c.FileSize, Rows: sum.Rows, Done: len(sum.Outcomes),
+	o := &Outcome{State: Done, Format: sum.Format,
+		Progress: importer.Progress{BytesRead: rd.BytesRead(), BytesTotal: c.FileSize, Rows: sum.Rows, Done: len(sum.Outcomes),
 			Imported: sum.Imported(), Rejected: sum.Rejected},
-		counts: Counts{Rows: sum.Rows, Kept: sum.Kept, Existing: sum.Existing, Recoded: sum.Recoded, Duplicates: sum.Dups,
+		Counts: Counts{Rows: sum.Rows, Kept: sum.Kept, Existing: sum.Existing, Recoded: sum.Recoded, Duplicates: sum.Dups,
 			Rejected: sum.Rejected, Chunks: sum.Chunks, Replayed: sum.Replayed, Failed: sum.Failed}}
 	var mb, rb bytes.Buffer
 	if err := sum.WriteMapping(&mb); err != nil {
-		return &outcome{state: Failed, message: "The mapping file could not be written: " + err.Error()}
+		return &Outcome{State: Failed, Message: "The mapping file could not be written: " + err.Error()}
 	}
 	if err := sum.WriteRejects(&rb); err != nil {
-		return &outcome{state: Failed, message: "The rejects file could not be written: " + err.Error()}
+		return &Outcome{State: Failed, Message: "The rejects file could not be written: " + err.Error()}
 	}
-	o.mapping, o.rejects = mb.Bytes(), rb.Bytes()
+	o.Mapping, o.Rejects = mb.Bytes(), rb.Bytes()
 	if runErr != nil {
 		// Chunks that failed (their rows are in the rejects file), or a
 		// file that could not be read to its end (what came before it
 		// was imported).
 		if sum.Failed > 0 {
-			o.message = fmt.Sprintf("%d of %d batches could not be written (their rows are in the rejects file). Upload the same file with the same options to import them: what was imported is replayed, not made twice.", sum.Failed, sum.Chunks)
+			o.Message = fmt.Sprintf("%d of %d batches could not be written (their rows are in the rejects file). Upload the same file with the same options to import them: what was imported is replayed, not made twice.", sum.Failed, sum.Chunks)
 		} else {
-			o.state = Failed
-			o.message = "The file could not be read to its end: " + ReaderMessage(runErr) + ". The rows before that were imported."
+			o.State = Failed
+			o.Message = "The file could not be read to its end: " + ReaderMessage(runErr) + ". The rows before that were imported."
 		}
 	}
 	return o

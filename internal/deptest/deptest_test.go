@@ -180,9 +180,10 @@ func rules() []rule {
 			m.each(func(p *pkg) {
 				// The console's own store (its sessions and key listing)
 				// is the third, as allocstore is the allocator's; the
-				// webhooks' store the fourth.
+				// webhooks' store the fourth; the import jobs' the fifth.
 				if !under(p.ImportPath, "control") || under(p.ImportPath, "control/postgres") || under(p.ImportPath, "control/allocstore") ||
-					under(p.ImportPath, "control/console/pgstore") || under(p.ImportPath, "control/webhooks/pgstore") {
+					under(p.ImportPath, "control/console/pgstore") || under(p.ImportPath, "control/webhooks/pgstore") ||
+					under(p.ImportPath, "control/importjobs/pgstore") {
 					return
 				}
 				for _, imp := range p.Imports {
@@ -284,9 +285,11 @@ func TestRulesCatchViolations(t *testing.T) {
 			[]*pkg{p("edge/cmd/edge", "main", mod+"control/console"), {ImportPath: mod + "edge/redirect", TestImports: []string{"html/template"}}},
 			[]*pkg{p("edge/cmd/edge", "main", mod+"edge/edgeserver"), p("control/cmd/control", "main", mod+"control/console")}},
 		{"OnlyControlPostgresAndAllocstoreImportPgx",
-			[]*pkg{p("control/links", "links", "github.com/jackc/pgx/v5/pgxpool"), p("control/console", "console", "github.com/jackc/pgx/v5")},
+			[]*pkg{p("control/links", "links", "github.com/jackc/pgx/v5/pgxpool"), p("control/console", "console", "github.com/jackc/pgx/v5"),
+				p("control/importjobs", "importjobs", "github.com/jackc/pgx/v5")},
 			[]*pkg{p("control/postgres", "postgres", "github.com/jackc/pgx/v5"), p("control/allocstore", "allocstore", "github.com/jackc/pgx/v5/pgxpool"),
-				p("control/console/pgstore", "pgstore", "github.com/jackc/pgx/v5/pgxpool"), p("control/webhooks/pgstore", "pgstore", "github.com/jackc/pgx/v5")}},
+				p("control/console/pgstore", "pgstore", "github.com/jackc/pgx/v5/pgxpool"), p("control/webhooks/pgstore", "pgstore", "github.com/jackc/pgx/v5"),
+				p("control/importjobs/pgstore", "pgstore", "github.com/jackc/pgx/v5/pgxpool")}},
 		{"ClientDataStaysOffTheResponsePath",
 			[]*pkg{p("edge/redirect", "redirect", mod+"edge/visitorsalt", mod+"edge/geo")},
 			[]*pkg{p("edge/redirect", "redirect", mod+"edge/clickpub", "net/netip"), p("edge/clickpub", "clickpub", mod+"edge/visitorsalt"),

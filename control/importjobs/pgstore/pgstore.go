@@ -1,4 +1,9 @@
-package importjobs
+// Package pgstore keeps the console's import jobs in PostgreSQL
+// (schema/016_import_jobs.sql): control/importjobs' Store for the console
+// and Leases for its runners. Like control/console/pgstore, it is one of
+// the few places in control that sees pgx errors; it translates them into
+// shared/link's.
+package pgstore
 
 import (
 	"context"
@@ -12,6 +17,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/edgelink/edgelink/control/importer"
+	"github.com/edgelink/edgelink/control/importjobs"
 	"github.com/edgelink/edgelink/shared/link"
 )
 
@@ -22,8 +28,21 @@ type Store struct {
 	pool *pgxpool.Pool
 }
 
-// NewStore returns a Store on pool.
-func NewStore(pool *pgxpool.Pool) *Store { return &Store{pool: pool} }
+var (
+	_ importjobs.Store  = (*Store)(nil)
+	_ importjobs.Leases = (*Store)(nil)
+)
+
+// New returns a Store on pool.
+func New(pool *pgxpool.Pool) *Store { return &Store{pool: pool} }
+
+// The job types are control/importjobs'.
+type (
+	job     = importjobs.Job
+	newJob  = importjobs.NewJob
+	claimed = importjobs.Claimed
+	outcome = importjobs.Outcome
+)
 
 // jobColumns are what a Job is read from, in scanJob's order.
 const jobColumns = `id::text, tenant_id, key_id, file_name, file_size, format, domain, redirect_type, default_domains,
@@ -35,8 +54,8 @@ const jobColumns = `id::text, tenant_id, key_id, file_name, file_size, format, d
 
 // scanJob reads a row of jobColumns, then into more the columns after
 // them.
-func scanJob(row pgx.Row, more ...any) (Job, error) {
-	var j Job
+func scanJob(row pgx.Row, more ...any) (job, error) {
+	var j job
 	var format, detected, state string
 	var started, finished *time.Time
 	dest := []any{&j.ID, &j.TenantID, &j.KeyID, &j.FileName, &j.FileSize, &format, &j.Domain, &j.RedirectType, &j.DefaultDomains,
@@ -44,9 +63,9 @@ func scanJob(row pgx.Row, more ...any) (Job, error) {
 		&j.Counts.Kept, &j.Counts.Existing, &j.Counts.Recoded, &j.Counts.Duplicates, &j.Counts.Chunks, &j.Counts.Replayed, &j.Counts.Failed,
 		&j.HasMapping, &j.HasRejects, &j.Message, &j.CreatedAt, &j.UpdatedAt, &started, &finished}
 	if err := row.Scan(append(dest, more...)...); err != nil {
-		return Job{}, err
+		return job{}, err
 	}
-	j.Format, j.DetectedFormat, j.State = importer.Format(format), importer.Format(detected), State(state)
+	j.Format, j.DetectedFormat, j.State = importer.Format(format), importer.Format(detected), importjobs.State(state)
 	j.Progress.BytesTotal = j.FileSize
 	if started != nil {
 		j.StartedAt = *started
@@ -62,16 +81,18 @@ func scanJob(row pgx.Row, more ...any) (Job, error) {
 // tenant's active jobs, at upload and at claim.
 const tenantLock = `hashtextextended('import_jobs/' || ($1::bigint)::text, 0)`
 
-// Create stores a queued job for n.TenantID, unless the tenant already has
-// maxActive jobs queued or running (ErrTooMany).
-func (s *Store) Create(ctx context.Context, n NewJob, maxActive int) (Job, error) {
+// Create implements importjobs.Store: a queued job for n.TenantID, unless
+// the tenant already has maxActive jobs queued or running
+// (importjobs.ErrTooMany); the check and the insert are serialized per
+// tenant.
+func (s *Store) Create(ctx context.Context, n newJob, maxActive int) (job, error) {
 	if len(n.File) == 0 {
-		return Job{}, fmt.Errorf("%w: the file is empty", link.ErrInvalidInput)
+		return job{}, fmt.Errorf("%w: the file is empty", link.ErrInvalidInput)
 	}
 	if n.DefaultDomains == nil {
 		n.DefaultDomains = []string{}
 	}
-	var j Job
+	var j job
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(`+tenantLock+`)`, n.TenantID); err != nil {
 			return err
@@ -82,60 +103,57 @@ func (s *Store) Create(ctx context.Context, n NewJob, maxActive int) (Job, error
 			return err
 		}
 		if active >= maxActive {
-			return ErrTooMany
+			return importjobs.ErrTooMany
 		}
 		var err error
 		j, err = scanJob(tx.QueryRow(ctx, `
 			INSERT INTO import_jobs (tenant_id, key_id, file_name, file_size, file, digest, batch_size, format, domain, redirect_type, default_domains)
 			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
 			RETURNING `+jobColumns,
-			n.TenantID, n.KeyID, n.FileName, len(n.File), n.File, identity(n.File, BatchSize, n.Options), BatchSize,
+			n.TenantID, n.KeyID, n.FileName, len(n.File), n.File, importjobs.Identity(n.File, importjobs.BatchSize, n.Options), importjobs.BatchSize,
 			string(n.Format), n.Domain, n.RedirectType, n.DefaultDomains))
 		return err
 	})
-	if errors.Is(err, ErrTooMany) {
-		return Job{}, err
+	if errors.Is(err, importjobs.ErrTooMany) {
+		return job{}, err
 	}
 	if err != nil {
-		return Job{}, fmt.Errorf("create import job: %w", translate(err))
+		return job{}, fmt.Errorf("create import job: %w", translate(err))
 	}
 	return j, nil
 }
 
-// Job is the tenant's job id: link.ErrNotFound for an id that is not one,
-// or is another tenant's.
-func (s *Store) Job(ctx context.Context, tenant int64, id string) (Job, error) {
+// Job implements importjobs.Store.
+func (s *Store) Job(ctx context.Context, tenant int64, id string) (job, error) {
 	if !validID(id) {
-		return Job{}, link.ErrNotFound
+		return job{}, link.ErrNotFound
 	}
 	j, err := scanJob(s.pool.QueryRow(ctx, `SELECT `+jobColumns+` FROM import_jobs WHERE id = $1 AND tenant_id = $2`, id, tenant))
 	if errors.Is(err, pgx.ErrNoRows) {
-		return Job{}, link.ErrNotFound
+		return job{}, link.ErrNotFound
 	}
 	if err != nil {
-		return Job{}, fmt.Errorf("read import job: %w", translate(err))
+		return job{}, fmt.Errorf("read import job: %w", translate(err))
 	}
 	return j, nil
 }
 
-// Jobs are the tenant's newest jobs, at most limit.
-func (s *Store) Jobs(ctx context.Context, tenant int64, limit int) ([]Job, error) {
+// Jobs implements importjobs.Store.
+func (s *Store) Jobs(ctx context.Context, tenant int64, limit int) ([]job, error) {
 	rows, err := s.pool.Query(ctx, `SELECT `+jobColumns+` FROM import_jobs WHERE tenant_id = $1 ORDER BY created_at DESC, id LIMIT $2`, tenant, limit)
 	if err != nil {
 		return nil, fmt.Errorf("list import jobs: %w", translate(err))
 	}
-	jobs, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Job, error) { return scanJob(row) })
+	jobs, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (job, error) { return scanJob(row) })
 	if err != nil {
 		return nil, fmt.Errorf("list import jobs: %w", translate(err))
 	}
 	return jobs, nil
 }
 
-// Output is one of the tenant's job's output files, as the importer
-// wrote it: link.ErrNotFound for another tenant's job, an unknown one, or
-// one that has not written it (not finished).
-func (s *Store) Output(ctx context.Context, tenant int64, id string, which Output) ([]byte, error) {
-	col := map[Output]string{Mapping: "mapping", Rejects: "rejects"}[which]
+// Output implements importjobs.Store.
+func (s *Store) Output(ctx context.Context, tenant int64, id string, which importjobs.Output) ([]byte, error) {
+	col := map[importjobs.Output]string{importjobs.Mapping: "mapping", importjobs.Rejects: "rejects"}[which]
 	if col == "" || !validID(id) {
 		return nil, link.ErrNotFound
 	}
@@ -150,20 +168,11 @@ func (s *Store) Output(ctx context.Context, tenant int64, id string, which Outpu
 	return b, nil
 }
 
-// claimed is a job an instance holds the lease of, with what it needs to
-// run it.
-type claimed struct {
-	Job
-	file   []byte
-	digest string
-	batch  int
-}
-
-// sweep fails the jobs that must not run again: those whose key was
+// Sweep implements importjobs.Leases: it fails the jobs that must not run again: those whose key was
 // revoked before they could (queued, or their instance gone), and those
 // taken over maxResumes times whose lease ran out once more. It returns
 // how many.
-func (s *Store) sweep(ctx context.Context, maxResumes int) (int64, error) {
+func (s *Store) Sweep(ctx context.Context, maxResumes int) (int64, error) {
 	tag, err := s.pool.Exec(ctx, `
 		UPDATE import_jobs j SET state = 'failed', file = NULL, lease_owner = NULL, lease_until = NULL,
 			finished_at = now(), updated_at = now(),
@@ -181,11 +190,11 @@ func (s *Store) sweep(ctx context.Context, maxResumes int) (int64, error) {
 	return tag.RowsAffected(), nil
 }
 
-// claim takes the oldest job this instance may run, under a lease of
+// Claim implements importjobs.Leases: it takes the oldest job this instance may run, under a lease of
 // lease held by owner: a queued job, or a running one whose lease ran out
 // (a takeover, counted in resumes), of a tenant with fewer than
 // perTenant jobs running under live leases. Nil when there is none.
-func (s *Store) claim(ctx context.Context, owner string, lease time.Duration, perTenant int) (*claimed, error) {
+func (s *Store) Claim(ctx context.Context, owner string, lease time.Duration, perTenant int) (*claimed, error) {
 	var c *claimed
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		rows, err := tx.Query(ctx, `
@@ -226,7 +235,6 @@ func (s *Store) claim(ctx context.Context, owner string, lease time.Duration, pe
 				continue
 			}
 			var cl claimed
-			var file []byte
 			row := tx.QueryRow(ctx, `
 				UPDATE import_jobs SET
 					resumes = resumes + CASE WHEN state = 'running' THEN 1 ELSE 0 END,
@@ -235,11 +243,10 @@ func (s *Store) claim(ctx context.Context, owner string, lease time.Duration, pe
 					bytes_read = 0, rows_read = 0, rows_done = 0, imported = 0, rejected = 0
 				WHERE id = $1
 				RETURNING `+jobColumns+`, file, digest, batch_size`, cand.id, owner, lease)
-			cl.Job, err = scanJob(row, &file, &cl.digest, &cl.batch)
+			cl.Job, err = scanJob(row, &cl.File, &cl.Digest, &cl.Batch)
 			if err != nil {
 				return err
 			}
-			cl.file = file
 			c = &cl
 			return nil
 		}
@@ -251,10 +258,10 @@ func (s *Store) claim(ctx context.Context, owner string, lease time.Duration, pe
 	return c, nil
 }
 
-// heartbeat renews owner's lease of job id and writes its progress. alive
+// Heartbeat implements importjobs.Leases: it renews owner's lease of job id and writes its progress. alive
 // is false when owner no longer holds it (another instance took it over,
 // or it was failed); revoked is true when the job's key was revoked.
-func (s *Store) heartbeat(ctx context.Context, id, owner string, lease time.Duration, p importer.Progress) (alive, revoked bool, err error) {
+func (s *Store) Heartbeat(ctx context.Context, id, owner string, lease time.Duration, p importer.Progress) (alive, revoked bool, err error) {
 	err = s.pool.QueryRow(ctx, `
 		UPDATE import_jobs j SET lease_until = now() + $3::interval, updated_at = now(),
 			bytes_read = $4, rows_read = $5, rows_done = $6, imported = $7, rejected = $8
@@ -270,20 +277,10 @@ func (s *Store) heartbeat(ctx context.Context, id, owner string, lease time.Dura
 	return true, revoked, nil
 }
 
-// outcome is how a run ended.
-type outcome struct {
-	state            State
-	message          string
-	format           importer.Format
-	progress         importer.Progress
-	counts           Counts
-	mapping, rejects []byte // nil: not written
-}
-
-// finish writes the outcome of owner's run of job id and drops its file;
+// Finish implements importjobs.Leases: it writes the outcome of owner's run of job id and drops its file;
 // false when owner no longer held the lease (nothing was written).
-func (s *Store) finish(ctx context.Context, id, owner string, o outcome) (bool, error) {
-	c, p := o.counts, o.progress
+func (s *Store) Finish(ctx context.Context, id, owner string, o outcome) (bool, error) {
+	c, p := o.Counts, o.Progress
 	tag, err := s.pool.Exec(ctx, `
 		UPDATE import_jobs SET state = $3, message = $4, detected_format = $5,
 			bytes_read = $6, rows_read = $7, rows_done = $8, imported = $9, rejected = $10,
@@ -291,20 +288,20 @@ func (s *Store) finish(ctx context.Context, id, owner string, o outcome) (bool, 
 			mapping = $18, rejects = $19,
 			file = NULL, lease_owner = NULL, lease_until = NULL, finished_at = now(), updated_at = now()
 		WHERE id = $1 AND lease_owner = $2 AND state = 'running'`,
-		id, owner, string(o.state), o.message, string(o.format),
+		id, owner, string(o.State), o.Message, string(o.Format),
 		p.BytesRead, p.Rows, p.Done, p.Imported, p.Rejected,
 		c.Kept, c.Existing, c.Recoded, c.Duplicates, c.Chunks, c.Replayed, c.Failed,
-		o.mapping, o.rejects)
+		o.Mapping, o.Rejects)
 	if err != nil {
 		return false, fmt.Errorf("finish import job: %w", translate(err))
 	}
 	return tag.RowsAffected() == 1, nil
 }
 
-// release gives owner's job id back to the queue (an instance shutting
+// Release implements importjobs.Leases: it gives owner's job id back to the queue (an instance shutting
 // down): another instance starts it again at once, not counted as a
 // resume.
-func (s *Store) release(ctx context.Context, id, owner string) error {
+func (s *Store) Release(ctx context.Context, id, owner string) error {
 	_, err := s.pool.Exec(ctx, `
 		UPDATE import_jobs SET state = 'queued', lease_owner = NULL, lease_until = NULL, updated_at = now()
 		WHERE id = $1 AND lease_owner = $2 AND state = 'running'`, id, owner)
@@ -314,7 +311,7 @@ func (s *Store) release(ctx context.Context, id, owner string) error {
 	return nil
 }
 
-// Purge deletes jobs that finished longer than retention ago, with their
+// Purge implements importjobs.Leases: it deletes jobs that finished longer than retention ago, with their
 // outputs, and queued ones that waited that long (no instance runs
 // imports), and says how many.
 func (s *Store) Purge(ctx context.Context, retention time.Duration) (int64, error) {
@@ -342,4 +339,26 @@ func translate(err error) error {
 		return fmt.Errorf("%w: %v", link.ErrUnavailable, err)
 	}
 	return err
+}
+
+// validID is whether id can be a job's id (a UUID in its canonical text
+// form): anything else names no job and is never sent to the database.
+func validID(id string) bool {
+	if len(id) != 36 {
+		return false
+	}
+	for i := 0; i < len(id); i++ {
+		c := id[i]
+		switch i {
+		case 8, 13, 18, 23:
+			if c != '-' {
+				return false
+			}
+		default:
+			if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F') {
+				return false
+			}
+		}
+	}
+	return true
 }
