@@ -20,6 +20,12 @@ type Extras struct {
 	// MaxClicks is how many counted clicks the link redirects for; 0: no
 	// limit.
 	MaxClicks int64 `json:",omitempty"`
+	// ClicksCounted is how many of the link's clicks the rollups had
+	// counted when these extras were read (docs/click-limits.md): what an
+	// edge takes its allowance from, and what the API answers. Control
+	// fills it; a creator never sets it. It goes with MaxClicks only:
+	// without a limit it is neither written nor read.
+	ClicksCounted int64 `json:"-"`
 }
 
 // IsZero reports whether x holds nothing.
@@ -28,8 +34,10 @@ func (x *Extras) IsZero() bool { return len(x.Rules) == 0 && x.PasswordHash == "
 // The wire form of extras (docs/rules.md), the same in change events,
 // snapshots, the overlay and the rules column of the authority:
 //
-//	byte     flags: 0x01 max clicks, 0x02 password, 0x04 rules; no other bit
+//	byte     flags: 0x01 max clicks, 0x02 password, 0x04 rules, 0x08 clicks
+//	         counted (with 0x01 only); no other bit
 //	0x01:    uvarint max clicks, 1 to MaxClicksLimit
+//	0x08:    uvarint clicks counted, 1 to MaxClicksLimit (0 is no flag)
 //	0x02:    uvarint length, the password hash (CheckPasswordHash)
 //	0x04:    the rules (AppendRules): uvarint count, 1 to MaxRules, then each
 //	         byte     conditions: 0x01 device, 0x02 country, 0x04 language,
@@ -49,6 +57,7 @@ const (
 	extraMaxClicks byte = 0x01
 	extraPassword  byte = 0x02
 	extraRules     byte = 0x04
+	extraCounted   byte = 0x08
 
 	condDevice   byte = 0x01
 	condCountry  byte = 0x02
@@ -141,13 +150,14 @@ func appendBytes(dst []byte, s string) []byte {
 
 // AppendExtras appends the wire form of x to dst after checking it: rules
 // by CheckRules, the hash by CheckPasswordHash, MaxClicks from 0 (none) to
-// MaxClicksLimit. No extras append nothing.
+// MaxClicksLimit, ClicksCounted as ComposeCountedExtras takes it. No
+// extras append nothing.
 func AppendExtras(dst []byte, x *Extras) ([]byte, error) {
 	rules, err := AppendRules(nil, x.Rules)
 	if err != nil {
 		return dst, err
 	}
-	return ComposeExtras(dst, rules, x.PasswordHash, x.MaxClicks)
+	return ComposeCountedExtras(dst, rules, x.PasswordHash, x.MaxClicks, x.ClicksCounted)
 }
 
 // ComposeExtras appends the wire form of extras made of rules already in
@@ -155,6 +165,17 @@ func AppendExtras(dst []byte, x *Extras) ([]byte, error) {
 // none) and a click limit (0 for none), checking each: what the authority
 // stores separately becomes one value without decoding the rules.
 func ComposeExtras(dst, rules []byte, passwordHash string, maxClicks int64) ([]byte, error) {
+	return ComposeCountedExtras(dst, rules, passwordHash, maxClicks, 0)
+}
+
+// ComposeCountedExtras is ComposeExtras with the clicks the rollups have
+// counted of a limited link (0 to MaxClicksLimit; it may pass maxClicks),
+// for an edge to take its allowance from (docs/click-limits.md). Without
+// a limit (maxClicks 0) the count is not written.
+func ComposeCountedExtras(dst, rules []byte, passwordHash string, maxClicks, counted int64) ([]byte, error) {
+	if counted < 0 || counted > MaxClicksLimit {
+		return dst, fmt.Errorf("%w: clicks counted %d, want 0 to %d", ErrInvalidInput, counted, int64(MaxClicksLimit))
+	}
 	if maxClicks < 0 || maxClicks > MaxClicksLimit {
 		return dst, fmt.Errorf("%w: max clicks %d, want 1 to %d (0: none)", ErrInvalidInput, maxClicks, int64(MaxClicksLimit))
 	}
@@ -176,6 +197,9 @@ func ComposeExtras(dst, rules []byte, passwordHash string, maxClicks int64) ([]b
 	var flags byte
 	if maxClicks > 0 {
 		flags |= extraMaxClicks
+		if counted > 0 {
+			flags |= extraCounted
+		}
 	}
 	if passwordHash != "" {
 		flags |= extraPassword
@@ -190,6 +214,9 @@ func ComposeExtras(dst, rules []byte, passwordHash string, maxClicks int64) ([]b
 	dst = append(dst, flags)
 	if maxClicks > 0 {
 		dst = binary.AppendUvarint(dst, uint64(maxClicks))
+		if counted > 0 {
+			dst = binary.AppendUvarint(dst, uint64(counted))
+		}
 	}
 	if passwordHash != "" {
 		dst = appendBytes(dst, passwordHash)
@@ -218,7 +245,7 @@ func DecodeExtras[S ~string | ~[]byte](b S) (Extras, error) {
 		return Extras{}, err
 	}
 	v := ViewExtras([]byte(b))
-	x := Extras{MaxClicks: v.MaxClicks(), PasswordHash: string(v.PasswordHash())}
+	x := Extras{MaxClicks: v.MaxClicks(), ClicksCounted: v.ClicksCounted(), PasswordHash: string(v.PasswordHash())}
 	if v.rules != nil {
 		x.Rules = decodeRules(v.rules)
 	}
@@ -360,7 +387,8 @@ func (r *wireReader) extras() {
 		return
 	}
 	flags := r.byte("flags")
-	if flags == 0 || flags&^(extraMaxClicks|extraPassword|extraRules) != 0 {
+	if flags == 0 || flags&^(extraMaxClicks|extraPassword|extraRules|extraCounted) != 0 ||
+		(flags&extraCounted != 0 && flags&extraMaxClicks == 0) {
 		// An unknown flag is a field this reader cannot honor: refusing
 		// the link is safer than serving it without what it asks for.
 		r.fail("flags 0x%02x", flags)
@@ -369,6 +397,11 @@ func (r *wireReader) extras() {
 	if flags&extraMaxClicks != 0 {
 		if n := r.uvarint("max clicks"); r.err == nil && (n == 0 || n > MaxClicksLimit) {
 			r.fail("max clicks %d", n)
+		}
+	}
+	if flags&extraCounted != 0 {
+		if n := r.uvarint("clicks counted"); r.err == nil && (n == 0 || n > MaxClicksLimit) {
+			r.fail("clicks counted %d", n)
 		}
 	}
 	if flags&extraPassword != 0 {

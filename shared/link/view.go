@@ -10,6 +10,7 @@ import "encoding/binary"
 // The zero value is no extras.
 type ExtrasView struct {
 	maxClicks int64
+	counted   int64 // clicks counted, with maxClicks only
 	hash      []byte
 	rules     []byte // the rules' wire form: count, then each rule
 }
@@ -27,6 +28,13 @@ func ViewExtras(b []byte) ExtrasView {
 			return ExtrasView{}
 		}
 		v.maxClicks, b = int64(n&MaxClicksLimit), b[k:]
+	}
+	if flags&extraCounted != 0 {
+		n, k := binary.Uvarint(b)
+		if k <= 0 {
+			return ExtrasView{}
+		}
+		v.counted, b = int64(n&MaxClicksLimit), b[k:]
 	}
 	if flags&extraPassword != 0 {
 		var ok bool
@@ -55,6 +63,14 @@ func (v *ExtrasView) IsZero() bool { return v.maxClicks == 0 && v.hash == nil &&
 
 // MaxClicks is the link's click limit; 0 for none.
 func (v *ExtrasView) MaxClicks() int64 { return v.maxClicks }
+
+// ClicksCounted is how many of a limited link's clicks the rollups had
+// counted when control wrote these extras (0 without a limit).
+func (v *ExtrasView) ClicksCounted() int64 { return v.counted }
+
+// LimitReached reports whether the link has a click limit that its
+// counted clicks have reached: edges answer it 410.
+func (v *ExtrasView) LimitReached() bool { return v.maxClicks > 0 && v.counted >= v.maxClicks }
 
 // PasswordHash is the link's password hash (shared/passhash); nil for a
 // link without a password.
