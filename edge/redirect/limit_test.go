@@ -1,0 +1,227 @@
+package redirect
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/edgelink/edgelink/shared/link"
+)
+
+// limited is the wire form of extras with limit max and count counted.
+func limited(t testing.TB, max, counted int64) []byte {
+	t.Helper()
+	b, err := link.AppendExtras(nil, &link.Extras{MaxClicks: max, ClicksCounted: counted})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// TestClickLimitsAllowance: an edge redirects a limited link N − C times
+// from the extras it first sees, 410 after; a newer count with the same
+// limit lowers what is left, never raises it; a new limit starts over; a
+// reached count is 410 at once; links, domains and plain links apart.
+func TestClickLimitsAllowance(t *testing.T) {
+	var c ClickLimits
+	code := []byte("limited1")
+	take := func(x []byte, n int) int {
+		ok := 0
+		for range n {
+			if c.Allow(link.DefaultDomain, code, x) {
+				ok++
+			}
+		}
+		return ok
+	}
+	if got := take(limited(t, 10, 4), 20); got != 6 {
+		t.Fatalf("limit 10, 4 counted: %d redirects; want 6", got)
+	}
+	if c.Spent.Load() != 14 || c.Reached.Load() != 0 {
+		t.Fatalf("spent %d, reached %d; want 14, 0", c.Spent.Load(), c.Reached.Load())
+	}
+	// Same limit: a larger count cannot give back what was spent, nor can
+	// an older, smaller one.
+	if got := take(limited(t, 10, 5), 5) + take(limited(t, 10, 0), 5); got != 0 {
+		t.Fatalf("same limit after the allowance was spent: %d redirects", got)
+	}
+	// A raised limit starts over from its own count.
+	if got := take(limited(t, 20, 12), 20); got != 8 {
+		t.Fatalf("raised to 20 with 12 counted: %d redirects; want 8", got)
+	}
+	// A fresher count lowers what is left: of limit 30 with 12 counted,
+	// 3 of 18 spent, then 28 counted leaves 2, the lower of 15 and 2.
+	if got := take(limited(t, 30, 12), 3) + take(limited(t, 30, 28), 10); got != 5 {
+		t.Fatalf("limit 30: 3 of 18 spent, then 28 counted: %d redirects; want 3 + 2", got)
+	}
+	// Reached: 410 without touching the account.
+	before := c.Spent.Load()
+	if got := take(limited(t, 30, 30), 3); got != 0 || c.Reached.Load() != 3 || c.Spent.Load() != before {
+		t.Fatalf("reached: %d redirects, reached %d, spent %d→%d", got, c.Reached.Load(), before, c.Spent.Load())
+	}
+	// Other links and domains have accounts of their own; plain links
+	// none.
+	if !c.Allow(link.DefaultDomain, []byte("limited2"), limited(t, 1, 0)) || !c.Allow(7, code, limited(t, 1, 0)) {
+		t.Fatal("another link or domain spent this link's allowance")
+	}
+	for range 5 {
+		if !c.Allow(link.DefaultDomain, code, nil) {
+			t.Fatal("a plain link was refused")
+		}
+	}
+	if !Reaches(limited(t, 3, 3)) || Reaches(limited(t, 3, 2)) || Reaches(nil) {
+		t.Fatal("Reaches")
+	}
+	if n := c.Remembered(); n != 3 {
+		t.Fatalf("remembered %d links; want 3", n)
+	}
+}
+
+// TestClickLimitsConcurrent: many goroutines redirecting one link take
+// exactly its allowance between them.
+func TestClickLimitsConcurrent(t *testing.T) {
+	var c ClickLimits
+	x := limited(t, 5000, 1000)
+	var ok atomic.Int64
+	var wg sync.WaitGroup
+	for g := range 16 {
+		wg.Go(func() {
+			code := []byte("hot-link")
+			for range 400 {
+				if c.Allow(link.DomainID(g%2), code, x) {
+					ok.Add(1)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	// Two domains, each its own 4,000; 16 × 400 = 6,400 asked.
+	if ok.Load() != 6400 {
+		t.Fatalf("%d redirects; want all 6,400 (two domains of 4,000 each)", ok.Load())
+	}
+	var d ClickLimits
+	for range 16 {
+		wg.Go(func() {
+			for range 1000 {
+				if d.Allow(link.DefaultDomain, []byte("hot-link"), x) {
+					ok.Add(1)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if got := ok.Load() - 6400; got != 4000 || d.Spent.Load() != 16000-4000 {
+		t.Fatalf("one link, 16 goroutines: %d redirects, %d spent; want 4,000 and 12,000", got, d.Spent.Load())
+	}
+}
+
+// TestClickLimitsBound is the allowance's proof run as a model: edges
+// serve a limited link in random order while counts are read at random
+// times after the clicks they count (as the roller, the relay, snapshots
+// and the authority read them). Whatever the order, no edge refuses a
+// click before N have been served, and at most N + (E−1)·(N−C0) are
+// served before every edge refuses.
+func TestClickLimitsBound(t *testing.T) {
+	for seed := range uint64(200) {
+		rng := rand.New(rand.NewPCG(seed, 7))
+		n := int64(1 + rng.IntN(60))
+		c0 := int64(rng.IntN(int(n))) // counted when the limit was set
+		edges := 1 + rng.IntN(4)
+		limits := make([]ClickLimits, edges)
+		seen := make([][]byte, edges) // the extras each edge holds
+		for e := range seen {
+			seen[e] = limited(t, n, c0)
+		}
+		served := c0           // clicks served in all; the first c0 before the limit
+		var counted []int64    // served, as each click was counted (a count is some prefix)
+		refusedAt := int64(-1) // served when an edge first refused
+		for step := 0; step < 20*int(n)+100; step++ {
+			e := rng.IntN(edges)
+			switch rng.IntN(4) {
+			case 0:
+				// A count read now: at least c0, at most what was served.
+				c := c0
+				if len(counted) > 0 {
+					c = max(c0, counted[rng.IntN(len(counted))])
+				}
+				seen[e] = limited(t, n, c)
+			default:
+				if limits[e].Allow(link.DefaultDomain, []byte("modelled"), seen[e]) {
+					served++
+					counted = append(counted, served)
+				} else if refusedAt < 0 {
+					refusedAt = served
+				}
+			}
+		}
+		if refusedAt >= 0 && refusedAt < n {
+			t.Fatalf("seed %d: an edge refused after %d of %d served", seed, refusedAt, n)
+		}
+		if bound := n + int64(edges-1)*(n-c0); served > bound {
+			t.Fatalf("seed %d: %d served with limit %d, %d counted at the start, %d edges; bound %d", seed, served, n, c0, edges, bound)
+		}
+	}
+}
+
+// TestClickLimitsForget: past its size the account forgets the links
+// least recently asked about, in generations.
+func TestClickLimitsForget(t *testing.T) {
+	c := ClickLimits{max: 64 * 2 * 4} // 4 a shard's generation
+	x := limited(t, 3, 0)
+	for i := range 10_000 {
+		c.Allow(link.DefaultDomain, fmt.Appendf(nil, "code-%d", i), x)
+	}
+	if n := c.Remembered(); n > 64*2*4 {
+		t.Fatalf("remembers %d links; want at most %d", n, 64*2*4)
+	}
+	// A link asked about all along stays remembered.
+	var d ClickLimits
+	d.max = 64 * 2 * 4
+	keep := []byte("kept-link")
+	for i := range 10_000 {
+		d.Allow(link.DefaultDomain, keep, limited(t, 1_000_000, 0))
+		d.Allow(link.DefaultDomain, fmt.Appendf(nil, "code-%d", i), x)
+	}
+	for range 10 {
+		d.Allow(link.DefaultDomain, keep, limited(t, 1_000_000, 0))
+	}
+	if d.Spent.Load() != 0 {
+		t.Fatal("refused a link with allowance left")
+	}
+}
+
+// TestClickLimitsAllocations: a plain link's check, and a limited link's
+// after the first, allocate nothing.
+func TestClickLimitsAllocations(t *testing.T) {
+	var c ClickLimits
+	x := limited(t, 1<<40, 3)
+	code := []byte("alloc-free")
+	c.Allow(link.DefaultDomain, code, x)
+	if n := testing.AllocsPerRun(1000, func() {
+		c.Allow(link.DefaultDomain, code, nil)
+		c.Allow(link.DefaultDomain, code, x)
+	}); n != 0 {
+		t.Fatalf("%v allocations per check", n)
+	}
+}
+
+func BenchmarkClickLimitsAllow(b *testing.B) {
+	var c ClickLimits
+	x := limited(b, 1<<50, 3)
+	code := []byte("bench-link")
+	for _, bc := range []struct {
+		name   string
+		extras []byte
+	}{{"plain", nil}, {"limited", x}} {
+		b.Run(bc.name, func(b *testing.B) {
+			b.ReportAllocs()
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					c.Allow(link.DefaultDomain, code, bc.extras)
+				}
+			})
+		})
+	}
+}
