@@ -69,6 +69,7 @@ func main() {
 	duration := flag.Duration("duration", 5*time.Second, "with -server: load per server per round")
 	conns := flag.Int("conns", 16, "with -server: keep-alive connections of the load")
 	profile := flag.String("profile", "", "write CPU profiles of the snapshot side's handler loops to PREFIX-zipf.pprof and PREFIX-uniform.pprof")
+	extrasEvery := flag.Int("extras-every", 0, "give every Nth link extras (two app-store rules, a password hash and a click limit; shared/link Extras), as a file of links with rules and passwords holds them (0: none)")
 	child := flag.String("child", "", "internal: run one side (snapshot|map|hog) on -file and report")
 	file := flag.String("file", "", "internal: the file a child loads")
 	flag.Parse()
@@ -108,7 +109,7 @@ func main() {
 			m, err = strconv.ParseBool(*withMap)
 		}
 		if err == nil {
-			err = run(*n, *dir, *busy, m, *warm, *reuse, *jsonOut, *profile)
+			err = run(*n, *dir, *busy, m, *warm, *reuse, *jsonOut, *profile, *extrasEvery)
 		}
 	}
 	if err != nil {
@@ -143,9 +144,13 @@ type results struct {
 	FileBytes int64                         `json:"file_bytes"`
 	URLBytes  float64                       `json:"url_bytes_per_link"`
 	Sides     map[string]map[string]float64 `json:"sides"`
+
+	// ExtrasEvery: every Nth link has extras (0: none), ExtrasBytes each.
+	ExtrasEvery int `json:"extras_every,omitempty"`
+	ExtrasBytes int `json:"extras_bytes,omitempty"`
 }
 
-func run(n int, dir string, busy, withMap, warm, reuse bool, jsonOut, profile string) error {
+func run(n int, dir string, busy, withMap, warm, reuse bool, jsonOut, profile string, extrasEvery int) error {
 	if reuse && dir == "" {
 		return errors.New("-reuse needs -dir: a temporary folder holds nothing to reuse")
 	}
@@ -157,7 +162,7 @@ func run(n int, dir string, busy, withMap, warm, reuse bool, jsonOut, profile st
 		defer os.RemoveAll(d)
 		dir = d
 	}
-	res := results{Links: n, Busy: busy, Warm: warm, Sides: map[string]map[string]float64{}}
+	res := results{Links: n, Busy: busy, Warm: warm, Sides: map[string]map[string]float64{}, ExtrasEvery: extrasEvery}
 	// The writer's garbage (a URL string per link) would otherwise grow
 	// the heap to twice the 7.5 GB the writer holds at 100M links.
 	debug.SetGCPercent(20)
@@ -167,8 +172,12 @@ func run(n int, dir string, busy, withMap, warm, reuse bool, jsonOut, profile st
 	}
 	runtime.GC()
 	debug.FreeOSMemory() // the writer's memory, before the children load
-	fmt.Printf("  build %.1f s, file %.1f MiB (%.1f B/link); raw code+target %.1f B/link\n\n",
+	fmt.Printf("  build %.1f s, file %.1f MiB (%.1f B/link); raw code+target %.1f B/link\n",
 		res.BuildSecs, float64(res.FileBytes)/(1<<20), float64(res.FileBytes)/float64(n), res.URLBytes+6)
+	if res.ExtrasEvery > 0 {
+		fmt.Printf("  every %d links one with %d bytes of extras (format 4)\n", res.ExtrasEvery, res.ExtrasBytes)
+	}
+	fmt.Println()
 
 	var hog *exec.Cmd
 	if busy {
@@ -225,9 +234,17 @@ func generate(n int, dir string, withMap, warm, reuse bool, res *results) (snapF
 	}
 	var urlBytes int
 	var buf []byte
+	extras, err := sampleExtras()
+	if err != nil {
+		return "", "", err
+	}
+	res.ExtrasBytes = len(extras)
 	for i := range n {
 		buf = code(buf[:0], i)
 		l := snapshot.Link{Code: string(buf), URL: dataset.Target(rng), RedirectType: link.DefaultRedirect, Status: link.Active}
+		if res.ExtrasEvery > 0 && i%res.ExtrasEvery == 0 {
+			l.Extras = extras
+		}
 		if err := w.Add(l); err != nil {
 			return "", "", err
 		}
@@ -278,6 +295,19 @@ func generate(n int, dir string, withMap, warm, reuse bool, res *results) (snapF
 	res.FileBytes = st.Size()
 	res.URLBytes = float64(urlBytes) / float64(n)
 	return snapFile, mapFile, nil
+}
+
+// sampleExtras are the extras -extras-every gives links: an app link's
+// two store rules, a password hash and a click limit.
+func sampleExtras() ([]byte, error) {
+	return link.AppendExtras(nil, &link.Extras{
+		Rules: []link.Rule{
+			{Devices: []link.Device{link.DeviceIOS}, URL: "https://apps.apple.com/us/app/example/id1234567890"},
+			{Devices: []link.Device{link.DeviceAndroid}, URL: "https://play.google.com/store/apps/details?id=com.example.app"},
+		},
+		PasswordHash: "$argon2id$v=19$m=19456,t=2,p=1$c29tZXNhbHRzb21lc2FsdA$RdescudvJCsgt3ub+b+dWRWJTmaaJObGRdescudvJCs",
+		MaxClicks:    100_000,
+	})
 }
 
 // reused reports whether path holds a snapshot of n links that an

@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"math/rand/v2"
 	"slices"
 	"strings"
 	"testing"
@@ -166,6 +167,56 @@ func TestExtrasFlagWithoutRow(t *testing.T) {
 		le.PutUint64(data[off+8:], value)
 		if _, err := Open(resign(data, sectionCountV4)); !errors.Is(err, ErrCorrupt) {
 			t.Errorf("%s: Open = %v; want ErrCorrupt", name, err)
+		}
+	}
+}
+
+// TestSideValueNear: the search that starts at a row's share of the table
+// finds exactly what the binary search finds, for tables spread evenly,
+// bunched at either end, sparse and full, and rows absent or beyond.
+func TestSideValueNear(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	for _, tc := range []struct {
+		name  string
+		slots int
+		pick  func() int
+		n     int
+	}{
+		{"every row", 1000, nil, 1000},
+		{"one in a hundred", 100_000, func() int { return r.IntN(100_000) }, 1000},
+		{"bunched low", 100_000, func() int { return r.IntN(500) }, 300},
+		{"bunched high", 100_000, func() int { return 99_500 + r.IntN(500) }, 300},
+		{"one row", 10, func() int { return 7 }, 1},
+		{"empty", 10, nil, 0},
+	} {
+		var rows []int
+		if tc.pick == nil {
+			for i := range tc.n {
+				rows = append(rows, i)
+			}
+		} else {
+			seen := map[int]bool{}
+			for len(rows) < tc.n {
+				if i := tc.pick(); !seen[i] {
+					seen[i] = true
+					rows = append(rows, i)
+				}
+			}
+			slices.Sort(rows)
+		}
+		var table []byte
+		for _, i := range rows {
+			table = le.AppendUint64(table, uint64(i))
+			table = le.AppendUint64(table, uint64(i)*7+1)
+		}
+		for i := -1; i <= tc.slots+5; i++ {
+			wv, wok := sideValue(table, i)
+			if i < 0 {
+				wv, wok = 0, false
+			}
+			if v, ok := sideValueNear(table, i, tc.slots); v != wv || ok != wok {
+				t.Fatalf("%s: sideValueNear(%d) = %d, %v; the binary search says %d, %v", tc.name, i, v, ok, wv, wok)
+			}
 		}
 	}
 }

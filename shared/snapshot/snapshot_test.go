@@ -509,6 +509,17 @@ func BenchmarkLookup(b *testing.B) {
 	for i, p := range picks {
 		domains[i] = spread[p].Domain
 	}
+	// The same links with extras (two rules, a password hash, a limit):
+	// on every link, and on one in a hundred.
+	x := extrasOf(b, link.Extras{Rules: []link.Rule{{Devices: []link.Device{link.DeviceIOS}, URL: "https://apps.apple.com/app/id1"},
+		{Devices: []link.Device{link.DeviceAndroid}, URL: "https://play.google.com/store/apps/details?id=x"}}, PasswordHash: testHash, MaxClicks: 1000})
+	allExtras, someExtras := slices.Clone(links), slices.Clone(links)
+	for i := range allExtras {
+		allExtras[i].Extras = x
+		if i%100 == 0 {
+			someExtras[i].Extras = x
+		}
+	}
 	for _, f := range []struct {
 		name   string
 		build  func(testing.TB, []Link, Header, []Sealed, []byte) []byte
@@ -517,6 +528,8 @@ func BenchmarkLookup(b *testing.B) {
 	}{
 		{"format3", build, links, func(int) link.DomainID { return link.DefaultDomain }},
 		{"format3-100domains", build, spread, func(i int) link.DomainID { return domains[i&(sample-1)] }},
+		{"format4-extras-every-link", build, allExtras, func(int) link.DomainID { return link.DefaultDomain }},
+		{"format4-extras-1-in-100", build, someExtras, func(int) link.DomainID { return link.DefaultDomain }},
 		{"format1", buildV1, links, func(int) link.DomainID { return link.DefaultDomain }},
 	} {
 		data := f.build(b, f.links, Header{}, nil, nil)
@@ -524,6 +537,7 @@ func BenchmarkLookup(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
+		runtime.GC() // the build's garbage, not the lookups', is collected here
 		b.Run(f.name, func(b *testing.B) {
 			b.ReportAllocs()
 			for i := 0; b.Loop(); i++ {

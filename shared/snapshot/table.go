@@ -338,7 +338,7 @@ func (s *Snapshot) decodeV2(i int, warm bool) (Entry, bool) {
 // extrasOf is row i's extras, nil when its extras row is missing or points
 // outside their section.
 func (t *tables) extrasOf(i int) []byte {
-	v, ok := sideValue(t.extras, i)
+	v, ok := sideValueNear(t.extras, i, t.genRows+len(t.custom)/customRowLen)
 	if !ok {
 		return nil
 	}
@@ -365,6 +365,48 @@ func (s *Snapshot) rowOK(w0, w1 uint64) bool {
 	rt, st := (w0>>redirectShift)&7, (w0>>statusShift)&3
 	return w0&keyMask != 0 && o < uint64(len(s.origins)) && off <= uint64(len(s.t.rest)) && n <= uint64(len(s.t.rest))-off &&
 		st != 0 && (st != statusActive || redirectCodes[rt] != 0)
+}
+
+// sideValueNear is sideValue for a side table whose rows may be many (the
+// extras of every link, say): row numbers spread over the file's slots,
+// so row i's entry is near i's share of the table, and a search that
+// starts there and widens its step (1, 2, 4, ...) until it brackets i
+// reads a few rows where a binary search over a million reads twenty, each
+// a cache miss. Whatever the spread, it reads at most twice the binary
+// search's rows.
+func sideValueNear(table []byte, i, slots int) (uint64, bool) {
+	n := len(table) / sideRowLen
+	if n == 0 || i < 0 {
+		return 0, false
+	}
+	at := func(j int) uint64 { return le.Uint64(table[j*sideRowLen:]) }
+	g := n - 1
+	if slots > 0 && i < slots {
+		g = int(uint64(i) * uint64(n) / uint64(slots))
+	}
+	lo, hi := 0, n // the entry, if any, is in [lo, hi)
+	if at(g) < uint64(i) {
+		lo = g + 1
+		for step := 1; ; step *= 2 {
+			if next := g + step; next >= n || at(next) >= uint64(i) {
+				hi = min(next+1, n)
+				break
+			} else {
+				lo = next + 1
+			}
+		}
+	} else {
+		hi = g + 1
+		for step := 1; ; step *= 2 {
+			if next := g - step; next < 0 || at(next) < uint64(i) {
+				lo = max(next+1, 0)
+				break
+			} else {
+				hi = next + 1
+			}
+		}
+	}
+	return sideValue(table[lo*sideRowLen:hi*sideRowLen], i)
 }
 
 // sideValue finds row i's value in a side table sorted by row index.
