@@ -36,7 +36,7 @@ func TestScreenshots(t *testing.T) {
 		t.Fatal(err)
 	}
 	b := newBrowser(t)
-	s := startStack(t)
+	s := startStatsStack(t)
 	c := stack.Client{ControlURL: s.controlURL, Key: s.key}
 	for _, l := range []struct{ url, code string }{
 		{"https://example.com/winter-sale?utm_source=newsletter", "winter-sale"},
@@ -58,35 +58,14 @@ func TestScreenshots(t *testing.T) {
 	if st, _, err := stack.FollowUntil(s.edgeURL, "winter-sale", time.Minute, func(st int, _ string) bool { return st == http.StatusFound }); err != nil {
 		t.Fatalf("edge: %d %v", st, err)
 	}
-	visits := []struct{ agent, referrer string }{
-		{"Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/131.0 Safari/537.36", "https://news.example.com/today"},
-		{"Mozilla/5.0 (iPhone; CPU iPhone OS 18_0 like Mac OS X) AppleWebKit/605.1.15 (KHTML, like Gecko) Version/18.0 Mobile/15E148 Safari/604.1", "https://t.co/abc"},
-		{"Mozilla/5.0 (iPhone; CPU iPhone OS 18_0 like Mac OS X) AppleWebKit/605.1.15 (KHTML, like Gecko) Version/18.0 Mobile/15E148 Safari/604.1", ""},
-		{"Mozilla/5.0 (compatible; Googlebot/2.1; +http://www.google.com/bot.html)", ""},
-	}
-	noFollow := &http.Client{Timeout: 30 * time.Second, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
-	for i := range 12 {
-		v := visits[i%len(visits)]
-		req, err := http.NewRequest("GET", s.edgeURL+"/winter-sale", nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		req.Header.Set("User-Agent", v.agent)
-		if v.referrer != "" {
-			req.Header.Set("Referer", v.referrer)
-		}
-		resp, err := noFollow.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		_ = resp.Body.Close()
-		if resp.StatusCode != http.StatusFound {
-			t.Fatalf("edge: %d; want 302", resp.StatusCode)
-		}
+	// From addresses of known countries (the edge has the geo fixture and
+	// trusts the loopback proxy: stats_test.go), as browsers and a crawler.
+	for i := range 18 {
+		visit(t, s.edgeURL, "winter-sale", i)
 	}
 	stack.Eventually(t, "the clicks reach the rollups", time.Minute, func() bool {
 		got := totalsOf(t, c, "/api/v1/links/winter-sale/stats").Totals
-		return got.Human+got.Bot >= 13
+		return got.Human+got.Bot >= 19
 	})
 	b.signIn(t, s.controlURL, s.key)
 	doneJob, runningJob := bulkScreens(t, b, s)
