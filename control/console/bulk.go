@@ -255,8 +255,10 @@ func (s *Server) createImport(w http.ResponseWriter, r *http.Request, sess Sessi
 func (s *Server) importOptions(r *http.Request, sess Session, f bulkForm) (importjobs.Options, string) {
 	var o importjobs.Options
 	format, err := importer.ParseFormat(f.Format)
-	if err != nil {
-		return o, "The format must be auto, Bitly, YOURLS or Shlink."
+	if err != nil || format == importer.CSV {
+		// A CSV of one's own is told from its header: the jobs table's
+		// format check (schema 016) knows only the exports' names.
+		return o, "The format must be auto, Bitly, YOURLS or Shlink (a CSV of your own is told from its header: choose Tell from the file)."
 	}
 	o.Format = format
 	rt, err := parseRedirect(f.Redirect)

@@ -81,6 +81,8 @@ func formatName(f importer.Format) string {
 		return "YOURLS"
 	case importer.Shlink:
 		return "Shlink"
+	case importer.CSV:
+		return "a CSV of your own"
 	}
 	return "auto"
 }

@@ -12,6 +12,9 @@
 //   - YOURLS: its table's columns keyword, url, title, timestamp, ip, clicks
 //     (CSV, with or without that header; JSON: an array of those objects, or
 //     the API's {"links": {"link_1": {"shorturl", "url", …}}}).
+//   - csv: a CSV of one's own with a header row naming its columns: url,
+//     and if wanted code, domain, title, tags, redirect_type, expires_at,
+//     max_clicks (plaincsv.go; docs/cli.md).
 //   - Shlink: the web client's CSV export (createdAt, title, shortUrl,
 //     domain, shortCode, longUrl, tags, visits; older ones lack shortCode)
 //     and the API's short URL objects (shortCode, shortUrl, longUrl,
@@ -39,6 +42,7 @@ import (
 	"io"
 	"strings"
 	"sync/atomic"
+	"time"
 )
 
 // Format is a source system.
@@ -50,6 +54,9 @@ const (
 	Bitly  Format = "bitly"
 	YOURLS Format = "yourls"
 	Shlink Format = "shlink"
+	// CSV is a plain CSV of one's own (plaincsv.go): told from a header
+	// with a url column and none of the other formats' markers.
+	CSV Format = "csv"
 )
 
 // ParseFormat reads a --format value.
@@ -57,10 +64,10 @@ func ParseFormat(s string) (Format, error) {
 	switch f := Format(strings.ToLower(strings.TrimSpace(s))); f {
 	case "", Auto:
 		return Auto, nil
-	case Bitly, YOURLS, Shlink:
+	case Bitly, YOURLS, Shlink, CSV:
 		return f, nil
 	}
-	return "", fmt.Errorf("unknown format %q: want auto, bitly, yourls or shlink", s)
+	return "", fmt.Errorf("unknown format %q: want auto, csv, bitly, yourls or shlink", s)
 }
 
 // MaxRecordBytes bounds one CSV record or JSON element; longer ones are
@@ -85,6 +92,12 @@ type Record struct {
 	// default domain as the export spells it otherwise (see the package
 	// comment).
 	Domain string
+	// RedirectType, ExpiresAt and MaxClicks are the row's own (the csv
+	// format's columns, checked): 0 and the zero time for none, where the
+	// import's options and the API's defaults decide.
+	RedirectType int
+	ExpiresAt    time.Time
+	MaxClicks    int64
 	// Err, if set, says why the row is malformed; skip it.
 	Err error
 }
@@ -102,6 +115,10 @@ type Reader struct {
 	cols   map[string]int
 	pick   func(fields []string) (code, url, domain string)
 	meta   func(fields []string) (title string, tags []string)
+	// extra reads a row's other columns into rec (the csv format's);
+	// ignored are the header's columns the format does not read.
+	extra   func(fields []string, rec *Record)
+	ignored []string
 
 	// JSON
 	js *jsonElements
@@ -135,6 +152,9 @@ func NewReader(r io.Reader, f Format) (*Reader, error) {
 			continue
 		}
 		if b[0] == '[' || b[0] == '{' {
+			if f == CSV {
+				return nil, errors.New("this is JSON, not a CSV file: choose its source's format, or auto")
+			}
 			rd.encoding = "json"
 			js, err := newJSONElements(br)
 			if err != nil {
@@ -238,9 +258,12 @@ func (r *Reader) readHeader(br *bufio.Reader) error {
 	}
 	has := func(n string) bool { _, ok := r.cols[n]; return ok }
 	found := detect(has)
+	if found == "" && has("url") {
+		found = CSV // a url column and no other format's marker
+	}
 	if r.format == Auto {
 		if found == "" {
-			return fmt.Errorf("cannot tell the export's format from its header %q: give --format (bitly needs long_url and link; yourls keyword and url; shlink longUrl and shortCode or shortUrl)", fields)
+			return fmt.Errorf("cannot tell the export's format from its header %q: give --format (a CSV of your own needs a url column; bitly needs long_url and link; yourls keyword and url; shlink longUrl and shortCode or shortUrl)", fields)
 		}
 		r.format = found
 	}
@@ -293,6 +316,8 @@ func (r *Reader) readHeader(br *bufio.Reader) error {
 			short := field(f, code)
 			return codeFromShortURL(short), field(f, urlCol), bitlyDomain(short)
 		}
+	case CSV:
+		return r.plainHeader(fields)
 	default:
 		return fmt.Errorf("unknown format %q", r.format)
 	}
@@ -328,6 +353,9 @@ func (r *Reader) nextCSV() (Record, error) {
 	}
 	rec.Code, rec.URL, rec.Domain = r.pick(fields)
 	rec.Title, rec.Tags = r.meta(fields)
+	if r.extra != nil {
+		r.extra(fields, &rec)
+	}
 	if len(r.lines.taken) > 0 && strings.ContainsAny(rec.Code+rec.URL+rec.Domain, "\n") {
 		// A code, URL or domain over several lines is a quote left open
 		// that swallowed the rows after it.

@@ -10,6 +10,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"time"
 	"unicode"
 	"unicode/utf8"
 
@@ -125,8 +126,12 @@ type item struct {
 	title   string
 	tags    []string
 	notes   string // what of its title and tags was left out
-	send    string // the code asked for; "" for a new one
-	reason  string // why the old code is not asked for
+	// the row's own redirect type, expiry and click limit (Record's)
+	redirect  int
+	expires   time.Time
+	maxClicks int64
+	send      string // the code asked for; "" for a new one
+	reason    string // why the old code is not asked for
 }
 
 type chunk struct {
@@ -328,7 +333,8 @@ func (u *uploader) produce(ctx context.Context, rd *Reader, out chan<- chunk) er
 			u.add(Outcome{Line: rec.Line, Domain: truncate(rec.Domain, 80), OldCode: rec.Code, URL: rec.URL, Kind: Rejected, Reason: reason})
 			continue
 		}
-		it := item{line: rec.Line, domain: dom, oldCode: rec.Code, url: rec.URL}
+		it := item{line: rec.Line, domain: dom, oldCode: rec.Code, url: rec.URL,
+			redirect: rec.RedirectType, expires: rec.ExpiresAt, maxClicks: rec.MaxClicks}
 		var notes []string
 		it.title, it.tags, notes = cleanMeta(rec.Title, rec.Tags)
 		it.notes = strings.Join(notes, "; ")
@@ -407,8 +413,15 @@ func (u *uploader) key(index int, pass string) string {
 }
 
 func (u *uploader) request(code string, it item) apiclient.CreateRequest {
-	return apiclient.CreateRequest{Domain: it.domain, URL: it.url, Code: code, Namespace: u.o.Namespace, RedirectType: u.o.RedirectType,
-		Title: it.title, Tags: it.tags}
+	r := apiclient.CreateRequest{Domain: it.domain, URL: it.url, Code: code, Namespace: u.o.Namespace, RedirectType: u.o.RedirectType,
+		Title: it.title, Tags: it.tags, MaxClicks: it.maxClicks}
+	if it.redirect != 0 {
+		r.RedirectType = it.redirect // the row's own beats the import's
+	}
+	if !it.expires.IsZero() {
+		r.ExpiresAt = it.expires.Format(time.RFC3339Nano)
+	}
+	return r
 }
 
 func joinReasons(a, b string) string {

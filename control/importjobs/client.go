@@ -66,7 +66,7 @@ func (c *Client) CreateBatch(ctx context.Context, reqs []apiclient.CreateRequest
 	in := make([]links.CreateRequest, len(reqs))
 	for i, r := range reqs {
 		in[i] = links.CreateRequest{Domain: c.domain(r.Domain), URL: r.URL, Code: r.Code, RedirectType: link.RedirectType(r.RedirectType),
-			Namespace: r.Namespace, Title: r.Title, Tags: r.Tags}
+			Namespace: r.Namespace, Title: r.Title, Tags: r.Tags, MaxClicks: r.MaxClicks}
 		if r.ExpiresAt != "" {
 			t, err := time.Parse(time.RFC3339, r.ExpiresAt)
 			if err != nil {

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"strings"
 	"sync"
 	"time"
 
@@ -325,6 +326,10 @@ func (r *Runner) importFile(ctx context.Context, c *Claimed, progress func(impor
 			o.State = Failed
 			o.Message = "The file could not be read to its end: " + ReaderMessage(runErr) + ". The rows before that were imported."
 		}
+	}
+	if ig := rd.Ignored(); len(ig) > 0 {
+		// Said once, not a reject per row: the rows went in without them.
+		o.Message = strings.TrimSpace(o.Message + " Columns not read (the " + string(sum.Format) + " format has no such column): " + strings.Join(ig, ", ") + ".")
 	}
 	return o
 }

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"sync"
 	"time"
 
@@ -20,8 +21,8 @@ import (
 
 type importCmd struct {
 	apiFlags
-	Files        []string `arg:"" type:"existingfile" help:"Export files (Bitly CSV/JSON, YOURLS CSV/JSON, Shlink CSV/JSON)."`
-	Format       string   `default:"auto" enum:"auto,bitly,yourls,shlink" help:"Source system; auto tells it from the header (CSV) or the first object (JSON)."`
+	Files        []string `arg:"" type:"existingfile" help:"Export files (Bitly CSV/JSON, YOURLS CSV/JSON, Shlink CSV/JSON, or a CSV of your own with a url column)."`
+	Format       string   `default:"auto" enum:"auto,csv,bitly,yourls,shlink" help:"Source system, or csv for a CSV of your own (docs/cli.md); auto tells it from the header (CSV) or the first object (JSON)."`
 	Mapping      string   `type:"path" help:"Where to write the old code -> new code mapping (CSV; default FILE.mapping.csv). One file only."`
 	Rejects      string   `type:"path" help:"Where to write the rows not imported, with reasons (CSV; default FILE.rejects.csv). One file only."`
 	BatchSize    int      `name:"batch-size" default:"1000" hidden:"" help:"Links per batch request (1-1000). Hidden: a re-run must use the same value, or rows re-coded by the first run are created again."`
@@ -84,6 +85,9 @@ func importFile(ctx context.Context, c importCmd, format importer.Format, cl imp
 	rd, err := importer.NewReader(f, format)
 	if err != nil {
 		return err
+	}
+	if ig := rd.Ignored(); len(ig) > 0 {
+		fmt.Fprintf(stderr, "import %s: columns not read (the %s format has no such column): %s\n", file, rd.Format(), strings.Join(ig, ", "))
 	}
 	mapping, rejects := c.Mapping, c.Rejects
 	if mapping == "" {
