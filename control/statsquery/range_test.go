@@ -141,8 +141,8 @@ func TestUTCDays(t *testing.T) {
 		{Params{From: "2030-01-05", To: "2030-01-09", TZ: "America/Los_Angeles"}, "2030-01-05", "2030-01-09", true},
 		{Params{From: "2030-01-05", To: "2030-01-09", TZ: "Asia/Kolkata"}, "2030-01-05", "2030-01-09", true},
 		{Params{From: "2030-01-05", To: "2030-01-09", TZ: "Pacific/Kiritimati"}, "2030-01-04", "2030-01-08", true}, // +14: mostly the day before
-		{Params{From: "2030-01-05", To: "2030-01-09", TZ: "Etc/GMT-12"}, "2030-01-05", "2030-01-09", true},            // +12: halves, its own date
-		{Params{From: "2030-01-05", To: "2030-01-09", TZ: "Etc/GMT+12"}, "2030-01-05", "2030-01-09", true},            // -12
+		{Params{From: "2030-01-05", To: "2030-01-09", TZ: "Etc/GMT-12"}, "2030-01-05", "2030-01-09", true},         // +12: halves, its own date
+		{Params{From: "2030-01-05", To: "2030-01-09", TZ: "Etc/GMT+12"}, "2030-01-05", "2030-01-09", true},         // -12
 		{Params{Interval: "hour", From: "2030-01-10T10:00:00Z", To: "2030-01-10T11:00:00Z"}, "2030-01-10", "2030-01-10", true},
 	} {
 		r, err := ParseRange(c.p, now, Limits{}, true)

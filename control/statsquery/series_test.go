@@ -147,7 +147,9 @@ func checkSeries(t *testing.T, name string, r *rollups, rg Range, s Series) {
 		}
 		// Exact whenever the rollups can be: its midnights are UTC
 		// midnights, or whole hours within the hours kept.
-		canSplit := func(e time.Time) bool { return isMidnight(e) || (!e.Before(hoursFrom) && e.Equal(e.Truncate(time.Hour))) }
+		canSplit := func(e time.Time) bool {
+			return isMidnight(e) || (!e.Before(hoursFrom) && e.Equal(e.Truncate(time.Hour)))
+		}
 		if b.Approximate && canSplit(own[0]) && canSplit(own[1]) {
 			t.Errorf("%s: approximate, though its edges %v and %v can be split at", where, own[0], own[1])
 		}
