@@ -238,7 +238,7 @@ func clickGen(args []string) error {
 				ref = len(referers) + r.IntN(tailReferrers)
 			}
 			c := r.IntN(1 << 20) // a client of a million
-			rec.Record(link.DefaultDomain, q.code, refs[ref].raw, uas[ua].raw, netip.AddrFrom4([4]byte{10, byte(c >> 16), byte(c >> 8), byte(c)}), q.status, at)
+			rec.Record(link.DefaultDomain, q.code, refs[ref].raw, uas[ua].raw, netip.AddrFrom4([4]byte{10, byte(c >> 16), byte(c >> 8), byte(c)}), q.status, 0, at)
 			if !q.known {
 				final.Unknown++
 				continue

@@ -97,7 +97,7 @@ func TestCountryAndVisitor(t *testing.T) {
 		{netip.IPv4Unspecified(), at, "", false},
 	}
 	for _, c := range clients {
-		r.Record(1, code, referer, iphone, c.addr, 302, c.at)
+		r.Record(1, code, referer, iphone, c.addr, 302, 0, c.at)
 	}
 	var buf []byte
 	ensured := false
@@ -139,7 +139,7 @@ func TestCountryAndVisitor(t *testing.T) {
 
 	// Without Geo and Visitors every click is counted as lacking both.
 	bare := New(&capture{}, Config{Edge: "e2"})
-	bare.Record(1, code, referer, iphone, clients[0].addr, 302, at)
+	bare.Record(1, code, referer, iphone, clients[0].addr, 302, 0, at)
 	bare.flush(context.Background(), &buf, &ensured)
 	if bare.NoGeo.Load() != 1 || bare.NoSalt.Load() != 1 || bare.NoClient.Load() != 0 {
 		t.Fatalf("without geo and salts: no geo %d, no salt %d, no client %d; want 1, 1, 0", bare.NoGeo.Load(), bare.NoSalt.Load(), bare.NoClient.Load())
@@ -155,7 +155,7 @@ func TestDigestFollowsTheDay(t *testing.T) {
 	d := day.UnixMilli() / 86_400_000
 	r := New(pub, Config{Edge: "e1", Visitors: dayHash{map[int64]uint64{d: 1, d + 1: 2}, &digests}})
 	for _, at := range []int64{day.UnixMilli(), day.UnixMilli() + 1, day.Add(24 * time.Hour).UnixMilli(), day.UnixMilli() + 2} {
-		r.Record(1, code, referer, iphone, alice, 302, at)
+		r.Record(1, code, referer, iphone, alice, 302, 0, at)
 	}
 	var buf []byte
 	ensured := false
@@ -190,7 +190,7 @@ func TestPerClickWorkDoesNotAllocate(t *testing.T) {
 	const n = 1000
 	fill := func() {
 		for i := range n {
-			r.Record(link.DomainID(i%3), code, referer, uas[i%len(uas)], clients[i%len(clients)], 302, at)
+			r.Record(link.DomainID(i%3), code, referer, uas[i%len(uas)], clients[i%len(clients)], 302, 0, at)
 		}
 	}
 	fill()
@@ -268,8 +268,8 @@ func TestTwoEdgesPublishOneVisitor(t *testing.T) {
 	bob := netip.MustParseAddr("2001:db8::beef")
 	at := day.Add(12 * time.Hour).UnixMilli()
 	for _, r := range edges {
-		r.Record(0, code, referer, iphone, alice, 302, at)
-		r.Record(0, code, referer, iphone, bob, 302, at)
+		r.Record(0, code, referer, iphone, alice, 302, 0, at)
+		r.Record(0, code, referer, iphone, bob, 302, 0, at)
 	}
 	poll.Until(t, "4 clicks published", 10*time.Second, func() bool {
 		return edges[0].Published.Load()+edges[1].Published.Load() == 4
@@ -382,7 +382,7 @@ func BenchmarkPublisherPerClick(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
 				for i := range batch {
-					r.Record(link.DomainID(i%3), code, referer, benchUAs[i%len(benchUAs)], clients[i], 302, at)
+					r.Record(link.DomainID(i%3), code, referer, benchUAs[i%len(benchUAs)], clients[i], 302, 0, at)
 				}
 				r.flush(context.Background(), &buf, &ensured)
 			}

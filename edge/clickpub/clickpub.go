@@ -98,6 +98,7 @@ type slot struct {
 	at     int64
 	domain link.DomainID
 	status uint16
+	rule   uint8 // which target served: 0 the link's own, i its i-th rule
 	nCode  uint8
 	nRef   uint8
 	nUA    uint16
@@ -189,11 +190,11 @@ func (r *Recorder) Buffered() uint64 {
 }
 
 // Record queues a click on code of domain d from client answered with
-// status at atMillis, keeping at most 128 bytes of referer and
-// clicks.MaxUserAgentLen of userAgent, or counts it dropped when the ring
-// is full. Codes longer than link.MaxCodeLen are ignored. It never blocks
+// status, served by rule (0: the link's own target), at atMillis, keeping
+// at most 128 bytes of referer and clicks.MaxUserAgentLen of userAgent,
+// or counts it dropped when the ring is full. Codes longer than link.MaxCodeLen are ignored. It never blocks
 // or allocates. It implements redirect.ClickRecorder.
-func (r *Recorder) Record(d link.DomainID, code, referer, userAgent []byte, client netip.Addr, status int, atMillis int64) {
+func (r *Recorder) Record(d link.DomainID, code, referer, userAgent []byte, client netip.Addr, status int, rule uint8, atMillis int64) {
 	if len(code) > link.MaxCodeLen {
 		return
 	}
@@ -206,7 +207,7 @@ func (r *Recorder) Record(d link.DomainID, code, referer, userAgent []byte, clie
 				pos = r.tail.Load()
 				continue
 			}
-			s.at, s.domain, s.status = atMillis, d, uint16(status)
+			s.at, s.domain, s.status, s.rule = atMillis, d, uint16(status), rule
 			s.nCode = uint8(copy(s.code[:], code))
 			s.nRef = uint8(copy(s.ref[:], referer))
 			s.nUA = uint16(copy(s.ua[:], userAgent))
@@ -340,7 +341,8 @@ func (r *Recorder) appendClicks(b []byte, n int) []byte {
 		u := r.classify(ua)
 		a := &u.agent
 		c := clicks.ClickView{Domain: s.domain, Code: s.code[:s.nCode], At: s.at, Status: s.status,
-			Device: a.Device, Bot: a.Bot, Browser: a.Browser, OS: a.OS, Referrer: clicks.ReferrerHost(host[:], s.ref[:s.nRef])}
+			Device: a.Device, Bot: a.Bot, Browser: a.Browser, OS: a.OS, Referrer: clicks.ReferrerHost(host[:], s.ref[:s.nRef]),
+			Rule: s.rule}
 		r.attribute(&c, netip.AddrFrom16(s.client).Unmap(), u, ua, &missing)
 		b = clicks.AppendClick(b, c)
 		s.client = [16]byte{}            // the address goes no further than this

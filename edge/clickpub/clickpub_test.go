@@ -59,7 +59,7 @@ func (c *capture) clicks() (n int, last clicks.Batch) {
 
 func TestRecordDoesNotAllocate(t *testing.T) {
 	r := New(nil, Config{Buffer: 1 << 20})
-	if n := testing.AllocsPerRun(1000, func() { r.Record(12345, code, referer, iphone, alice, 302, 1) }); n != 0 {
+	if n := testing.AllocsPerRun(1000, func() { r.Record(12345, code, referer, iphone, alice, 302, 0, 1) }); n != 0 {
 		t.Fatalf("Record allocated %v times", n)
 	}
 	if n := testing.AllocsPerRun(1000, func() { r.RecordLatency(150 * time.Nanosecond) }); n != 0 {
@@ -70,7 +70,7 @@ func TestRecordDoesNotAllocate(t *testing.T) {
 func TestFullBufferDrops(t *testing.T) {
 	r := New(nil, Config{Buffer: 4})
 	for range 10 {
-		r.Record(0, code, nil, nil, alice, 302, 1)
+		r.Record(0, code, nil, nil, alice, 302, 0, 1)
 	}
 	if r.tail.Load() != 4 || r.Dropped.Load() != 6 || r.Buffered() != 4 {
 		t.Fatalf("accepted %d dropped %d buffered %d; want 4, 6, 4", r.tail.Load(), r.Dropped.Load(), r.Buffered())
@@ -79,8 +79,8 @@ func TestFullBufferDrops(t *testing.T) {
 
 // TestConcurrentRecordingLosesNothing: producers racing each other and the
 // publisher, through many laps of a small ring; every click offered is
-// either published (exactly once, intact: its own domain and status) or
-// counted dropped.
+// either published (exactly once, intact: its own domain, status and
+// rule) or counted dropped.
 func TestConcurrentRecordingLosesNothing(t *testing.T) {
 	pub := &capture{}
 	r := New(pub, Config{Edge: "e1", Buffer: 256, Batch: 64, FlushEvery: time.Millisecond})
@@ -92,7 +92,7 @@ func TestConcurrentRecordingLosesNothing(t *testing.T) {
 	for p := range producers {
 		wg.Go(func() {
 			for i := range each {
-				r.Record(link.DomainID(p), code, referer, iphone, alice, 301+p, int64(p*each+i))
+				r.Record(link.DomainID(p), code, referer, iphone, alice, 301+p, uint8(p), int64(p*each+i))
 			}
 		})
 	}
@@ -111,7 +111,7 @@ func TestConcurrentRecordingLosesNothing(t *testing.T) {
 	seen := make(map[int64]bool, got)
 	for _, m := range pub.msgs {
 		for _, c := range m.Clicks {
-			if seen[c.At] || c.Code != "00000A" || c.Referrer != "t.co" || c.Device != clicks.DeviceMobile || c.Bot || c.Status != uint16(301+c.At/each) || c.Domain != link.DomainID(c.At/each) {
+			if seen[c.At] || c.Code != "00000A" || c.Referrer != "t.co" || c.Device != clicks.DeviceMobile || c.Bot || c.Status != uint16(301+c.At/each) || c.Domain != link.DomainID(c.At/each) || c.Rule != uint8(c.At/each) {
 				t.Fatalf("click %+v: duplicate or garbled", c)
 			}
 			seen[c.At] = true
@@ -125,7 +125,7 @@ func TestFailedPublishIsCountedDropped(t *testing.T) {
 	var buf []byte
 	ensured := false
 	for range 25 {
-		r.Record(0, code, nil, nil, alice, 302, 1)
+		r.Record(0, code, nil, nil, alice, 302, 0, 1)
 	}
 	for r.flush(context.Background(), &buf, &ensured) {
 	}
@@ -166,7 +166,7 @@ func TestPublishesToTheStream(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- r.Run(ctx) }()
 	for i := range 250 {
-		r.Record(link.DomainID(i%3), code, referer, []byte("curl/8.0"), alice, 302, int64(i))
+		r.Record(link.DomainID(i%3), code, referer, []byte("curl/8.0"), alice, 302, 0, int64(i))
 	}
 	cancel()
 	<-done
@@ -214,7 +214,7 @@ func BenchmarkRecordParallel(b *testing.B) {
 	b.RunParallel(func(pb *testing.PB) {
 		var head uint64
 		for pb.Next() {
-			r.Record(0, code, referer, iphone, alice, 302, 1)
+			r.Record(0, code, referer, iphone, alice, 302, 0, 1)
 			// Stand in for the publisher: keep the ring from filling.
 			if r.tail.Load()-head > 1<<15 {
 				r.drainForBench(&head)

@@ -12,9 +12,9 @@ import (
 
 // Countries is the edge's country table as the click recorder uses it: a
 // lookup per click, in the publisher goroutine (never on the response
-// path), each counted by outcome for edge_geo_lookups_total. The table is
-// here too for request routing by country (issue 23), which does not
-// consult it yet. Safe for concurrent use.
+// path), each counted by outcome for edge_geo_lookups_total. Routing
+// rules' country conditions look the request's client up in Table itself
+// (redirect.Handler.Countries), uncounted. Safe for concurrent use.
 type Countries struct {
 	Table          *geo.Table
 	Known, Unknown atomic.Uint64

@@ -9,6 +9,7 @@ import (
 
 	"github.com/edgelink/edgelink/edge/snapsync"
 	"github.com/edgelink/edgelink/edge/store"
+	"github.com/edgelink/edgelink/edge/unlock"
 	"github.com/edgelink/edgelink/shared/prom"
 )
 
@@ -42,6 +43,18 @@ func newRegistry(e *Edge, nc *nats.Conn) *prometheus.Registry {
 	family("edge_domain_redirects_total", domainRedirects, "outcome", map[string]*atomic.Uint64{
 		"root": &h.RootRedirects, "not_found": &h.NotFoundRedirects,
 	})
+	family("edge_rule_redirects_total", "Redirects of links with routing rules, by outcome: rule (a rule held and its target served), default (none held: the link's own target).", "outcome",
+		map[string]*atomic.Uint64{"rule": &h.RuleHits, "default": &h.RuleDefaults})
+	counter("edge_password_forms_total", "Password forms answered to GET or HEAD of a password-protected link without its unlock cookie.", u(&h.PasswordForms))
+	family("edge_unlock_cookies_total", "Unlock cookies of password-protected links, by outcome: accepted (the link redirected), refused (expired, another link's, from before a password change or a key this edge lacks, forged: the form again).", "outcome",
+		map[string]*atomic.Uint64{"accepted": &h.Unlocked, "refused": &h.CookiesRefused})
+	family("edge_unlock_posts_refused_total", "Password form posts refused before any attempt, by cause: bad_form (no form, too large, malformed: 400, 413, 415), csrf (the form's token or cookie refused, expired, or a post from another site: 403).", "cause",
+		map[string]*atomic.Uint64{"bad_form": &h.BadForms, "csrf": &h.FormsRefused})
+	for _, o := range unlock.Outcomes() {
+		counter("edge_unlock_attempts_total", "Password attempts, by outcome: right (303 with the unlock cookie), wrong (403), limited_client and limited_link (429: the client's or the link's attempts spent; nothing verified), busy (503: no verification slot freed in time), broken (503: the link's hash cannot be read).",
+			u(&e.Unlock.Attempts[o]), "outcome", o.String())
+	}
+
 	d := e.Domains
 	gauge("edge_domains", "Domains in the edge's table, removed ones included.", func() float64 { return float64(d.Len()) })
 	gauge("edge_domain_table_received", "1 once the edge has a domain table (from a snapshot or the stream); 0 while it serves every host as the platform's domain (a control from before domains).", func() float64 {

@@ -27,6 +27,7 @@ import (
 	"github.com/edgelink/edgelink/edge/resolve"
 	"github.com/edgelink/edgelink/edge/snapsync"
 	"github.com/edgelink/edgelink/edge/store"
+	"github.com/edgelink/edgelink/edge/unlock"
 	"github.com/edgelink/edgelink/edge/visitorsalt"
 	"github.com/edgelink/edgelink/internal/natsconn"
 	"github.com/edgelink/edgelink/shared/ff1"
@@ -85,6 +86,19 @@ type Config struct {
 	GeoIP     []string
 	GeoIPMMDB string
 	Geo       *geo.Table
+	// UnlockKeysFile is the key file that signs password-protected links'
+	// unlock cookies and form tokens (edge/unlock LoadKeys: "name
+	// base64-key" lines, the first signs). Every edge behind the same
+	// hosts needs the same file, or a cookie one edge set is refused by
+	// the next (the visitor is asked again). Without one an edge signs
+	// with a random key of its own, logged as a warning. Its bytes are
+	// never logged.
+	UnlockKeysFile string
+	// Unlock sizes the password gate: cookie and form lifetimes, attempts
+	// per client and per link, verifications at once (edge/unlock
+	// Config; zero values take its defaults). Unlock.Keys, when set, is
+	// used instead of UnlockKeysFile (tests).
+	Unlock unlock.Config
 	// ClickBuffer bounds clicks waiting to be published (default 65,536).
 	ClickBuffer int
 	// ClickFlushEvery bounds how long a click waits to be published
@@ -127,6 +141,7 @@ type Edge struct {
 	Authority *lookup.Client
 	Clicks    *clickpub.Recorder
 	Countries *Countries // nil without country data
+	Unlock    *unlock.Gate
 	Salts     *visitorsalt.Salts
 	Overlay   *store.Overlay
 	Segments  *store.Segments
@@ -156,6 +171,10 @@ func Run(ctx context.Context, cfg Config) error {
 		}
 	}
 	countries, err := loadCountries(cfg, log)
+	if err != nil {
+		return err
+	}
+	gate, err := newGate(cfg, log)
 	if err != nil {
 		return err
 	}
@@ -199,12 +218,17 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	rec := clickpub.New(js, ccfg)
 	e := &Edge{Domains: domains, Feed: feed, Resolver: res, Hosts: hosts, Authority: client, Clicks: rec, Salts: salts, Countries: countries, Overlay: overlay,
-		Segments: segments, Snapshots: snaps, Syncer: syncer}
+		Segments: segments, Snapshots: snaps, Syncer: syncer, Unlock: gate}
 	proxies, err := clientip.New(cfg.TrustedProxies)
 	if err != nil {
 		return err
 	}
-	h := &redirect.Handler{Domains: domains, Store: applied, Miss: res, Hosts: hosts, Clicks: rec}
+	h := &redirect.Handler{Domains: domains, Store: applied, Miss: res, Hosts: hosts, Clicks: rec, Unlock: gate}
+	if countries != nil {
+		// Rules' country conditions: the table itself, uncounted (the
+		// lookups counted are the clicks').
+		h.Countries = countries.Table
+	}
 	if cfg.NotFoundRate > 0 {
 		h.NotFoundLimit = ratelimit.New(cfg.NotFoundRate, cfg.NotFoundBurst, 100_000, nil)
 	}

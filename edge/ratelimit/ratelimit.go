@@ -1,8 +1,12 @@
-// Package ratelimit is the edge's abuse policy against scans: a budget of
-// 404s per client IP. The edge spends a token only when its answer would be
-// 404, so a link that exists, a fresh one included, is never refused, and a
-// client past its budget gets 429 instead of learning what does not exist.
-// The authority's own load is bounded elsewhere (edge/lookup), by combining
+// Package ratelimit holds the edge's token buckets per key, in bounded
+// tables: each client IP's budget of 404s (PerIP), the abuse policy against
+// scans, and the attempts at a password-protected link's password per
+// client and per link (edge/unlock).
+//
+// The edge spends a 404 token only when its answer would be 404, so a link
+// that exists, a fresh one included, is never refused, and a client past
+// its budget gets 429 instead of learning what does not exist. The
+// authority's own load is bounded elsewhere (edge/lookup), by combining
 // questions, never by refusing clients.
 package ratelimit
 
@@ -15,20 +19,24 @@ import (
 
 const shards = 32
 
-// PerIP is a token bucket per client IP, in a bounded table. Safe for
-// concurrent use; Allow does not allocate for an IP already in the table.
-type PerIP struct {
+// Keyed is a token bucket per key, in a bounded table. Safe for concurrent
+// use; Allow does not allocate for a key already in the table.
+type Keyed[K comparable] struct {
 	rate       float64 // tokens per second
 	burst      float64
 	maxPerShrd int
+	failClosed bool
 	now        func() time.Time
 	seed       maphash.Seed
-	shards     [shards]shard
+	shards     [shards]shard[K]
 }
 
-type shard struct {
+// PerIP is a token bucket per client IP.
+type PerIP = Keyed[netip.Addr]
+
+type shard[K comparable] struct {
 	mu sync.Mutex
-	m  map[netip.Addr]*bucket
+	m  map[K]*bucket
 }
 
 type bucket struct {
@@ -40,32 +48,46 @@ type bucket struct {
 // most maxIPs addresses (idle ones are forgotten first; a forgotten IP
 // starts again with a full bucket). now may be nil.
 func New(rate float64, burst int, maxIPs int, now func() time.Time) *PerIP {
+	return NewKeyed[netip.Addr](rate, burst, maxIPs, false, now)
+}
+
+// NewKeyed allows rate takes per second per key with bursts of burst,
+// tracking about maxKeys keys. When the table is full, keys whose bucket
+// has refilled are forgotten first (they lose nothing); if that is not
+// enough, failClosed decides: false forgets every key of the shard (the
+// table stays bounded and nobody is refused for the table's sake: right
+// for a budget of 404s), true refuses keys the table cannot take until
+// buckets refill (a flood of keys cannot reset the budgets of those
+// already held: right for password attempts). now may be nil.
+func NewKeyed[K comparable](rate float64, burst int, maxKeys int, failClosed bool, now func() time.Time) *Keyed[K] {
 	if now == nil {
 		now = time.Now
 	}
-	l := &PerIP{rate: rate, burst: float64(max(burst, 1)), maxPerShrd: max(maxIPs/shards, 16), now: now, seed: maphash.MakeSeed()}
+	l := &Keyed[K]{rate: rate, burst: float64(max(burst, 1)), maxPerShrd: max(maxKeys/shards, 16), failClosed: failClosed,
+		now: now, seed: maphash.MakeSeed()}
 	for i := range l.shards {
-		l.shards[i].m = make(map[netip.Addr]*bucket)
+		l.shards[i].m = make(map[K]*bucket)
 	}
 	return l
 }
 
-// Allow takes a token for ip, reporting whether one was there.
-func (l *PerIP) Allow(ip netip.Addr) bool {
+// Allow takes a token for k, reporting whether one was there. A nil table,
+// or one whose rate is not positive, allows everything.
+func (l *Keyed[K]) Allow(k K) bool {
 	if l == nil || l.rate <= 0 {
 		return true
 	}
-	sh := &l.shards[maphash.Comparable(l.seed, ip)%shards]
+	sh := &l.shards[maphash.Comparable(l.seed, k)%shards]
 	now := l.now().UnixNano()
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	b, ok := sh.m[ip]
+	b, ok := sh.m[k]
 	if !ok {
-		if len(sh.m) >= l.maxPerShrd {
-			l.evict(sh, now)
+		if len(sh.m) >= l.maxPerShrd && !l.evict(sh, now) {
+			return false
 		}
 		b = &bucket{tokens: l.burst, last: now}
-		sh.m[ip] = b
+		sh.m[k] = b
 	}
 	b.tokens = min(l.burst, b.tokens+float64(now-b.last)/1e9*l.rate)
 	b.last = now
@@ -76,16 +98,43 @@ func (l *PerIP) Allow(ip netip.Addr) bool {
 	return true
 }
 
-// evict forgets IPs whose bucket has refilled (they lose nothing), and
-// everything if that is not enough, so the table stays bounded under a scan
-// from many addresses.
-func (l *PerIP) evict(sh *shard, now int64) {
-	for ip, b := range sh.m {
+// RetryAfter is how long a key with no token left waits for one: 1/rate,
+// rounded up to a whole second, at least one.
+func (l *Keyed[K]) RetryAfter() time.Duration {
+	if l == nil || l.rate <= 0 {
+		return time.Second
+	}
+	return max(time.Second, time.Duration(float64(time.Second)/l.rate+float64(time.Second)-1).Truncate(time.Second))
+}
+
+// Len is the number of keys the table holds.
+func (l *Keyed[K]) Len() int {
+	n := 0
+	for i := range l.shards {
+		sh := &l.shards[i]
+		sh.mu.Lock()
+		n += len(sh.m)
+		sh.mu.Unlock()
+	}
+	return n
+}
+
+// evict forgets keys whose bucket has refilled (they lose nothing), and,
+// unless the table fails closed, everything if that is not enough, so the
+// table stays bounded under a scan from many addresses. It reports whether
+// there is room for a new key.
+func (l *Keyed[K]) evict(sh *shard[K], now int64) bool {
+	for k, b := range sh.m {
 		if b.tokens+float64(now-b.last)/1e9*l.rate >= l.burst {
-			delete(sh.m, ip)
+			delete(sh.m, k)
 		}
 	}
-	if len(sh.m) >= l.maxPerShrd {
-		clear(sh.m)
+	if len(sh.m) < l.maxPerShrd {
+		return true
 	}
+	if l.failClosed {
+		return false
+	}
+	clear(sh.m)
+	return true
 }

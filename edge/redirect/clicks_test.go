@@ -12,15 +12,17 @@ import (
 	"github.com/edgelink/edgelink/shared/link"
 )
 
-// lastClick is a ClickRecorder keeping the last click's client and status.
+// lastClick is a ClickRecorder keeping the last click's client, status and
+// rule.
 type lastClick struct {
 	client netip.Addr
 	status int
+	rule   uint8
 	n      int
 }
 
-func (l *lastClick) Record(_ link.DomainID, _, _, _ []byte, client netip.Addr, status int, _ int64) {
-	l.client, l.status, l.n = client, status, l.n+1
+func (l *lastClick) Record(_ link.DomainID, _, _, _ []byte, client netip.Addr, status int, rule uint8, _ int64) {
+	l.client, l.status, l.rule, l.n = client, status, rule, l.n+1
 }
 
 // fromPeer is a request for uri arriving from peer, with headers.

@@ -16,6 +16,7 @@ import (
 
 	"github.com/edgelink/edgelink/edge/resolve"
 	"github.com/edgelink/edgelink/edge/store"
+	"github.com/edgelink/edgelink/edge/unlock"
 	"github.com/edgelink/edgelink/shared/link"
 )
 
@@ -47,10 +48,11 @@ type Limiter interface {
 // the request's Referer and User-Agent, the client's address (as ClientIP
 // says: the peer, or what trusted proxies forwarded; the recorder derives
 // the country and visitor hash from it off the response path and
-// publishes neither it nor the raw headers), the status answered and the
+// publishes neither it nor the raw headers), the status answered, which
+// target served it (rule: 0 the link's own, i its i-th rule) and the
 // time. It must not block, allocate or keep the slices.
 type ClickRecorder interface {
-	Record(d link.DomainID, code, referer, userAgent []byte, client netip.Addr, status int, atMillis int64)
+	Record(d link.DomainID, code, referer, userAgent []byte, client netip.Addr, status int, rule uint8, atMillis int64)
 }
 
 // HostResolver answers a host the domain table lacks (resolve.Hosts): its
@@ -78,6 +80,20 @@ type Counters struct {
 	// HostAsks counts the hosts the table lacked that were asked of the
 	// authority (Hosts).
 	HostAsks atomic.Uint64
+	// RuleHits counts redirects of links with rules that a rule's target
+	// served, RuleDefaults those the link's own target served (no rule
+	// held).
+	RuleHits, RuleDefaults atomic.Uint64
+	// PasswordForms counts password forms answered to GET or HEAD of a
+	// protected link; Unlocked the redirects of such links a valid unlock
+	// cookie let through, CookiesRefused the unlock cookies refused
+	// (expired, another link's, from before a password change, forged).
+	PasswordForms, Unlocked, CookiesRefused atomic.Uint64
+	// BadForms counts unlock posts that were no form (400, 413, 415);
+	// FormsRefused those whose CSRF token or form cookie was refused, or
+	// that came from another site (403). Attempts are counted by the
+	// unlock.Gate.
+	BadForms, FormsRefused atomic.Uint64
 }
 
 // Handler answers redirects. Domains (optional) maps the request's host to
@@ -104,8 +120,14 @@ type Handler struct {
 	ClientIP      func(ctx *fasthttp.RequestCtx) netip.Addr
 	FromProxy     func(ctx *fasthttp.RequestCtx) bool
 	Clicks        ClickRecorder
-	Started       func() error
-	Ready         func() error
+	// Countries (optional) gives rules' country conditions the client's
+	// country; without it no country condition holds (rules.go).
+	Countries CountryLookup
+	// Unlock (optional) opens password-protected links (password.go);
+	// without it such a link answers 503, never its target.
+	Unlock  *unlock.Gate
+	Started func() error
+	Ready   func() error
 	// Degraded (optional) names what the edge serves without: a /readyz
 	// that passes Ready answers 200 with "degraded: <reason>" instead of
 	// "ok". Degraded is not unready: an outage of NATS or control is
@@ -116,6 +138,8 @@ type Handler struct {
 	Metrics  func(w io.Writer)
 	Now      func() time.Time
 	Counters Counters
+
+	devices deviceCache // rules' device of a User-Agent (rules.go)
 }
 
 var (
@@ -153,9 +177,7 @@ var (
 func (h *Handler) Serve(ctx *fasthttp.RequestCtx) {
 	m := ctx.Method()
 	if !equal(m, methodGet) && !equal(m, methodHead) {
-		h.Counters.BadMethod.Add(1)
-		ctx.Response.Header.SetCanonical(headerAllow, allowGetHead)
-		h.text(ctx, fasthttp.StatusMethodNotAllowed, textBadMethod)
+		h.otherMethod(ctx, m)
 		return
 	}
 	path := ctx.Path()
@@ -186,15 +208,15 @@ func (h *Handler) Serve(ctx *fasthttp.RequestCtx) {
 		}
 		h.Counters.Resolved.Add(1)
 		h.answer(ctx, e.Domain, code, !e.Missing && e.Status == link.Active, e.ExpiresAt, e.RedirectType,
-			bytesOf(e.URL), nil)
+			bytesOf(e.URL), nil, bytesOf(e.Extras))
 	case hit.Overlay:
 		h.Counters.OverlayHits.Add(1)
 		r := &hit.Rec
-		h.answer(ctx, dom.Conf.ID, code, r.Status == link.Active, r.ExpiresAt, r.RedirectType, r.Origin, r.Rest)
+		h.answer(ctx, dom.Conf.ID, code, r.Status == link.Active, r.ExpiresAt, r.RedirectType, r.Origin, r.Rest, r.Extras)
 	default:
 		h.Counters.SnapshotHits.Add(1)
 		s := &hit.Snap
-		h.answer(ctx, dom.Conf.ID, code, s.Status == link.Active, s.ExpiresAt, s.RedirectType, s.Origin, s.Rest)
+		h.answer(ctx, dom.Conf.ID, code, s.Status == link.Active, s.ExpiresAt, s.RedirectType, s.Origin, s.Rest, s.Extras)
 	}
 	// Origin and Rest point into the mapped snapshot file or an overlay
 	// arena chunk, which stay mapped only while the hit is reachable: keep
@@ -207,19 +229,29 @@ func (h *Handler) Serve(ctx *fasthttp.RequestCtx) {
 var locationBufs = sync.Pool{New: func() any { b := make([]byte, 0, 512); return &b }}
 
 // answer writes the redirect or 410 for a known link whose target is origin
-// followed by rest. It does not allocate.
-func (h *Handler) answer(ctx *fasthttp.RequestCtx, d link.DomainID, code []byte, active bool, expiresAt int64, rt link.RedirectType, origin, rest []byte) {
+// followed by rest, and whose extras (rules, password: link.ViewExtras)
+// are extras, nil for a plain link. It does not allocate.
+func (h *Handler) answer(ctx *fasthttp.RequestCtx, d link.DomainID, code []byte, active bool, expiresAt int64, rt link.RedirectType, origin, rest, extras []byte) {
 	// Expiry is evaluated here, at read time: a link stops redirecting the
-	// instant it expires, whatever the stream says.
+	// instant it expires, whatever the stream says. A link that is no
+	// longer active is 410 before any of its extras: a protected one
+	// never asks its password then.
 	now := h.now(ctx).UnixMilli()
 	if !active || (expiresAt != 0 && now >= expiresAt) {
 		h.Counters.Gone.Add(1)
 		h.text(ctx, fasthttp.StatusGone, textGone)
 		return
 	}
+	var rule int
+	if len(extras) != 0 {
+		var ok bool
+		if rule, origin, rest, ok = h.extras(ctx, d, code, extras, now, origin, rest); !ok {
+			return
+		}
+	}
 	h.Counters.Hits.Add(1)
 	if h.Clicks != nil {
-		h.Clicks.Record(d, code, ctx.Request.Header.Referer(), ctx.Request.Header.UserAgent(), h.clientIP(ctx), int(rt), now)
+		h.Clicks.Record(d, code, ctx.Request.Header.Referer(), ctx.Request.Header.UserAgent(), h.clientIP(ctx), int(rt), uint8(rule), now)
 	}
 	// SetCanonical: the keys are already canonical, so fasthttp need not
 	// normalize them on every hit.
@@ -373,8 +405,32 @@ func (h *Handler) serveDomain(ctx *fasthttp.RequestCtx, dom *store.DomainState, 
 	case pathFavicon:
 		ctx.SetStatusCode(fasthttp.StatusNoContent)
 	default:
+		if isUnlockPath(path) {
+			// A password form's address opened by hand (or reloaded
+			// after its answer): the link asks again if it must.
+			h.seeCode(ctx, path[1:len(path)-len(unlockSuffix)])
+			return
+		}
 		h.notFound(ctx, dom, &h.Counters.BadCode)
 	}
+}
+
+// otherMethod answers a method other than GET and HEAD: POST of a
+// password form (password.go), else 405.
+func (h *Handler) otherMethod(ctx *fasthttp.RequestCtx, m []byte) {
+	path := ctx.Path()
+	unlockPath := isUnlockPath(path)
+	if unlockPath && equal(m, methodPost) {
+		h.serveUnlock(ctx, path)
+		return
+	}
+	h.Counters.BadMethod.Add(1)
+	if unlockPath {
+		ctx.Response.Header.SetCanonical(headerAllow, allowUnlock)
+	} else {
+		ctx.Response.Header.SetCanonical(headerAllow, allowGetHead)
+	}
+	h.text(ctx, fasthttp.StatusMethodNotAllowed, textBadMethod)
 }
 
 // probe answers 200 when check passes (or is nil), else 503 with its reason.

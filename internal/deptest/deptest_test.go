@@ -196,16 +196,21 @@ func rules() []rule {
 		}},
 		{"ClientDataStaysOffTheResponsePath", func(m module) (bad []string) {
 			// The handler hands the client's address to the click
-			// recorder and no further: country lookups and visitor
-			// hashes are the publisher's (edge/clickpub), never work
-			// on a redirect, and the salts are never in the handler.
+			// recorder and no further: clicks' country lookups and
+			// visitor hashes are the publisher's (edge/clickpub), and
+			// the salts are never in the handler. The one exception is
+			// a routing rule's country condition (issue 23): it asks
+			// the CountryLookup edgeserver injects (edge/geo's table)
+			// on the request, and keeps nothing of the address; the
+			// handler still imports neither package, so it cannot keep,
+			// hash or publish client data on its own.
 			m.each(func(p *pkg) {
 				if !under(p.ImportPath, "edge/redirect") {
 					return
 				}
 				for _, imp := range p.Imports {
 					if under(imp, "edge/geo") || under(imp, "edge/visitorsalt") {
-						bad = append(bad, fmt.Sprintf("%s imports %s: country and visitor hash are derived off the response path, in edge/clickpub's publisher", p.ImportPath, imp))
+						bad = append(bad, fmt.Sprintf("%s imports %s: country and visitor hash are derived off the response path, in edge/clickpub's publisher (a rule's country comes through the injected redirect.CountryLookup)", p.ImportPath, imp))
 					}
 				}
 			})

@@ -22,6 +22,7 @@ import (
 	"github.com/alecthomas/kong"
 
 	"github.com/edgelink/edgelink/edge/edgeserver"
+	"github.com/edgelink/edgelink/edge/unlock"
 )
 
 type cli struct {
@@ -42,6 +43,14 @@ type cli struct {
 	GeoIP             []string      `name:"geoip" env:"EDGELINK_EDGE_GEOIP" help:"Country data in Tor's geoip format, for each click's country: a directory holding geoip and geoip6 (Debian's tor-geoipdb: IPFire Location, CC BY-SA 4.0), or the files, comma-separated. The edge does not start if it cannot load them."`
 	GeoIPMMDB         string        `name:"geoip-mmdb" env:"EDGELINK_EDGE_GEOIP_MMDB" help:"Country data from a MaxMind DB file instead of --geoip (GeoLite2/GeoIP2 or DB-IP country or city .mmdb), read whole at start. Empty values of either are unset, so a deployment can clear one and set the other."`
 	CodeKeys          string        `name:"code-keys" type:"path" env:"EDGELINK_CODE_KEYS" help:"The operator's code key file (lines 'name base64-key'), the same as control's: FF1 domains' unknown codes are ruled out from memory with it; without a domain's key its misses are asked of control."`
+
+	UnlockKeys        string        `name:"unlock-keys" type:"path" env:"EDGELINK_EDGE_UNLOCK_KEYS" help:"Key file (lines 'name base64-key', 32-64 random bytes; the first signs, all verify) for password-protected links' unlock cookies and form tokens. Give every edge the same file; without one each edge signs with a random key of its own and visitors are asked again on another edge."`
+	UnlockCookieTTL   time.Duration `name:"unlock-cookie-ttl" default:"1h" env:"EDGELINK_EDGE_UNLOCK_COOKIE_TTL" help:"How long a right password opens its link for the browser that gave it (1m to 24h)."`
+	UnlockClientRate  float64       `name:"unlock-client-rate" default:"0.1" env:"EDGELINK_EDGE_UNLOCK_CLIENT_RATE" help:"Password attempts per second per client IP (an IPv6 client is its /64), over all links, past the burst; negative: no limit."`
+	UnlockClientBurst int           `name:"unlock-client-burst" default:"10" env:"EDGELINK_EDGE_UNLOCK_CLIENT_BURST" help:"Burst of password attempts per client IP."`
+	UnlockLinkRate    float64       `name:"unlock-link-rate" default:"1" env:"EDGELINK_EDGE_UNLOCK_LINK_RATE" help:"Password attempts per second per link, over all clients, past the burst (per edge); negative: no limit."`
+	UnlockLinkBurst   int           `name:"unlock-link-burst" default:"60" env:"EDGELINK_EDGE_UNLOCK_LINK_BURST" help:"Burst of password attempts per link."`
+	UnlockVerifiers   int           `name:"unlock-verifiers" default:"2" env:"EDGELINK_EDGE_UNLOCK_VERIFIERS" help:"Password verifications at once (argon2id: each holds the hash's memory, 19 MiB by default); attempts past them wait 100 ms, then get 503."`
 
 	SnapshotDir      string        `name:"snapshot-dir" env:"EDGELINK_EDGE_SNAPSHOT_DIR" help:"Folder keeping the newest snapshot, loaded at boot without NATS (default .data/edge-<name>; 'none' keeps none)."`
 	SnapshotPoll     time.Duration `name:"snapshot-poll" default:"30s" env:"EDGELINK_EDGE_SNAPSHOT_POLL" help:"How often the snapshot bucket is listed besides being watched."`
@@ -76,6 +85,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, onListen 
 	if len(c.GeoIP) > 0 && c.GeoIPMMDB != "" {
 		return errors.New("--geoip (EDGELINK_EDGE_GEOIP) and --geoip-mmdb (EDGELINK_EDGE_GEOIP_MMDB) both name country data: give one")
 	}
+	if c.UnlockCookieTTL < time.Minute || c.UnlockCookieTTL > 24*time.Hour {
+		return fmt.Errorf("--unlock-cookie-ttl %v: want 1m to 24h (a right password opens a link for that long)", c.UnlockCookieTTL)
+	}
+	if c.UnlockVerifiers < 1 || c.UnlockVerifiers > 64 {
+		return fmt.Errorf("--unlock-verifiers %d: want 1 to 64", c.UnlockVerifiers)
+	}
 	var level slog.Level
 	_ = level.UnmarshalText([]byte(c.LogLevel))
 	// Each edge keeps its own copy, so edges sharing a host never race on
@@ -106,5 +121,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, onListen 
 		TrustedProxies: c.TrustedProxies, ProxyProtocol: c.ProxyProtocol, CodeKeysFile: c.CodeKeys,
 		GeoIP: c.GeoIP, GeoIPMMDB: c.GeoIPMMDB,
 		SnapshotDir: c.SnapshotDir, SnapshotPoll: c.SnapshotPoll, SnapshotBootWait: c.SnapshotBootWait,
-		LockSnapshot: c.LockSnapshot})
+		LockSnapshot: c.LockSnapshot, UnlockKeysFile: c.UnlockKeys,
+		Unlock: unlock.Config{CookieTTL: c.UnlockCookieTTL, ClientRate: c.UnlockClientRate, ClientBurst: c.UnlockClientBurst,
+			LinkRate: c.UnlockLinkRate, LinkBurst: c.UnlockLinkBurst, Verifiers: c.UnlockVerifiers}})
 }

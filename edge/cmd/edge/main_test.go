@@ -132,3 +132,39 @@ func grepLines(s, substr string) string {
 	}
 	return strings.Join(out, "\n")
 }
+
+// TestUnlockFlags: --unlock-keys (and EDGELINK_EDGE_UNLOCK_KEYS) reach the
+// edge, which refuses a key file it cannot read before it connects to
+// anything, naming the line and never a key; a cookie lifetime or a
+// verifier count out of bounds is refused too.
+func TestUnlockFlags(t *testing.T) {
+	base := []string{"--listen", "127.0.0.1:0", "--snapshot-dir", "none", "--nats-url", "nats://127.0.0.1:1"}
+	const secret = "c2VjcmV0LWJ5dGVz" // 12 bytes: too short a key
+	bad := filepath.Join(t.TempDir(), "unlock-keys")
+	if err := os.WriteFile(bad, []byte("# keys\nk1 "+secret+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name string
+		args []string
+		env  map[string]string
+		want string
+	}{
+		{"short key", []string{"--unlock-keys", bad}, nil, "unlock keys line 2"},
+		{"env", nil, map[string]string{"EDGELINK_EDGE_UNLOCK_KEYS": bad}, "unlock keys line 2"},
+		{"missing file", []string{"--unlock-keys", filepath.Join(t.TempDir(), "none")}, nil, "unlock keys"},
+		{"cookie ttl", []string{"--unlock-cookie-ttl", "48h"}, nil, "--unlock-cookie-ttl 48h0m0s"},
+		{"cookie ttl short", []string{"--unlock-cookie-ttl", "10s"}, nil, "want 1m to 24h"},
+		{"verifiers", []string{"--unlock-verifiers", "0"}, nil, "--unlock-verifiers 0"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			for k, v := range c.env {
+				t.Setenv(k, v)
+			}
+			err := run(context.Background(), append(append([]string{}, base...), c.args...), io.Discard, io.Discard, nil)
+			if err == nil || !strings.Contains(err.Error(), c.want) || strings.Contains(err.Error(), secret) {
+				t.Fatalf("run: %v; want an error with %q and no key", err, c.want)
+			}
+		})
+	}
+}

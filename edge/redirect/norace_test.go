@@ -1,0 +1,5 @@
+//go:build !race
+
+package redirect
+
+const raceEnabled = false

@@ -1,0 +1,5 @@
+//go:build !race
+
+package unlock
+
+const raceEnabled = false
