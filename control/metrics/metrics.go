@@ -157,6 +157,7 @@ var (
 	dRollClicks  = desc("control_clickroll_clicks_total", "Clicks applied to the rollups.")
 	dRollLost    = desc("control_clickroll_messages_lost_total", "CLICKS messages the stream discarded before they were read.")
 	dRollPos     = desc("control_clickroll_position", "Last CLICKS stream sequence applied.")
+	dRollPruned  = desc("control_clickroll_hours_pruned_total", "Hourly click rollup rows deleted past --click-hours-retention.")
 )
 
 type collector struct {
@@ -168,7 +169,7 @@ func (x *collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{dCurrent, dStandby, dRunway, dRate, dLoads, dFailures, dWaits, dOpen, dSealed,
 		dWasted, dSwept, dPending, dFenced, dExhausted, dCapacity, dDaysLeft, dCreateRate, dKeysPurged, dCodeSkips, dSharedTx, dCoalesced,
 		dPublished, dGapWaits, dRelaySkip, dRelayPurged, dRelayVer, dRelayAt, dRelayActive, dAuthAnswers, dQuestions, dFrontiers, dReplica, dWitnessSkip,
-		dRollClicks, dRollLost, dRollPos} {
+		dRollClicks, dRollLost, dRollPos, dRollPruned} {
 		ch <- d
 	}
 }
@@ -271,6 +272,7 @@ func (x *collector) Collect(ch chan<- prometheus.Metric) {
 		counter(dRollClicks, st.Clicks)
 		counter(dRollLost, st.Lost)
 		gauge(dRollPos, float64(st.Position))
+		counter(dRollPruned, st.Pruned)
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"math"
 	"slices"
 	"strings"
 	"time"
@@ -13,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/edgelink/edgelink/control/clickroll"
+	"github.com/edgelink/edgelink/control/clickstats"
 	"github.com/edgelink/edgelink/shared/link"
 )
 
@@ -61,6 +63,14 @@ func (s *Store) ApplyClicks(ctx context.Context, r *clickroll.Rollup) error {
 		// would have PostgreSQL compile it with LLVM every time: half the
 		// transaction's CPU went to that, for a statement that runs once.
 		if _, err := tx.Exec(ctx, `SET LOCAL work_mem = '64MB'; SET LOCAL jit = off`); err != nil {
+			return err
+		}
+		// Every table is reached by its key: a scan of one is never the
+		// plan, but a table just created, emptied or grown since its
+		// statistics looks cheap to scan, and a scan per (link, day,
+		// dimension) counted made the first rollup on an empty table cost
+		// seconds of CPU (bench/clickroll).
+		if _, err := tx.Exec(ctx, `SET LOCAL enable_seqscan = off`); err != nil {
 			return err
 		}
 		// The commit does not wait for its WAL to reach the disk (tens of
@@ -207,13 +217,16 @@ CROSS JOIN LATERAL (SELECT tenant_id, url FROM links l WHERE l.domain_id = u.dom
 // rows of links and tenants whose dimensions have room for them. It
 // returns the (link or tenant, day, dimension) groups that may now hold
 // more than $N values: the values it inserted, and the rows the group had
-// before, are more than $N (a stored row always has a click, so a row the
-// upsert returns with the rollup's own count is one it inserted).
+// before (counted up to $N), are more than $N. A row the upsert inserted
+// has no xmax; one it updated has ours (the conflict's lock, carried to
+// the new version). That is PostgreSQL's behaviour, not its promise, but
+// it can only err one way: a row taken for inserted that was not costs a
+// count, and an inserted row is always taken for one.
 var applyClicksSQL = func() string {
 	var params, names, sets []string
 	for i, c := range clickColumns {
 		for j, col := range []string{c.column, c.column + "_bots"} {
-			params = append(params, fmt.Sprintf("$%d::bigint[]", 8+2*i+j))
+			params = append(params, fmt.Sprintf("$%d::int[]", 8+2*i+j))
 			names = append(names, col)
 			sets = append(sets, col+" = t."+col+" + excluded."+col)
 		}
@@ -232,7 +245,8 @@ var applyClicksSQL = func() string {
 	total := next("bigint")
 	linkHours := next("int[]", "text[]", "timestamptz[]", "bigint[]", "bigint[]")
 	tenantHours := next("bigint[]", "timestamptz[]", "bigint[]", "bigint[]")
-	linkValues := next("int[]", "text[]", "text[]", "bigint[]", "bigint[]")
+	linkValues := next("int[]", "int[]", "text[]", "int[]", "int[]")
+	dims := next("text[]")
 	tenantValues := next("bigint[]", "int[]", "text[]", "text[]", "bigint[]", "bigint[]")
 	top := next("bigint")
 	return `
@@ -247,6 +261,13 @@ WITH u AS MATERIALIZED (
 		visitors = CASE WHEN excluded.visitors_sketch IS NULL THEN t.visitors ELSE excluded.visitors END,
 		visitors_sketch = coalesce(excluded.visitors_sketch, t.visitors_sketch),
 		` + strings.Join(sets, ", ") + `
+	RETURNING domain_id, code, day, clicks
+), new_days AS (
+	-- The link days this statement inserted: a stored row has the clicks
+	-- of every rollup before, so one the upsert returns with this
+	-- rollup's count (of at least one click) did not exist.
+	SELECT p.domain_id, p.code, p.day FROM per_link p JOIN u ON u.domain_id = p.domain_id AND u.code = p.code AND u.day = p.day
+	WHERE p.clicks = u.clicks AND u.clicks > 0
 ), per_tenant AS (
 	INSERT INTO tenant_clicks_daily AS t (tenant_id, day, clicks, bot_clicks, visitors, visitors_sketch)
 	SELECT tenant_id, date '1970-01-01' + d, clicks, bots, visitors, sketch
@@ -269,52 +290,76 @@ WITH u AS MATERIALIZED (
 	INSERT INTO tenant_clicks_hourly AS t (tenant_id, hour, clicks, bot_clicks)
 	SELECT * FROM unnest(` + tenantHours + `)
 	ON CONFLICT (tenant_id, hour) DO UPDATE SET clicks = t.clicks + excluded.clicks, bot_clicks = t.bot_clicks + excluded.bot_clicks
-), lv AS MATERIALIZED (
-	SELECT u.domain_id, u.code, u.day, b.dim, b.val, b.clicks, b.bots
-	FROM unnest(` + linkValues + `) AS b (link, dim, val, clicks, bots)
-	JOIN u ON u.ord = b.link
 ), link_values AS (
 	INSERT INTO link_click_values_daily AS t (domain_id, code, day, dimension, value, clicks, bot_clicks)
-	SELECT * FROM lv
+	SELECT u.domain_id, u.code, u.day, (` + dims + `)[b.dim], b.val, b.clicks, b.bots
+	FROM unnest(` + linkValues + `) AS b (link, dim, val, clicks, bots) JOIN u ON u.ord = b.link
 	ON CONFLICT (domain_id, code, day, dimension, value) DO UPDATE SET clicks = t.clicks + excluded.clicks, bot_clicks = t.bot_clicks + excluded.bot_clicks
-	RETURNING domain_id, code, day, dimension, value, clicks
+	RETURNING domain_id, code, day, dimension, xmax = '0'::xid AS fresh
 ), link_grown AS (
-	SELECT r.domain_id, r.code, r.day, r.dimension, count(*) AS n
-	FROM link_values r JOIN lv ON (lv.domain_id, lv.code, lv.day, lv.dim, lv.val) = (r.domain_id, r.code, r.day, r.dimension, r.value)
-	WHERE r.clicks = lv.clicks
+	-- A link's day that is new has no values yet: its groups have room
+	-- for all of theirs (at most $N, or they were not sent).
+	SELECT v.domain_id, v.code, v.day, v.dimension, count(*) AS n FROM link_values v
+	WHERE v.fresh AND NOT EXISTS (SELECT FROM new_days d WHERE d.domain_id = v.domain_id AND d.code = v.code AND d.day = v.day)
 	GROUP BY 1, 2, 3, 4
-), tv AS MATERIALIZED (
-	SELECT tenant_id, date '1970-01-01' + d AS day, dim, val, clicks, bots FROM unnest(` + tenantValues + `) AS b (tenant_id, d, dim, val, clicks, bots)
 ), tenant_values AS (
 	INSERT INTO tenant_click_values_daily AS t (tenant_id, day, dimension, value, clicks, bot_clicks)
-	SELECT * FROM tv
+	SELECT tenant_id, date '1970-01-01' + d, dim, val, clicks, bots FROM unnest(` + tenantValues + `) AS b (tenant_id, d, dim, val, clicks, bots)
 	ON CONFLICT (tenant_id, day, dimension, value) DO UPDATE SET clicks = t.clicks + excluded.clicks, bot_clicks = t.bot_clicks + excluded.bot_clicks
-	RETURNING tenant_id, day, dimension, value, clicks
+	RETURNING tenant_id, day, dimension, xmax = '0'::xid AS fresh
 ), tenant_grown AS (
-	SELECT r.tenant_id, r.day, r.dimension, count(*) AS n
-	FROM tenant_values r JOIN tv ON (tv.tenant_id, tv.day, tv.dim, tv.val) = (r.tenant_id, r.day, r.dimension, r.value)
-	WHERE r.clicks = tv.clicks
-	GROUP BY 1, 2, 3
+	SELECT tenant_id, day, dimension, count(*) AS n FROM tenant_values WHERE fresh GROUP BY 1, 2, 3
 )
 SELECT g.domain_id, g.code, 0::bigint, g.day - date '1970-01-01', g.dimension FROM link_grown g
-WHERE g.n + (SELECT count(*) FROM link_click_values_daily t
-	WHERE t.domain_id = g.domain_id AND t.code = g.code AND t.day = g.day AND t.dimension = g.dimension) > ` + top + `
+WHERE g.n + (SELECT count(*) FROM (SELECT FROM link_click_values_daily t
+	WHERE t.domain_id = g.domain_id AND t.code = g.code AND t.day = g.day AND t.dimension = g.dimension LIMIT ` + top + `) c) > ` + top + `
 UNION ALL
 SELECT 0, '', g.tenant_id, g.day - date '1970-01-01', g.dimension FROM tenant_grown g
-WHERE g.n + (SELECT count(*) FROM tenant_click_values_daily t
-	WHERE t.tenant_id = g.tenant_id AND t.day = g.day AND t.dimension = g.dimension) > ` + top
+WHERE g.n + (SELECT count(*) FROM (SELECT FROM tenant_click_values_daily t
+	WHERE t.tenant_id = g.tenant_id AND t.day = g.day AND t.dimension = g.dimension LIMIT ` + top + `) c) > ` + top
 }()
+
+// dimNames are the dimensions of value rows, as applyClicksSQL takes them
+// (by index, 1-based).
+var (
+	dimNames = clickstats.Dimensions
+	dimIndex = func() map[string]int32 {
+		m := map[string]int32{}
+		for i, d := range dimNames {
+			m[d] = int32(i + 1)
+		}
+		return m
+	}()
+)
+
+var errCountTooLarge = errors.New("a rollup counts more than 2^31 clicks for one row: apply smaller rollups (clickroll Config.Batch)")
+
+// int32s is xs as int4s, or nil if one does not fit.
+func int32s(xs []int64) []int32 {
+	out := make([]int32, len(xs))
+	for i, x := range xs {
+		if x > math.MaxInt32 || x < math.MinInt32 {
+			return nil
+		}
+		out[i] = int32(x)
+	}
+	return out
+}
 
 // apply writes the batch (applyClicksSQL) and returns the value groups to
 // bound: those it says outgrew n, and those that came with more than n
 // values (never written by it).
 func (b *clickBatch) apply(ctx context.Context, tx pgx.Tx, n int) ([]valueGroup, error) {
-	lv, over := valueRows(b.linkValues, n)
-	tv, tover := valueRows(b.tenantValues, n)
+	lv, over := valueRows(&b.linkValues, n)
+	tv, tover := valueRows(&b.tenantValues, n)
 	over = append(over, tover...)
 	args := []any{b.domains, b.codes, b.days, b.clicks, b.bots, b.visitors, b.sketches}
 	for _, c := range b.cols {
-		args = append(args, c)
+		c32 := int32s(c)
+		if c32 == nil && len(c) > 0 {
+			return nil, errCountTooLarge
+		}
+		args = append(args, c32)
 	}
 	var td struct {
 		tenants                []int64
@@ -364,7 +409,18 @@ func (b *clickBatch) apply(ctx context.Context, tx pgx.Tx, n int) ([]valueGroup,
 		th.clicks, th.bots = append(th.clicks, c.Clicks), append(th.bots, c.Bots)
 	}
 	args = append(args, th.tenants, th.hours, th.clicks, th.bots)
-	args = append(args, lv.links, lv.dims, lv.vals, lv.valClicks, lv.valBots)
+	// Per link row and dimension, sent small: the link row's ordinal, the
+	// dimension's index in dimNames, counts as int4 (a rollup's counts
+	// are far below 2^31: checked).
+	dk := make([]int32, len(lv.dims))
+	for i, d := range lv.dims {
+		dk[i] = dimIndex[d]
+	}
+	vc, vb := int32s(lv.valClicks), int32s(lv.valBots)
+	if vc == nil && len(lv.valClicks) > 0 || vb == nil && len(lv.valBots) > 0 {
+		return nil, errCountTooLarge
+	}
+	args = append(args, lv.links, dk, lv.vals, vc, vb, dimNames)
 	args = append(args, tv.tenants, tv.days, tv.dims, tv.vals, tv.valClicks, tv.valBots, int64(n))
 	rows, err := tx.Query(ctx, applyClicksSQL, args...)
 	if err != nil {

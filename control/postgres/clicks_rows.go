@@ -86,9 +86,10 @@ type clickBatch struct {
 	total        int64
 	linkHours    []clickroll.LinkHour // of links the authority has, sorted
 	tenantHours  map[tenantHour]*topn.Counts
-	linkValues   map[valueGroup]map[string]topn.Counts // per (link row, dimension): the values
-	tenantValues map[valueGroup]map[string]topn.Counts
-	ordOf        map[linkKey]int32 // link row ordinal (1-based) of (domain, code, day)
+	linkValues   valueSet // per (link row, dimension): the values
+	tenantValues valueSet
+	tenantSums   map[tenantValue]topn.Counts // the tenant's values, summed over its links
+	ordOf        map[linkKey]int32           // link row ordinal (1-based) of (domain, code, day)
 }
 
 type linkKey struct {
@@ -127,8 +128,15 @@ type valueGroup struct {
 // nor found count as unknown clicks only.
 func newClickBatch(r *clickroll.Rollup, found map[int]linkFound) *clickBatch {
 	b := &clickBatch{cols: make([][]int64, 2*len(clickColumns)), tenantDays: map[tenantDay]*tenantDayRow{}, perDay: map[int32]*[3]int64{},
-		tenantHours: map[tenantHour]*topn.Counts{}, linkValues: map[valueGroup]map[string]topn.Counts{},
-		tenantValues: map[valueGroup]map[string]topn.Counts{}, ordOf: map[linkKey]int32{}}
+		tenantHours: map[tenantHour]*topn.Counts{}, tenantSums: map[tenantValue]topn.Counts{}, ordOf: map[linkKey]int32{}}
+	n := len(r.Links)
+	b.domains, b.codes, b.days = make([]int32, 0, n), make([]string, 0, n), make([]int32, 0, n)
+	b.clicks, b.bots, b.visitors, b.sketches = make([]int64, 0, n), make([]int64, 0, n), make([]int64, 0, n), make([][]byte, 0, n)
+	b.linkSketch, b.tenantOf = make([]*hll.Sketch, 0, n), make([]int64, 0, n)
+	for c := range b.cols {
+		b.cols[c] = make([]int64, 0, n)
+	}
+	b.linkValues.rows = make([]valueRow, 0, len(r.Breakdown)+3*n)
 	order := make([]int, len(r.Links))
 	for i := range order {
 		order[i] = i
@@ -223,31 +231,76 @@ func newClickBatch(r *clickroll.Rollup, found map[int]linkFound) *clickBatch {
 	slices.SortFunc(b.linkHours, func(a, c clickroll.LinkHour) int {
 		return cmp.Or(cmp.Compare(a.Domain, c.Domain), strings.Compare(a.Code, c.Code), a.Hour.Compare(c.Hour))
 	})
+	b.finishValues()
 	return b
 }
 
-// value counts a value of a link's day, and of its tenant's if the tenant
-// keeps the dimension.
+// value counts a value of a link's day (each comes once: the window sums
+// them), and of its tenant's if the tenant keeps the dimension.
 func (b *clickBatch) value(ord int32, tenant int64, day int32, dim, val string, c topn.Counts) {
-	addValue(b.linkValues, valueGroup{link: ord, day: day, dim: dim}, val, c)
+	b.linkValues.rows = append(b.linkValues.rows, valueRow{g: valueGroup{link: ord, day: day, dim: dim}, val: val, Counts: c})
 	if tenantDims[dim] {
 		b.tenantValue(tenant, day, dim, val, c)
 	}
 }
 
 func (b *clickBatch) tenantValue(tenant int64, day int32, dim, val string, c topn.Counts) {
-	addValue(b.tenantValues, valueGroup{tenant: tenant, day: day, dim: dim}, val, c)
+	k := tenantValue{valueGroup{tenant: tenant, day: day, dim: dim}, val}
+	v := b.tenantSums[k]
+	v.Add(c)
+	b.tenantSums[k] = v
 }
 
-func addValue(m map[valueGroup]map[string]topn.Counts, g valueGroup, val string, c topn.Counts) {
-	vals := m[g]
-	if vals == nil {
-		vals = map[string]topn.Counts{}
-		m[g] = vals
+type tenantValue struct {
+	g   valueGroup
+	val string
+}
+
+// finishValues sorts the value rows of links and tenants by group and
+// value.
+func (b *clickBatch) finishValues() {
+	b.tenantValues.rows = make([]valueRow, 0, len(b.tenantSums))
+	for k, c := range b.tenantSums {
+		b.tenantValues.rows = append(b.tenantValues.rows, valueRow{g: k.g, val: k.val, Counts: c})
 	}
-	v := vals[val]
-	v.Add(c)
-	vals[val] = v
+	b.linkValues.finish()
+	b.tenantValues.finish()
+}
+
+// valueSet is value rows sorted by group and value, and where each
+// group's are.
+type valueSet struct {
+	rows []valueRow
+	at   map[valueGroup][2]int // [start, end) in rows
+}
+
+type valueRow struct {
+	g   valueGroup
+	val string
+	topn.Counts
+}
+
+func compareGroups(a, c valueGroup) int {
+	return cmp.Or(cmp.Compare(a.link, c.link), cmp.Compare(a.tenant, c.tenant), cmp.Compare(a.day, c.day), strings.Compare(a.dim, c.dim))
+}
+
+func (vs *valueSet) finish() {
+	slices.SortFunc(vs.rows, func(a, c valueRow) int { return cmp.Or(compareGroups(a.g, c.g), strings.Compare(a.val, c.val)) })
+	vs.at = map[valueGroup][2]int{}
+	for i := 0; i < len(vs.rows); {
+		j := i + 1
+		for j < len(vs.rows) && vs.rows[j].g == vs.rows[i].g {
+			j++
+		}
+		vs.at[vs.rows[i].g] = [2]int{i, j}
+		i = j
+	}
+}
+
+// values are group g's rows.
+func (vs *valueSet) values(g valueGroup) []valueRow {
+	r := vs.at[g]
+	return vs.rows[r[0]:r[1]]
 }
 
 // valueArrays are the value rows of one table for the upsert, in key
@@ -264,33 +317,22 @@ type valueArrays struct {
 // the upsert (returned as arrays); the others are bounded in Go from the
 // start (returned as groups to bound), their rows never written only to be
 // evicted.
-func valueRows(groups map[valueGroup]map[string]topn.Counts, n int) (*valueArrays, []valueGroup) {
-	keys := make([]valueGroup, 0, len(groups))
-	for g := range groups {
-		keys = append(keys, g)
-	}
-	slices.SortFunc(keys, func(a, c valueGroup) int {
-		return cmp.Or(cmp.Compare(a.link, c.link), cmp.Compare(a.tenant, c.tenant), cmp.Compare(a.day, c.day), strings.Compare(a.dim, c.dim))
-	})
+func valueRows(vs *valueSet, n int) (*valueArrays, []valueGroup) {
 	a := &valueArrays{}
 	var over []valueGroup
-	for _, g := range keys {
-		vals := groups[g]
-		if len(vals) > n {
+	for i := 0; i < len(vs.rows); {
+		g := vs.rows[i].g
+		r := vs.at[g]
+		if r[1]-r[0] > n {
 			over = append(over, g)
+			i = r[1]
 			continue
 		}
-		for _, v := range slices.Sorted(func(yield func(string) bool) {
-			for v := range vals {
-				if !yield(v) {
-					return
-				}
-			}
-		}) {
-			c := vals[v]
+		for ; i < r[1]; i++ {
+			v := &vs.rows[i]
 			a.links, a.tenants, a.days = append(a.links, g.link), append(a.tenants, g.tenant), append(a.days, g.day)
-			a.dims, a.vals = append(a.dims, g.dim), append(a.vals, v)
-			a.valClicks, a.valBots = append(a.valClicks, c.Clicks), append(a.valBots, c.Bots)
+			a.dims, a.vals = append(a.dims, g.dim), append(a.vals, v.val)
+			a.valClicks, a.valBots = append(a.valClicks, v.Clicks), append(a.valBots, v.Bots)
 		}
 	}
 	return a, over

@@ -103,7 +103,7 @@ type boundSQL struct {
 	read, readOther    string
 	del, set, setOther string
 	keyArgs            func(b *clickBatch, gs []valueGroup) []any
-	valueGroups        func(b *clickBatch) map[valueGroup]map[string]topn.Counts
+	values             func(b *clickBatch) *valueSet
 }
 
 var linkBound = boundSQL{
@@ -137,7 +137,7 @@ ON CONFLICT (domain_id, code, day, dimension) DO UPDATE SET clicks = excluded.cl
 		}
 		return []any{domains, codes, days, dims}
 	},
-	valueGroups: func(b *clickBatch) map[valueGroup]map[string]topn.Counts { return b.linkValues },
+	values: func(b *clickBatch) *valueSet { return &b.linkValues },
 }
 
 var tenantBound = boundSQL{
@@ -171,7 +171,7 @@ ON CONFLICT (tenant_id, day, dimension) DO UPDATE SET clicks = excluded.clicks, 
 		}
 		return []any{tenants, days, dims}
 	},
-	valueGroups: func(b *clickBatch) map[valueGroup]map[string]topn.Counts { return b.tenantValues },
+	values: func(b *clickBatch) *valueSet { return &b.tenantValues },
 }
 
 // boundValues brings each group back to at most n values (topn.Group.Apply
@@ -246,26 +246,26 @@ func (b *clickBatch) bound(ctx context.Context, tx pgx.Tx, q *boundSQL, gs []val
 	var delVals, setVals []string
 	var setCounts, otherCounts []topn.Counts
 	var otherCands [][]byte
-	all := q.valueGroups(b)
+	vs := q.values(b)
 	for i, g := range gs {
-		batch := all[g]
+		batch := vs.values(g)
 		prev := maps.Clone(cur[i])
 		if len(batch) <= n { // the upsert added them: take them out again
-			for v, c := range batch {
-				p := prev[v]
-				p.Sub(c)
+			for _, v := range batch {
+				p := prev[v.val]
+				p.Sub(v.Counts)
 				if p.Clicks == 0 {
-					delete(prev, v)
+					delete(prev, v.val)
 				} else {
-					prev[v] = p
+					prev[v.val] = p
 				}
 			}
 		}
 		st := &state[i]
 		st.Kept = prev
-		values := make([]topn.Value, 0, len(batch))
-		for v, c := range batch {
-			values = append(values, topn.Value{Value: v, Counts: c})
+		values := make([]topn.Value, len(batch))
+		for k, v := range batch {
+			values[k] = topn.Value{Value: v.val, Counts: v.Counts}
 		}
 		st.Apply(values, n, n)
 		for _, v := range slices.Sorted(maps.Keys(cur[i])) {
