@@ -313,11 +313,17 @@ type Update struct {
 	Password *string
 	// MaxClicks set to 0 removes the click limit.
 	MaxClicks *int64
+	// Tags, when set, become the link's tags, exactly (an empty list
+	// removes them all), in the same transaction as the fields above: an
+	// edit is saved whole or not at all. Tags are no part of a link's
+	// version (edges never see them), so tags alone write no version.
+	Tags *[]string
 }
 
 // Update changes one of the tenant's links and returns its new state, with
-// a new version and change event. Unknown and other tenants' codes answer
-// link.ErrNotFound, deleted links link.ErrDeleted.
+// a new version and change event (unless only its tags change), all in one
+// transaction: nothing is written on any error. Unknown and other tenants'
+// codes answer link.ErrNotFound, deleted links link.ErrDeleted.
 func (s *Service) Update(ctx context.Context, tenantID int64, domain, code string, u Update) (*Link, error) {
 	d, err := s.domainFor(ctx, tenantID, domain, false)
 	if err != nil {
@@ -327,6 +333,16 @@ func (s *Service) Update(ctx context.Context, tenantID int64, domain, code strin
 		return nil, link.ErrNotFound
 	}
 	var c Change
+	if u.Tags != nil {
+		tags, err := NormalizeTags(*u.Tags, MaxTags)
+		if err != nil {
+			return nil, err
+		}
+		c.SetTags, c.Tags = true, tags
+		if u == (Update{Tags: u.Tags}) {
+			return s.store.UpdateLink(ctx, tenantID, d.ID, code, c)
+		}
+	}
 	if u.URL == nil && u.RedirectType == nil && u.ExpiresAt == nil && u.Status == nil && u.Title == nil &&
 		u.Rules == nil && u.Password == nil && u.MaxClicks == nil {
 		return nil, fmt.Errorf("%w: nothing to change; send url, redirect_type, expires_at, status, title, rules, password or max_clicks", link.ErrInvalidInput)

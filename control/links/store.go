@@ -27,8 +27,9 @@ type Store interface {
 	// others): on domain *d, or on every domain when d is nil (q.Domain is
 	// not read).
 	ListLinks(ctx context.Context, tenantID int64, d *link.DomainID, q ListRequest) ([]*Link, error)
-	// UpdateLink applies c to one of the tenant's links on domain d, with
-	// a new version and change event, and returns the new state. An
+	// UpdateLink applies c to one of the tenant's links on domain d, in one
+	// transaction, with a new version and change event (none when c
+	// changes only tags), and returns the new state. An
 	// unknown code, or another tenant's, answers link.ErrNotFound; a
 	// deleted link link.ErrDeleted, and nothing is written in either case.
 	UpdateLink(ctx context.Context, tenantID int64, d link.DomainID, code string, c Change) (*Link, error)
@@ -161,4 +162,9 @@ type Change struct {
 	PasswordHash string // passhash's encoding; "" removes the password
 	SetMaxClicks bool
 	MaxClicks    int64 // 0 removes the limit
+	// SetTags replaces the link's tags with Tags (normalized, at most
+	// MaxTags; none removes them all) in the same transaction as the
+	// rest; a change of tags alone takes no version.
+	SetTags bool
+	Tags    []string
 }

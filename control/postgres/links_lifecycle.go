@@ -52,8 +52,9 @@ SELECT u.id, u.code, u.tenant_id, u.namespace, u.url, u.url_original, u.redirect
        u.rules, u.password_hash IS NOT NULL, u.max_clicks
 FROM cur LEFT JOIN u ON true`
 
-// UpdateLink implements links.Store in one statement (updateLink).
-func (s *Store) UpdateLink(ctx context.Context, tenantID int64, d link.DomainID, code string, c links.Change) (*links.Link, error) {
+// updateLinkOn runs updateLink on q: the pool, or UpdateLink's
+// transaction. The caller wakes the relay once the change has committed.
+func (s *Store) updateLinkOn(ctx context.Context, q rowQuerier, tenantID int64, d link.DomainID, code string, c links.Change) (*links.Link, error) {
 	// Rules go as their wire form (links_extras.go); Service.Update
 	// checked them.
 	rules, err := link.AppendRules(nil, c.Rules)
@@ -63,7 +64,7 @@ func (s *Store) UpdateLink(ctx context.Context, tenantID int64, d link.DomainID,
 	if len(rules) == 0 {
 		rules = nil // NULL: no rules
 	}
-	row := s.pool.QueryRow(ctx, updateLink, code, tenantID,
+	row := q.QueryRow(ctx, updateLink, code, tenantID,
 		c.SetURL, c.URL, c.URLOriginal,
 		c.SetRedirect, int16(c.RedirectType),
 		c.SetExpiry, nullTime(c.ExpiresAt),
@@ -98,7 +99,6 @@ func (s *Store) UpdateLink(ctx context.Context, tenantID int64, d link.DomainID,
 		return nil, fmt.Errorf("link %d: %w", id.Int64, err)
 	}
 	l.PasswordProtected = locked.Bool
-	s.waker.wake()
 	l.ID, l.Code, l.TenantID, l.Namespace = uint64(id.Int64), strs[0].String, tenant.Int64, strs[1].String
 	l.URL, l.URLOriginal, l.RedirectType, l.Status = strs[2].String, strs[3].String, link.RedirectType(rt.Int16), link.Status(strs[4].String)
 	l.Version, l.CreatedAt, l.UpdatedAt = uint64(version.Int64), created.Time, updated.Time
