@@ -3,6 +3,7 @@ package redirect
 import (
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -120,26 +121,46 @@ func TestClickLimitsConcurrent(t *testing.T) {
 // TestClickLimitsBound is the allowance's proof run as a model: edges
 // serve a limited link in random order while counts are read at random
 // times after the clicks they count (as the roller, the relay, snapshots
-// and the authority read them). Whatever the order, no edge refuses a
-// click before N have been served, and at most N + (E−1)·(N−C0) are
-// served before every edge refuses.
+// and the authority read them), and edges' reports reach other edges late,
+// out of order or not at all. Whatever the order, no edge refuses a click
+// before N have been served, and at most N + (E−1)·(N−C0) are served
+// before every edge refuses. With every report delivered at once, the
+// edges stop at N exactly.
 func TestClickLimitsBound(t *testing.T) {
-	for seed := range uint64(200) {
+	type report struct {
+		from              string
+		max, base, served int64
+	}
+	for seed := range uint64(300) {
 		rng := rand.New(rand.NewPCG(seed, 7))
 		n := int64(1 + rng.IntN(60))
 		c0 := int64(rng.IntN(int(n))) // counted when the limit was set
 		edges := 1 + rng.IntN(4)
+		prompt := seed%3 == 0 // every report delivered at once
 		limits := make([]ClickLimits, edges)
 		seen := make([][]byte, edges) // the extras each edge holds
 		for e := range seen {
 			seen[e] = limited(t, n, c0)
 		}
-		served := c0           // clicks served in all; the first c0 before the limit
-		var counted []int64    // served, as each click was counted (a count is some prefix)
-		refusedAt := int64(-1) // served when an edge first refused
+		served := c0        // clicks served in all; the first c0 before the limit
+		var counted []int64 // served, as each click was counted (a count is some prefix)
+		var sent []report   // every report, for late and repeated delivery
+		refusedAt := int64(-1)
+		gossip := func(e int) {
+			limits[e].Collect(func(_ link.DomainID, _ []byte, max, base, s int64) {
+				sent = append(sent, report{fmt.Sprint(e), max, base, s})
+				if prompt {
+					for f := range limits {
+						if f != e {
+							limits[f].Peer(fmt.Sprint(e), link.DefaultDomain, []byte("modelled"), max, base, s)
+						}
+					}
+				}
+			})
+		}
 		for step := 0; step < 20*int(n)+100; step++ {
 			e := rng.IntN(edges)
-			switch rng.IntN(4) {
+			switch rng.IntN(6) {
 			case 0:
 				// A count read now: at least c0, at most what was served.
 				c := c0
@@ -147,10 +168,25 @@ func TestClickLimitsBound(t *testing.T) {
 					c = max(c0, counted[rng.IntN(len(counted))])
 				}
 				seen[e] = limited(t, n, c)
+			case 1:
+				gossip(e)
+			case 2:
+				// Some earlier report of another edge, maybe an old
+				// one, reaches e (an edge skips its own; prompt
+				// delivery sends none late).
+				if prompt || len(sent) == 0 {
+					break
+				}
+				if r := sent[rng.IntN(len(sent))]; r.from != fmt.Sprint(e) {
+					limits[e].Peer(r.from, link.DefaultDomain, []byte("modelled"), r.max, r.base, r.served)
+				}
 			default:
 				if limits[e].Allow(link.DefaultDomain, []byte("modelled"), seen[e]) {
 					served++
 					counted = append(counted, served)
+					if prompt {
+						gossip(e)
+					}
 				} else if refusedAt < 0 {
 					refusedAt = served
 				}
@@ -162,6 +198,61 @@ func TestClickLimitsBound(t *testing.T) {
 		if bound := n + int64(edges-1)*(n-c0); served > bound {
 			t.Fatalf("seed %d: %d served with limit %d, %d counted at the start, %d edges; bound %d", seed, served, n, c0, edges, bound)
 		}
+		if prompt && served != n {
+			t.Fatalf("seed %d: %d served with every report delivered at once; want exactly the limit %d", seed, served, n)
+		}
+	}
+}
+
+// TestClickLimitsReports: Collect reports what an edge served since the
+// last Collect, once; Peer reports of the same limit add up, a process's
+// newer report replaces its older, reports of another limit do not count.
+func TestClickLimitsReports(t *testing.T) {
+	var a, b ClickLimits
+	x := limited(t, 10, 2)
+	code := []byte("reported")
+	for range 3 {
+		a.Allow(9, code, x)
+	}
+	var got []string
+	collect := func(c *ClickLimits) {
+		got = got[:0]
+		c.Collect(func(d link.DomainID, code []byte, max, base, served int64) {
+			got = append(got, fmt.Sprintf("%d/%s max %d base %d served %d", d, code, max, base, served))
+		})
+	}
+	if collect(&a); len(got) != 1 || got[0] != "9/reported max 10 base 2 served 3" {
+		t.Fatalf("first collect: %q", got)
+	}
+	if collect(&a); len(got) != 0 {
+		t.Fatalf("nothing served since, yet %q", got)
+	}
+	// b has served 4 from base 4: with a's 3 from base 2, 2+3+4 = 9 of 10.
+	y := limited(t, 10, 4)
+	for range 4 {
+		if !b.Allow(9, code, y) {
+			t.Fatal("b refused within its allowance")
+		}
+	}
+	b.Peer("a", 9, code, 10, 2, 3)
+	b.Peer("old", 9, code, 20, 0, 100) // another limit: not counted
+	if !b.Allow(9, code, y) {
+		t.Fatal("b refused the 10th click")
+	}
+	if b.Allow(9, code, y) || b.Shared.Load() != 1 {
+		t.Fatalf("b redirected an 11th click (shared refusals %d)", b.Shared.Load())
+	}
+	// A newer report of a replaces the older: still at the limit.
+	b.Peer("a", 9, code, 10, 2, 2)
+	if !b.Allow(9, code, y) {
+		t.Fatal("a's lower report should leave one click")
+	}
+	// Hostile or broken reports are ignored.
+	b.Peer("x", 9, code, 0, 0, 5)
+	b.Peer("x", 9, code, 10, -1, 5)
+	b.Peer("x", 9, []byte(strings.Repeat("c", link.MaxCodeLen+1)), 10, 0, 5)
+	if n := b.Remembered(); n != 1 {
+		t.Fatalf("remembered %d links; want 1", n)
 	}
 }
 
