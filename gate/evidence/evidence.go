@@ -38,13 +38,16 @@ const (
 	// Issue 20's statements, beyond seed 000's eight.
 	DomainIsolation
 	NonEnumerable
+	// Issue 23's, decided at the edge.
+	PasswordGuarded
+	RulesRoute
 )
 
 // Statements lists every gate statement in order.
 var Statements = []Statement{
 	UniqueIDs, DisjointIntervals, UnknownCommitsUnpublished, Jumpable,
 	ReserveThenReject, NoRollback, WasteAccounted, ContractUnderLag,
-	DomainIsolation, NonEnumerable,
+	DomainIsolation, NonEnumerable, PasswordGuarded, RulesRoute,
 }
 
 var texts = map[Statement]string{
@@ -58,6 +61,8 @@ var texts = map[Statement]string{
 	ContractUnderLag:          "Cache, filter and replica latency do not break the defined contract.",
 	DomainIsolation:           "Every 201 redirects on its own domain and on no other; a host no domain has gets 404.",
 	NonEnumerable:             "Codes an FF1 domain generates cannot be walked, and never equal a reserved word or a taken code.",
+	PasswordGuarded:           "A password link never redirects without its password, never reveals its target before, and resists guessing at the configured rate.",
+	RulesRoute:                "A rule link sends iOS, Android and desktop clients to their three targets, and a country rule follows the geo data.",
 }
 
 func (s Statement) String() string {
