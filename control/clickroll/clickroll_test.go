@@ -1,10 +1,13 @@
 package clickroll_test
 
 import (
+	"cmp"
 	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -392,5 +395,59 @@ INSERT INTO links (id, domain_id, code, tenant_id, code_source, url_original, ur
 	var unknown int64
 	if err := e.pool.QueryRow(ctx, `SELECT unknown_clicks FROM clicks_daily WHERE day = $1`, day).Scan(&unknown); err != nil || unknown != 4 {
 		t.Fatalf("unknown clicks %d, %v; want 4 (domain 2's)", unknown, err)
+	}
+}
+
+// TestOldHoursArePruned: the active roller deletes hourly rows past its
+// retention (in batches, from a goroutine of its own), and does not write
+// the hours of clicks older than that; days are kept.
+func TestOldHoursArePruned(t *testing.T) {
+	e := newEnv(t, 2)
+	ctx := context.Background()
+	now := time.Now().UTC().Truncate(time.Hour)
+	// Hours already rolled up: two links, 30 hours each, 10 of them old.
+	r := &clickroll.Rollup{Stream: clicks.Stream, Last: 0}
+	for i := range 30 {
+		h := now.Add(-time.Duration(i) * time.Hour)
+		for _, code := range []string{"code-1", "code-2"} {
+			r.Hours = append(r.Hours, clickroll.LinkHour{Code: code, Hour: h, Clicks: 1})
+			r.Links = append(r.Links, clickroll.LinkDay{Code: code, Day: h.Truncate(24 * time.Hour)})
+		}
+	}
+	slices.SortFunc(r.Links, func(a, b clickroll.LinkDay) int { return cmp.Or(strings.Compare(a.Code, b.Code), a.Day.Compare(b.Day)) })
+	r.Links = slices.CompactFunc(r.Links, func(a, b clickroll.LinkDay) bool { return a.Code == b.Code && a.Day.Equal(b.Day) })
+	if err := e.store.ApplyClicks(ctx, r); err != nil {
+		t.Fatal(err)
+	}
+	// A click of 40 hours ago, from the stream: its day counts, its hour
+	// is past retention.
+	old := now.Add(-40 * time.Hour)
+	m := clicks.AppendHeader(nil, clicks.Source{Edge: "e1", Boot: "b"}, 1)
+	m = clicks.AppendClick(m, clicks.ClickView{Code: []byte("code-1"), At: old.UnixMilli(), Status: 302})
+	if _, err := e.js.Publish(ctx, clicks.Subject("e1"), m); err != nil {
+		t.Fatal(err)
+	}
+	// The roller's clock is half past the test's hour, whenever the test
+	// runs: the marks do not move under it.
+	roller := clickroll.New(e.store, e.js, clickroll.Config{FetchWait: 100 * time.Millisecond, HourRetention: 20 * time.Hour,
+		PruneEvery: 50 * time.Millisecond, PruneBatch: 3, Now: func() time.Time { return now.Add(30 * time.Minute) }})
+	run(t, roller)
+	e.waitPosition(t, 1)
+	// Hours before now - 21h (the retention and an hour of margin) go:
+	// 8 of each link's, and the tenant's 8.
+	poll.Until(t, "old hours pruned", 30*time.Second, func() bool { return roller.Stats().Pruned >= 24 })
+	hours, err := e.store.LinkHours(ctx, link.DefaultDomain, "code-1", now.Add(-48*time.Hour), now.Add(time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(hours) != 22 || !hours[0].Hour.Equal(now.Add(-21*time.Hour)) {
+		t.Fatalf("code-1 keeps %d hours from %v; want the 22 from %v", len(hours), hours[0].Hour, now.Add(-21*time.Hour))
+	}
+	days, err := e.store.LinkDays(ctx, link.DefaultDomain, "code-1", old.Truncate(24*time.Hour), old.Truncate(24*time.Hour))
+	if err != nil || len(days) != 1 || days[0].Clicks < 1 {
+		t.Fatalf("the old click's day: %+v, %v; want it counted", days, err)
+	}
+	if st := roller.Stats(); st.Pruned != 24 {
+		t.Fatalf("pruned %d rows; want 24 (8 hours of two links and of their tenant)", st.Pruned)
 	}
 }

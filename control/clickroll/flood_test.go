@@ -105,7 +105,9 @@ func TestReferrerFloodStaysBounded(t *testing.T) {
 	}
 	q := clickstats.BreakdownQuery{From: day, To: day, Top: int(n) + 1, Dimensions: []string{clickstats.DimReferrer}}
 	for what, read := range map[string]func() ([]clickstats.Breakdown, error){
-		"link":   func() ([]clickstats.Breakdown, error) { return e.store.LinkBreakdown(ctx, link.DefaultDomain, "code-1", q) },
+		"link": func() ([]clickstats.Breakdown, error) {
+			return e.store.LinkBreakdown(ctx, link.DefaultDomain, "code-1", q)
+		},
 		"tenant": func() ([]clickstats.Breakdown, error) { return e.store.TenantBreakdown(ctx, tenant, q) },
 	} {
 		br, err := read()
