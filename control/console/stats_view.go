@@ -143,9 +143,6 @@ func (s *Server) topLinkRows(ls []statsquery.LinkClicks) []topLinkRow {
 	}
 	for _, l := range ls {
 		r := topLinkRow{Code: l.Code, Host: l.Host, Status: l.Status, Human: l.Human, Bot: l.Bot, Percent: barPercent(l.Clicks(), peak)}
-		if l.Domain == link.DefaultDomain {
-			r.Host = s.short.Host
-		}
 		// The link's stats page, addressed as every link page is: by its
 		// code, and its domain's host off the platform's.
 		r.Stats = Prefix + "links/" + url.PathEscape(l.Code) + "/stats"
