@@ -55,7 +55,12 @@ func startStack(t *testing.T, blocked ...string) *env {
 	idStart := base62.Space/4 + rand.Uint64N(base62.Space/2)
 	c := stack.NewControl(t, controlserver.Config{DatabaseURL: s.pg.DSN, NATSURL: s.natsURL,
 		PublicURL: s.edgeURL, Log: logger(s.controlLog), BlockedDomains: blocked, Snapshots: snapshots.Schedule{Disabled: true},
-		IDStart: idStart, IDEnd: idStart + 1_000_000})
+		IDStart: idStart, IDEnd: idStart + 1_000_000,
+		// The revoked-key and isolation checks fail authentication on
+		// every endpoint from this one address on purpose, more often
+		// than the default burst of 20; the bound itself is
+		// control/authfail's and control/api's to test.
+		AuthFailureBurst: 10_000})
 	s.controlURL = c.URL
 	return s
 }
