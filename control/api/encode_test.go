@@ -65,7 +65,7 @@ func wireLink(public string, l *links.Link, now time.Time) apiwire.Link {
 	}
 	b.PasswordProtected = l.PasswordProtected || l.Extras.PasswordHash != ""
 	if l.Extras.MaxClicks > 0 {
-		b.MaxClicks = &l.Extras.MaxClicks
+		b.MaxClicks, b.ClicksCounted = &l.Extras.MaxClicks, &l.Extras.ClicksCounted
 	}
 	return b
 }

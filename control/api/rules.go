@@ -160,9 +160,10 @@ func patchExtras(in *patchBody, u *links.Update) error {
 	return nil
 }
 
-// appendExtras appends a link's rules, whether it has a password and its
-// click limit to an answer, as encoding/json writes apiwire.Link's Rules,
-// PasswordProtected and MaxClicks.
+// appendExtras appends a link's rules, whether it has a password, its
+// click limit and the clicks counted against it to an answer, as
+// encoding/json writes apiwire.Link's Rules, PasswordProtected, MaxClicks
+// and ClicksCounted.
 func appendExtras(b []byte, l *links.Link) []byte {
 	b = append(b, `,"rules":[`...)
 	for i, r := range l.Extras.Rules {
@@ -204,10 +205,12 @@ func appendExtras(b []byte, l *links.Link) []byte {
 	b = append(b, `],"password_protected":`...)
 	b = strconv.AppendBool(b, l.PasswordProtected || l.Extras.PasswordHash != "")
 	b = append(b, `,"max_clicks":`...)
-	if l.Extras.MaxClicks > 0 {
-		return strconv.AppendInt(b, l.Extras.MaxClicks, 10)
+	if l.Extras.MaxClicks <= 0 {
+		return append(b, `null,"clicks_counted":null`...)
 	}
-	return append(b, "null"...)
+	b = strconv.AppendInt(b, l.Extras.MaxClicks, 10)
+	b = append(b, `,"clicks_counted":`...)
+	return strconv.AppendInt(b, l.Extras.ClicksCounted, 10)
 }
 
 // appendStrings appends key (`,"name":[`), ss and the closing bracket,

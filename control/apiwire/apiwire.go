@@ -61,6 +61,11 @@ type Link struct {
 	// MaxClicks is how many counted clicks the link redirects for; null
 	// for no limit.
 	MaxClicks *int64 `json:"max_clicks"`
+	// ClicksCounted is how many of the link's clicks (bots among them)
+	// the rollups have counted against its limit: when it reaches
+	// MaxClicks the link's status is limit_reached and edges answer 410
+	// (docs/click-limits.md). Null for a link without a limit.
+	ClicksCounted *int64 `json:"clicks_counted"`
 }
 
 // Rule is one routing rule of a link: when every condition it sets holds,

@@ -219,13 +219,23 @@ func (s *Service) Get(ctx context.Context, tenantID int64, domain, code string) 
 // every edge answers such a link with (410), so it is what readers are told.
 const Expired link.Status = "expired"
 
+// LimitReached is the state of an active link whose counted clicks have
+// reached its click limit (docs/click-limits.md). Like Expired it is never
+// stored as a status: the count is, and edges answer such a link 410.
+const LimitReached link.Status = "limit_reached"
+
 // State is l's effective state at now: its stored status, except that an
-// active link whose expiry has come is Expired. A disabled or deleted link
-// stays so whatever its expiry: re-enabling it is what would show it
-// expired.
+// active link whose expiry has come is Expired, and one whose counted
+// clicks reached its limit is LimitReached (expiry first). A disabled or
+// deleted link stays so whatever its expiry or clicks: re-enabling it is
+// what would show them.
 func State(l *link.Link, now time.Time) link.Status {
-	if l.Status == link.Active && l.Expired(now) {
+	switch {
+	case l.Status != link.Active:
+	case l.Expired(now):
 		return Expired
+	case l.Extras.MaxClicks > 0 && l.Extras.ClicksCounted >= l.Extras.MaxClicks:
+		return LimitReached
 	}
 	return l.Status
 }
@@ -263,8 +273,8 @@ func (s *Service) list(ctx context.Context, tenantID int64, q ListRequest) ([]*L
 	if q.Limit <= 0 || q.Limit > MaxPage {
 		return nil, false, fmt.Errorf("%w: limit must be 1 to %d", link.ErrInvalidInput, MaxPage)
 	}
-	if q.Status != "" && q.Status != Expired && !q.Status.Valid() {
-		return nil, false, fmt.Errorf("%w: status must be active, expired, disabled or deleted", link.ErrInvalidInput)
+	if q.Status != "" && q.Status != Expired && q.Status != LimitReached && !q.Status.Valid() {
+		return nil, false, fmt.Errorf("%w: status must be active, expired, limit_reached, disabled or deleted", link.ErrInvalidInput)
 	}
 	if q.Now.IsZero() {
 		q.Now = s.cfg.Now()

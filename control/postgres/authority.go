@@ -21,7 +21,8 @@ import (
 //
 // The single-code protocol predates domains: it asks about the platform's.
 const lookupForEdge = `
-SELECT s.last_value, l.url, l.redirect_type, l.status, l.expires_at, l.version, l.rules, l.password_hash, l.max_clicks
+SELECT s.last_value, l.url, l.redirect_type, l.status, l.expires_at, l.version, l.rules, l.password_hash, l.max_clicks,
+       l.clicks_counted
 FROM change_version_seq s LEFT JOIN links l ON l.domain_id = 0 AND l.code = $1`
 
 // LookupForEdge answers an edge's question about code on the platform's
@@ -38,8 +39,9 @@ func (s *Store) LookupForEdge(ctx context.Context, code string) (authority.Reply
 		rules   []byte
 		hash    pgtype.Text
 		max     pgtype.Int8
+		counted pgtype.Int8
 	)
-	if err := s.pool.QueryRow(ctx, lookupForEdge, code).Scan(&seq, &url, &rt, &status, &expires, &version, &rules, &hash, &max); err != nil {
+	if err := s.pool.QueryRow(ctx, lookupForEdge, code).Scan(&seq, &url, &rt, &status, &expires, &version, &rules, &hash, &max, &counted); err != nil {
 		return authority.Reply{}, translate(err)
 	}
 	if !version.Valid {
@@ -55,7 +57,7 @@ func (s *Store) LookupForEdge(ctx context.Context, code string) (authority.Reply
 	// The link's extras: the single-code protocol cannot carry them, and
 	// its encoder refuses a reply that has them (the responder then
 	// answers Unavailable), so such a link is never served without them.
-	x, err := composeExtras(rules, hash, max)
+	x, err := composeExtras(rules, hash, max, counted)
 	if err != nil {
 		return authority.Reply{}, fmt.Errorf("lookup for edge: extras: %w", err)
 	}
@@ -68,7 +70,8 @@ func (s *Store) LookupForEdge(ctx context.Context, code string) (authority.Reply
 // the sequence): the two arrays unnest in step, and each pair is one probe
 // of links_domain_code.
 const lookupCodes = `
-SELECT s.last_value, q.i, l.url, l.redirect_type, l.status, l.expires_at, l.version, l.rules, l.password_hash, l.max_clicks
+SELECT s.last_value, q.i, l.url, l.redirect_type, l.status, l.expires_at, l.version, l.rules, l.password_hash, l.max_clicks,
+       l.clicks_counted
 FROM change_version_seq s
 CROSS JOIN unnest($1::integer[], $2::text[]) WITH ORDINALITY AS q(domain_id, code, i)
 LEFT JOIN links l ON l.domain_id = q.domain_id AND l.code = q.code COLLATE "C"`
@@ -112,8 +115,9 @@ func lookupCodesOn(ctx context.Context, db querier, domains []link.DomainID, cod
 			rules   []byte
 			hash    pgtype.Text
 			max     pgtype.Int8
+			counted pgtype.Int8
 		)
-		if err := rows.Scan(&seq, &i, &url, &rt, &status, &expires, &version, &rules, &hash, &max); err != nil {
+		if err := rows.Scan(&seq, &i, &url, &rt, &status, &expires, &version, &rules, &hash, &max, &counted); err != nil {
 			return nil, 0, translate(err)
 		}
 		if i < 1 || int(i) > len(codes) {
@@ -131,7 +135,7 @@ func lookupCodesOn(ctx context.Context, db querier, domains []link.DomainID, cod
 		}
 		// The link's extras (links_extras.go), which the responder sends
 		// only to an edge that reads them.
-		x, err := composeExtras(rules, hash, max)
+		x, err := composeExtras(rules, hash, max, counted)
 		if err != nil {
 			return nil, 0, fmt.Errorf("lookup codes: index %d: extras: %w", i, err)
 		}

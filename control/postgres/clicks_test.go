@@ -203,12 +203,16 @@ func TestApplyClicksReadsLinksByIndex(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer one.Close()
+	// Index scans of links other than links_limited, which holds the
+	// links with a click limit (none here): the limit's trigger (schema
+	// 021) probes it once per statement, whatever the links clicked.
 	scans := func() (seq, idx int64) {
 		t.Helper()
 		if _, err := one.Exec(ctx, `SELECT pg_stat_force_next_flush()`); err != nil {
 			t.Fatal(err)
 		}
-		if err := one.QueryRow(ctx, `SELECT seq_scan, coalesce(idx_scan, 0) FROM pg_stat_user_tables WHERE relname = 'links'`).Scan(&seq, &idx); err != nil {
+		if err := one.QueryRow(ctx, `SELECT seq_scan, coalesce(idx_scan, 0) - (SELECT idx_scan FROM pg_stat_user_indexes WHERE indexrelname = 'links_limited')
+			FROM pg_stat_user_tables WHERE relname = 'links'`).Scan(&seq, &idx); err != nil {
 			t.Fatal(err)
 		}
 		return seq, idx

@@ -69,12 +69,13 @@ func (s *Store) CreateLinkOn(ctx context.Context, d link.DomainID, l *link.Link,
 // linkColumns are what scanLink reads, from links aliased l: a link, its
 // title, its tags, sorted (the primary key's order within one link), its
 // domain with the domain's host, and its extras: rules, whether it has a
-// password (never the hash: reads answer the API), its click limit.
+// password (never the hash: reads answer the API), its click limit and
+// the clicks counted against it (schema 021).
 const linkColumns = `l.id, l.code, l.tenant_id, l.namespace, l.url, l.url_original, l.redirect_type, l.status,
 	l.expires_at, l.version, l.created_at, l.updated_at, l.title,
 	ARRAY(SELECT t.tag FROM link_tags t WHERE t.link_id = l.id ORDER BY t.tag),
 	l.domain_id, (SELECT d.host FROM domains d WHERE d.id = l.domain_id),
-	l.rules, l.password_hash IS NOT NULL, l.max_clicks`
+	l.rules, l.password_hash IS NOT NULL, l.max_clicks, l.clicks_counted`
 
 // GetLink implements links.Store.
 func (s *Store) GetLink(ctx context.Context, tenantID int64, d link.DomainID, code string) (*links.Link, error) {
@@ -95,16 +96,18 @@ func scanLink(row pgx.Row) (*links.Link, error) {
 		domain  int64
 		rules   []byte
 		max     pgtype.Int8
+		counted pgtype.Int8
 	)
 	err := row.Scan(&id, &l.Code, &l.TenantID, &l.Namespace, &l.URL, &l.URLOriginal, &rt, &status,
 		&expires, &version, &l.CreatedAt, &l.UpdatedAt, &title, &l.Tags, &domain, &l.Domain,
-		&rules, &l.PasswordProtected, &max)
+		&rules, &l.PasswordProtected, &max, &counted)
 	if err != nil {
 		return nil, translate(err)
 	}
 	if err := readExtras(&l.Extras, rules, max); err != nil {
 		return nil, fmt.Errorf("link %d: %w", id, err)
 	}
+	readCounted(&l.Extras, counted)
 	l.ID, l.RedirectType, l.Status, l.Version = uint64(id), link.RedirectType(rt), link.Status(status), uint64(version)
 	l.DomainID = link.DomainID(domain)
 	if expires.Valid {

@@ -38,7 +38,8 @@ func argsOf(x *link.Extras) (extrasArgs, error) {
 }
 
 // readExtras fills the rules and click limit of x from their columns (the
-// hash is not read back for the API: only whether there is one).
+// hash is not read back for the API: only whether there is one). The
+// clicks counted against the limit are readCounted's.
 func readExtras(x *link.Extras, rules []byte, max pgtype.Int8) error {
 	var err error
 	if x.Rules, err = link.DecodeRules(rules); err != nil {
@@ -51,11 +52,26 @@ func readExtras(x *link.Extras, rules []byte, max pgtype.Int8) error {
 	return nil
 }
 
+// readCounted fills the clicks counted against x's limit from
+// links.clicks_counted (schema 021; NULL without a limit).
+func readCounted(x *link.Extras, counted pgtype.Int8) {
+	x.ClicksCounted = 0
+	if counted.Valid && x.MaxClicks > 0 {
+		x.ClicksCounted = counted.Int64
+	}
+}
+
 // composeExtras is the wire form of a row's extras columns for edges; nil
-// for a plain link.
-func composeExtras(rules []byte, hash pgtype.Text, max pgtype.Int8) ([]byte, error) {
+// for a plain link. counted is links.clicks_counted (schema 021): what the
+// rollups had counted of a limited link, for an edge's allowance
+// (docs/click-limits.md); NULL counts as none counted.
+func composeExtras(rules []byte, hash pgtype.Text, max, counted pgtype.Int8) ([]byte, error) {
 	if len(rules) == 0 && !hash.Valid && !max.Valid {
 		return nil, nil
 	}
-	return link.ComposeExtras(nil, rules, hash.String, max.Int64)
+	var n int64
+	if counted.Valid && counted.Int64 > 0 {
+		n = counted.Int64
+	}
+	return link.ComposeCountedExtras(nil, rules, hash.String, max.Int64, n)
 }

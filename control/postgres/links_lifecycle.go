@@ -37,7 +37,7 @@ u AS (
 	FROM v WHERE l.id = v.id
 	RETURNING l.id, l.code, l.tenant_id, l.namespace, l.url, l.url_original, l.redirect_type, l.status,
 	          l.expires_at, l.version, l.created_at, l.updated_at, l.title, l.domain_id,
-	          l.rules, l.password_hash, l.max_clicks
+	          l.rules, l.password_hash, l.max_clicks, l.clicks_counted
 ),
 o AS (
 	INSERT INTO outbox (version, xid, kind, code, url, redirect_type, status, expires_at, domain_id,
@@ -49,7 +49,7 @@ SELECT u.id, u.code, u.tenant_id, u.namespace, u.url, u.url_original, u.redirect
        u.expires_at, u.version, u.created_at, u.updated_at, u.title,
        ARRAY(SELECT t.tag FROM link_tags t WHERE t.link_id = u.id ORDER BY t.tag),
        (SELECT d.host FROM domains d WHERE d.id = $14),
-       u.rules, u.password_hash IS NOT NULL, u.max_clicks
+       u.rules, u.password_hash IS NOT NULL, u.max_clicks, u.clicks_counted
 FROM cur LEFT JOIN u ON true`
 
 // updateLinkOn runs updateLink on q: the pool, or UpdateLink's
@@ -86,9 +86,10 @@ func (s *Store) updateLinkOn(ctx context.Context, q rowQuerier, tenantID int64, 
 		xrules  []byte
 		locked  pgtype.Bool // has a password
 		max     pgtype.Int8
+		counted pgtype.Int8
 	)
 	err = row.Scan(&id, &strs[0], &tenant, &strs[1], &strs[2], &strs[3], &rt, &strs[4], &expires, &version, &created, &updated, &title, &l.Tags, &host,
-		&xrules, &locked, &max)
+		&xrules, &locked, &max, &counted)
 	if err != nil {
 		return nil, translate(err)
 	}
@@ -98,6 +99,7 @@ func (s *Store) updateLinkOn(ctx context.Context, q rowQuerier, tenantID int64, 
 	if err := readExtras(&l.Extras, xrules, max); err != nil {
 		return nil, fmt.Errorf("link %d: %w", id.Int64, err)
 	}
+	readCounted(&l.Extras, counted)
 	l.PasswordProtected = locked.Bool
 	l.ID, l.Code, l.TenantID, l.Namespace = uint64(id.Int64), strs[0].String, tenant.Int64, strs[1].String
 	l.URL, l.URLOriginal, l.RedirectType, l.Status = strs[2].String, strs[3].String, link.RedirectType(rt.Int16), link.Status(strs[4].String)

@@ -88,12 +88,12 @@ func seededStore(t *testing.T) (*Store, int64, link.DomainID, time.Time) {
 		WHERE hashint8(l.id + length(t.tag)) % t.every = 0`); err != nil {
 		t.Fatalf("seed tags: %v", err)
 	}
-	// A campaign made long ago: the 1,000 oldest live links get codes of
+	// A campaign made long ago: the 380 oldest live links get codes of
 	// one series and a tag of their own, so what matches them lies at
 	// one end of every creation order (a walk from the other end would
 	// read the whole tenant to find them).
 	if _, err := pool.Exec(ctx, `
-		WITH old AS (SELECT id FROM links WHERE tenant_id = $1 AND status <> 'deleted' ORDER BY created_at LIMIT 1000),
+		WITH old AS (SELECT id FROM links WHERE tenant_id = $1 AND status <> 'deleted' ORDER BY created_at LIMIT 380),
 		c AS (UPDATE links l SET code = 'camp-' || l.id FROM old WHERE l.id = old.id RETURNING l.id)
 		INSERT INTO link_tags (tenant_id, tag, link_id) SELECT $1, 'oldcamp', id FROM c`, tenant); err != nil {
 		t.Fatalf("seed the old campaign: %v", err)

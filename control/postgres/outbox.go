@@ -24,6 +24,14 @@ const relayLockKey int64 = 0x65646765_6c6e6b31 // "edgelnk1"
 // (domain_conf, the JSON of link.Domain), which becomes the event's Conf
 // as of the row's version.
 //
+// A limited link's event carries the clicks counted of it
+// (links.clicks_counted, schema 021) as the relay reads them, when the
+// link's limit is still the row's: a count read later than the change is
+// as sound a start for an edge's allowance (docs/click-limits.md), and
+// closer. A row of a limit changed since carries none (a count against
+// another limit could say reached when the newer one is not); the newer
+// row follows it.
+//
 // A row that cannot become an event ends the page before it, so what
 // precedes it is published; when it is the first row, ReadOutbox fails
 // naming it, and the relay stays on it (a change is never skipped) with
@@ -33,7 +41,9 @@ func (s *Store) ReadOutbox(ctx context.Context, from uint64, limit int) (outbox.
 	rows, err := s.pool.Query(ctx, `
 		SELECT version, kind, code, url, redirect_type, status, expires_at,
 		       namespace, seg_start, seg_end, seg_state, domain_id, domain_conf,
-		       rules, password_hash, max_clicks
+		       rules, password_hash, max_clicks,
+		       CASE WHEN max_clicks IS NOT NULL THEN (SELECT l.clicks_counted FROM links l
+		            WHERE l.domain_id = outbox.domain_id AND l.code = outbox.code AND l.max_clicks = outbox.max_clicks) END
 		FROM outbox WHERE version >= $1 ORDER BY version LIMIT $2`, int64(from), limit)
 	if err != nil {
 		return page, translate(err)
@@ -65,10 +75,10 @@ func scanOutbox(row pgx.Rows) (linkevent.Event, error) {
 		conf                         []byte
 		rules                        []byte
 		hash                         pgtype.Text
-		maxClicks                    pgtype.Int8
+		maxClicks, counted           pgtype.Int8
 	)
 	if err := row.Scan(&version, &kind, &code, &url, &rt, &status, &expires, &ns, &segStart, &segEnd, &segSt, &domain, &conf,
-		&rules, &hash, &maxClicks); err != nil {
+		&rules, &hash, &maxClicks, &counted); err != nil {
 		return e, translate(err)
 	}
 	e.Version, e.Kind = uint64(version), linkevent.Kind(kind)
@@ -97,7 +107,7 @@ func scanOutbox(row pgx.Rows) (linkevent.Event, error) {
 	// A link's extras (links_extras.go): its rules, password hash and
 	// click limit, as one value in the wire form edges read. The error
 	// names no value: the hash and the targets stay out of logs.
-	x, err := composeExtras(rules, hash, maxClicks)
+	x, err := composeExtras(rules, hash, maxClicks, counted)
 	if err != nil {
 		return e, fmt.Errorf("outbox row %d: extras: %w", version, err)
 	}

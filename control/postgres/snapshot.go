@@ -40,7 +40,7 @@ func (s *Store) ReadLinks(ctx context.Context, begin func(counts map[link.Domain
 			return err
 		}
 		rows, err = tx.Query(ctx, `SELECT domain_id, code, url, redirect_type, status, expires_at, version,
-			rules, password_hash, max_clicks FROM links`)
+			rules, password_hash, max_clicks, clicks_counted FROM links`)
 		if err != nil {
 			return err
 		}
@@ -54,14 +54,15 @@ func (s *Store) ReadLinks(ctx context.Context, begin func(counts map[link.Domain
 			rules   []byte
 			hash    pgtype.Text
 			max     pgtype.Int8
+			counted pgtype.Int8
 		)
 		for rows.Next() {
-			if err := rows.Scan(&l.Domain, &l.Code, &l.URL, &rt, &status, &expires, &version, &rules, &hash, &max); err != nil {
+			if err := rows.Scan(&l.Domain, &l.Code, &l.URL, &rt, &status, &expires, &version, &rules, &hash, &max, &counted); err != nil {
 				return err
 			}
 			// The extras' wire form (links_extras.go); nil for a plain
 			// link. A fresh slice: the writer keeps what it is given.
-			if l.Extras, err = composeExtras(rules, hash, max); err != nil {
+			if l.Extras, err = composeExtras(rules, hash, max, counted); err != nil {
 				return fmt.Errorf("link of version %d on domain %d: extras: %w", version, l.Domain, err)
 			}
 			l.RedirectType, l.Status, l.Version, l.ExpiresAt = link.RedirectType(rt), link.Status(status), uint64(version), 0

@@ -82,6 +82,10 @@ type linkRow struct {
 	UpdatedAt    time.Time  `json:"updated_at"`
 	Title        *string    `json:"title"`
 	Tags         []string   `json:"tags"`
+	// MaxClicks and ClicksCounted are the link's click limit and the
+	// clicks counted against it (schema 021); null without a limit.
+	MaxClicks     *int64 `json:"max_clicks"`
+	ClicksCounted *int64 `json:"clicks_counted"`
 }
 
 // clicksRow is a clicks.aggregated event as the store writes it.
@@ -162,10 +166,16 @@ func (r Renderer) link(l *linkRow, at time.Time) apiwire.Link {
 	if l.ExpiresAt != nil {
 		ll.ExpiresAt = *l.ExpiresAt
 	}
+	if l.MaxClicks != nil && l.ClicksCounted != nil {
+		ll.Extras.MaxClicks, ll.Extras.ClicksCounted = *l.MaxClicks, *l.ClicksCounted
+	}
 	out := apiwire.Link{Code: l.Code, Domain: r.Short.HostOf(d, l.Domain), ShortURL: r.Short.Of(d, l.Domain, l.Code),
 		URL: l.URL, URLOriginal: l.URLOriginal, RedirectType: l.RedirectType, Status: string(links.State(&ll, at)),
 		Namespace: l.Namespace, Version: l.Version, CreatedAt: rfc3339(l.CreatedAt), UpdatedAt: rfc3339(l.UpdatedAt),
-		Title: l.Title, Tags: l.Tags}
+		Title: l.Title, Tags: l.Tags, MaxClicks: l.MaxClicks}
+	if l.MaxClicks != nil {
+		out.ClicksCounted = l.ClicksCounted
+	}
 	if l.ExpiresAt != nil {
 		s := rfc3339(*l.ExpiresAt)
 		out.ExpiresAt = &s
