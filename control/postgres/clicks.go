@@ -223,11 +223,12 @@ CROSS JOIN LATERAL (SELECT tenant_id, url FROM links l WHERE l.domain_id = u.dom
 // it can only err one way: a row taken for inserted that was not costs a
 // count, and an inserted row is always taken for one.
 var applyClicksSQL = func() string {
-	var params, names, sets []string
+	var params, names, zeroed, sets []string
 	for i, c := range clickColumns {
 		for j, col := range []string{c.column, c.column + "_bots"} {
 			params = append(params, fmt.Sprintf("$%d::int[]", 8+2*i+j))
 			names = append(names, col)
+			zeroed = append(zeroed, "coalesce(x."+col+", 0) AS "+col)
 			sets = append(sets, col+" = t."+col+" + excluded."+col)
 		}
 	}
@@ -251,9 +252,11 @@ var applyClicksSQL = func() string {
 	top := next("bigint")
 	return `
 WITH u AS MATERIALIZED (
-	SELECT u.*, date '1970-01-01' + u.d AS day
+	-- A column no row of the rollup counts in comes as NULL (cheaper to
+	-- send than its zeros) and unnests as NULLs.
+	SELECT x.domain_id, x.code, x.d, x.clicks, x.bots, x.visitors, x.sketch, x.ord, date '1970-01-01' + x.d AS day, ` + strings.Join(zeroed, ", ") + `
 	FROM unnest($1::int[], $2::text[], $3::int[], $4::bigint[], $5::bigint[], $6::bigint[], $7::bytea[], ` + strings.Join(params, ", ") + `)
-		WITH ORDINALITY AS u (domain_id, code, d, clicks, bots, visitors, sketch, ` + strings.Join(names, ", ") + `, ord)
+		WITH ORDINALITY AS x (domain_id, code, d, clicks, bots, visitors, sketch, ` + strings.Join(names, ", ") + `, ord)
 ), per_link AS (
 	INSERT INTO link_clicks_daily AS t (domain_id, code, day, clicks, bot_clicks, visitors, visitors_sketch, ` + strings.Join(names, ", ") + `)
 	SELECT domain_id, code, day, clicks, bots, visitors, sketch, ` + strings.Join(names, ", ") + ` FROM u
@@ -355,8 +358,12 @@ func (b *clickBatch) apply(ctx context.Context, tx pgx.Tx, n int) ([]valueGroup,
 	over = append(over, tover...)
 	args := []any{b.domains, b.codes, b.days, b.clicks, b.bots, b.visitors, b.sketches}
 	for _, c := range b.cols {
+		if !slices.ContainsFunc(c, func(n int64) bool { return n != 0 }) {
+			args = append(args, []int32(nil)) // NULL: no zeros to send
+			continue
+		}
 		c32 := int32s(c)
-		if c32 == nil && len(c) > 0 {
+		if c32 == nil {
 			return nil, errCountTooLarge
 		}
 		args = append(args, c32)
