@@ -108,6 +108,7 @@ type Links interface {
 	Create(ctx context.Context, tenantID int64, req links.CreateRequest) (links.Created, error)
 	Get(ctx context.Context, tenantID int64, domain, code string) (*links.Link, error)
 	List(ctx context.Context, tenantID int64, q links.ListRequest) ([]*links.Link, uint64, error)
+	ListPage(ctx context.Context, tenantID int64, q links.ListRequest) (links.Page, error)
 	Update(ctx context.Context, tenantID int64, domain, code string, u links.Update) (*links.Link, error)
 	Delete(ctx context.Context, tenantID int64, domain, code string) (*links.Link, error)
 	TagLinks(ctx context.Context, tenantID int64, c links.TagChange) ([]*links.Link, error)
@@ -146,10 +147,10 @@ type Config struct {
 	// Stats, if set, reads the click rollups for the stats pages: the
 	// store the API's stats endpoints read. Nil answers them 404.
 	Stats StatsReader
-	// Imports, if set, runs bulk uploads (importjobs.Queue). Nil answers
 	// HourRetention is how long the click roller keeps hourly rollups
 	// (zero: statsquery.DefaultHourRetention), as the API's Config.
 	HourRetention time.Duration
+	// Imports, if set, runs bulk uploads (importjobs.Queue). Nil answers
 	// the bulk pages 404.
 	Imports Imports
 	// Webhooks, if set, serves the webhook pages (webhooks.go). Nil answers
@@ -257,8 +258,8 @@ func (s *Server) routes() {
 	s.mux.HandleFunc("GET "+Prefix+"links/{code}/stats.csv", s.authed(s.linkStatsCSV))
 	s.mux.HandleFunc("GET "+Prefix+"stats", s.authed(s.tenantStats))
 	s.mux.HandleFunc("GET "+Prefix+"stats.csv", s.authed(s.tenantStatsCSV))
-	s.mux.HandleFunc("GET "+Prefix+"keys", s.authed(s.listKeys))
 	s.mux.HandleFunc("GET "+Prefix+"stats/links.csv", s.authed(s.tenantExport))
+	s.mux.HandleFunc("GET "+Prefix+"keys", s.authed(s.listKeys))
 	s.mux.HandleFunc("POST "+Prefix+"keys", s.authed(s.createKey))
 	s.mux.HandleFunc("POST "+Prefix+"keys/{id}/revoke", s.authed(s.revokeKey))
 	if s.cfg.Imports != nil {
@@ -293,6 +294,7 @@ const contentSecurityPolicy = "default-src 'self'; script-src 'self'; style-src 
 // with an id that error pages and logs share, and turns a panic into a 500
 // page.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	w = &timedWriter{ResponseWriter: w, start: time.Now()}
 	var b [8]byte
 	_, _ = rand.Read(b[:])
 	id := hex.EncodeToString(b[:])

@@ -6,7 +6,6 @@ import (
 	"html/template"
 	"net/http"
 	"net/url"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -21,7 +20,18 @@ const pageSize = 50
 // listFilter is the list's query string, as typed, so the form shows it
 // back and the next page keeps it.
 type listFilter struct {
-	Q, Tag, Status, From, To, Domain string
+	Q, Tag, Status, From, To, Domain, Sort string
+}
+
+// sortChoice is one order the list offers.
+type sortChoice struct{ Value, Label string }
+
+// sortChoices are the list's orders, the default first.
+var sortChoices = []sortChoice{
+	{string(links.SortNewest), "Newest first"},
+	{string(links.SortOldest), "Oldest first"},
+	{string(links.SortCode), "Code (A to Z)"},
+	{string(links.SortHost), "Target host (A to Z)"},
 }
 
 type listData struct {
@@ -29,7 +39,10 @@ type listData struct {
 	// Domains are the filter's choices; none when the tenant has only
 	// the platform's domain.
 	Domains []domainChoice
-	Rows    []row
+	Sorts   []sortChoice
+	// SortLabel names the order for the table's caption.
+	SortLabel string
+	Rows      []row
 	// Next is the next page's path and query, built from url.Values
 	// here (so html/template need not, and must not, escape it again);
 	// empty on the last page.
@@ -44,10 +57,21 @@ var statuses = []string{"", "active", "expired", "disabled", "deleted"}
 // inclusive, to takes the whole day.
 func parseList(q url.Values) (listFilter, links.ListRequest, error) {
 	f := listFilter{Q: q.Get("q"), Tag: q.Get("tag"), Status: q.Get("status"), From: q.Get("from"), To: q.Get("to"),
-		Domain: strings.TrimSpace(q.Get("domain"))}
+		Domain: strings.TrimSpace(q.Get("domain")), Sort: q.Get("sort")}
 	// The service checks the search, the tags and the domain
-	// (links.Service.List).
-	req := links.ListRequest{Limit: pageSize, Search: strings.TrimSpace(f.Q), Tags: splitTags(f.Tag), Domain: f.Domain}
+	// (links.Service.ListPage).
+	req := links.ListRequest{Limit: pageSize, Search: strings.TrimSpace(f.Q), Tags: splitTags(f.Tag), Domain: f.Domain,
+		Sort: links.SortNewest}
+	if f.Sort != "" {
+		known := false
+		for _, c := range sortChoices {
+			known = known || f.Sort == c.Value
+		}
+		if !known {
+			return f, req, fmt.Errorf("sort must be newest, oldest, code or host")
+		}
+		req.Sort = links.Sort(f.Sort)
+	}
 	ok := false
 	for _, st := range statuses {
 		ok = ok || f.Status == st
@@ -80,9 +104,9 @@ func parseList(q url.Values) (listFilter, links.ListRequest, error) {
 	if !req.CreatedAfter.IsZero() && !req.CreatedBefore.IsZero() && !req.CreatedAfter.Before(req.CreatedBefore) {
 		return f, req, fmt.Errorf("from must not be after to")
 	}
-	if v := q.Get("before"); v != "" {
-		if req.Before, err = strconv.ParseUint(v, 10, 64); err != nil || req.Before == 0 {
-			return f, req, fmt.Errorf("the page cursor is not valid")
+	if v := q.Get("cursor"); v != "" {
+		if req.After, err = links.ParseCursor(v, req.Sort); err != nil {
+			return f, req, errors.New(message(err))
 		}
 	}
 	return f, req, nil
@@ -94,14 +118,26 @@ func (s *Server) listLinks(w http.ResponseWriter, r *http.Request, sess Session)
 		s.fail(w, r, err)
 		return
 	}
-	f, req, err := parseList(r.URL.Query())
-	data := listData{Filter: f, Domains: domains, CSRF: sess.CSRF}
+	// Not r.URL.Query(), which drops a malformed pair (a ';' in it)
+	// without a word: a filter or an order lost so would list other
+	// links than were asked for.
+	query, qerr := url.ParseQuery(r.URL.RawQuery)
+	f, req, err := parseList(query)
+	if qerr != nil && err == nil {
+		err = errors.New("the address's query string is malformed")
+	}
+	data := listData{Filter: f, Domains: domains, Sorts: sortChoices, SortLabel: strings.ToLower(sortChoices[0].Label), CSRF: sess.CSRF}
+	for _, c := range sortChoices {
+		if c.Value == string(req.Sort) {
+			data.SortLabel = strings.ToLower(c.Label)
+		}
+	}
 	if err != nil {
 		data.Problem = "Cannot list: " + err.Error() + "."
 		s.render(w, r, http.StatusBadRequest, "links", page{Title: "Links", Session: &sess, Data: data})
 		return
 	}
-	ls, next, err := s.links.List(r.Context(), sess.TenantID, req)
+	p, err := s.links.ListPage(r.Context(), sess.TenantID, req)
 	if err != nil {
 		if errors.Is(err, link.ErrNotFound) && req.Domain != "" {
 			data.Problem = "Cannot list: that domain is not one of this tenant's."
@@ -116,17 +152,19 @@ func (s *Server) listLinks(w http.ResponseWriter, r *http.Request, sess Session)
 		s.fail(w, r, err)
 		return
 	}
-	for _, l := range ls {
+	for _, l := range p.Links {
 		data.Rows = append(data.Rows, s.row(l))
 	}
-	if next != 0 {
+	if !p.Next.IsZero() {
 		q := url.Values{}
-		for k, v := range map[string]string{"q": f.Q, "tag": f.Tag, "status": f.Status, "from": f.From, "to": f.To, "domain": f.Domain} {
+		for k, v := range map[string]string{"q": f.Q, "tag": f.Tag, "status": f.Status, "from": f.From, "to": f.To, "domain": f.Domain, "sort": f.Sort} {
 			if v != "" {
 				q.Set(k, v)
 			}
 		}
-		q.Set("before", strconv.FormatUint(next, 10))
+		// The cursor carries the last row's sort key and ID: the next
+		// page starts right after it in this order.
+		q.Set("cursor", p.Next.String())
 		data.Next = template.URL(Prefix + "links?" + q.Encode())
 	}
 	s.render(w, r, http.StatusOK, "links", page{Title: "Links", Session: &sess, Notice: notice(r), Data: data})
@@ -155,6 +193,7 @@ type linkForm struct {
 	Domain                                                 string // create only: "" is the platform's
 	URL, Code, Expires, Redirect, Title, Tags              string
 	UTMSource, UTMMedium, UTMCampaign, UTMTerm, UTMContent string
+	Extras                                                 extrasForm // rules, password, click limit (extras.go)
 }
 
 type linkFormData struct {
@@ -171,7 +210,7 @@ func (s *Server) newLink(w http.ResponseWriter, r *http.Request, sess Session) {
 		return
 	}
 	s.render(w, r, http.StatusOK, "link_new", page{Title: "New link", Session: &sess,
-		Data: linkFormData{Form: linkForm{Redirect: "302", Domain: r.URL.Query().Get("domain")}, Domains: choices, CSRF: sess.CSRF}})
+		Data: linkFormData{Form: linkForm{Redirect: "302", Domain: r.URL.Query().Get("domain"), Extras: extrasForm{Action: Prefix + "links"}}, Domains: choices, CSRF: sess.CSRF}})
 }
 
 func readLinkForm(r *http.Request) linkForm {
@@ -243,6 +282,10 @@ func (s *Server) createLink(w http.ResponseWriter, r *http.Request, sess Session
 		s.render(w, r, status, "link_new", page{Title: "New link", Session: &sess,
 			Data: linkFormData{Form: f, Domains: choices, Problem: msg, CSRF: sess.CSRF}})
 	}
+	f.Extras = readExtras(r.PostForm, Prefix+"links")
+	if ruleOp(r, &f.Extras, refuse) {
+		return
+	}
 	rt, err := parseRedirect(f.Redirect)
 	if err != nil {
 		refuse(http.StatusBadRequest, message(err))
@@ -253,9 +296,18 @@ func (s *Server) createLink(w http.ResponseWriter, r *http.Request, sess Session
 		refuse(http.StatusBadRequest, message(err))
 		return
 	}
-	created, err := s.links.Create(r.Context(), sess.TenantID, links.CreateRequest{Domain: f.Domain,
-		URL: withUTM(f.URL, f), Code: f.Code, ExpiresAt: exp, RedirectType: rt, Title: f.Title, Tags: splitTags(f.Tags)})
+	req := links.CreateRequest{Domain: f.Domain,
+		URL: withUTM(f.URL, f), Code: f.Code, ExpiresAt: exp, RedirectType: rt, Title: f.Title, Tags: splitTags(f.Tags)}
+	if !f.Extras.create(&req) {
+		refuse(http.StatusBadRequest, f.Extras.Summary())
+		return
+	}
+	created, err := s.links.Create(r.Context(), sess.TenantID, req)
 	if err != nil {
+		if f.Extras.markError(err) {
+			refuse(http.StatusBadRequest, f.Extras.Summary())
+			return
+		}
 		if errors.Is(err, link.ErrNotFound) {
 			// The service's word for a host the tenant may not use.
 			refuse(http.StatusBadRequest, "That domain is not one of this tenant's: choose one from the list.")
@@ -298,7 +350,7 @@ func (s *Server) getLink(w http.ResponseWriter, r *http.Request, sess Session) (
 
 func (s *Server) editForm(l *links.Link) linkForm {
 	return linkForm{URL: l.URLOriginal, Redirect: strconv.Itoa(int(l.RedirectType)), Expires: datetimeLocal(l.ExpiresAt),
-		Title: l.Title, Tags: strings.Join(l.Tags, ", ")}
+		Title: l.Title, Tags: strings.Join(l.Tags, ", "), Extras: extrasFormOf(l, linkHref(l, ""))}
 }
 
 func datetimeLocal(t time.Time) string {
@@ -317,8 +369,9 @@ func (s *Server) linkPage(w http.ResponseWriter, r *http.Request, sess Session) 
 		Data: linkData{Row: s.row(l), Form: s.editForm(l), CSRF: sess.CSRF, QR: s.cfg.QR != nil}})
 }
 
-// editLink saves the detail form: target, redirect type and expiry, each
-// only when it changed, so an unchanged expiry in the past is no error.
+// editLink saves the detail form: target, redirect type, expiry, title and
+// tags, each only when it changed (so an unchanged expiry in the past is
+// no error), in one update.
 func (s *Server) editLink(w http.ResponseWriter, r *http.Request, sess Session) {
 	l, ok := s.getLink(w, r, sess)
 	if !ok {
@@ -331,6 +384,11 @@ func (s *Server) editLink(w http.ResponseWriter, r *http.Request, sess Session) 
 	}
 	var u links.Update
 	old := s.editForm(l)
+	f.Extras = readExtras(r.PostForm, linkHref(l, ""))
+	f.Extras.HasPassword, f.Extras.Limit = old.Extras.HasPassword, old.Extras.Limit
+	if ruleOp(r, &f.Extras, refuse) {
+		return
+	}
 	if f.URL != old.URL {
 		u.URL = &f.URL
 	}
@@ -353,32 +411,26 @@ func (s *Server) editLink(w http.ResponseWriter, r *http.Request, sess Session) 
 	if f.Title != old.Title {
 		u.Title = &f.Title
 	}
-	// Tags change apart from the link (they are no part of its version):
-	// checked first, so a refused tag changes nothing, then applied after
-	// the update.
-	var tags links.TagChange
+	// Tags go in the same update, so the edit is one transaction: saved
+	// whole or not at all (tags are no part of the link's version, so a
+	// change of tags alone writes none).
 	if f.Tags != old.Tags {
-		want, err := links.NormalizeTags(splitTags(f.Tags), links.MaxTags)
-		if err != nil {
-			refuse(http.StatusBadRequest, message(err))
-			return
-		}
-		tags = tagDiff(l.Tags, want)
+		tags := splitTags(f.Tags)
+		u.Tags = &tags
 	}
-	changed := u.URL != nil || u.RedirectType != nil || u.ExpiresAt != nil || u.Title != nil
-	if !changed && len(tags.Add)+len(tags.Remove) == 0 {
+	if !f.Extras.update(&u, old.Extras) {
+		refuse(http.StatusBadRequest, f.Extras.Summary())
+		return
+	}
+	if u == (links.Update{}) {
 		http.Redirect(w, r, linkHref(l, ""), http.StatusSeeOther)
 		return
 	}
-	var err error
-	if changed {
-		_, err = s.links.Update(r.Context(), sess.TenantID, domainParam(r), l.Code, u)
-	}
-	if err == nil && len(tags.Add)+len(tags.Remove) > 0 {
-		tags.Codes, tags.Domain = []string{l.Code}, domainParam(r)
-		_, err = s.links.TagLinks(r.Context(), sess.TenantID, tags)
-	}
-	if err != nil {
+	if _, err := s.links.Update(r.Context(), sess.TenantID, domainParam(r), l.Code, u); err != nil {
+		if f.Extras.markError(err) {
+			refuse(http.StatusBadRequest, f.Extras.Summary())
+			return
+		}
 		if msg, ok := userError(err); ok {
 			refuse(http.StatusBadRequest, msg)
 			return
@@ -436,22 +488,6 @@ func splitTags(v string) []string {
 		}
 	}
 	return out
-}
-
-// tagDiff is what turns have into want, both normalized.
-func tagDiff(have, want []string) links.TagChange {
-	var c links.TagChange
-	for _, t := range want {
-		if !slices.Contains(have, t) {
-			c.Add = append(c.Add, t)
-		}
-	}
-	for _, t := range have {
-		if !slices.Contains(want, t) {
-			c.Remove = append(c.Remove, t)
-		}
-	}
-	return c
 }
 
 // rowData is one list row, rendered alone for htmx.

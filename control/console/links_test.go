@@ -138,7 +138,7 @@ func TestBadInputIsRefusedAndKept(t *testing.T) {
 	if len(ls) != 1 {
 		t.Errorf("%d links after refused creates; want the one", len(ls))
 	}
-	for _, q := range []string{"status=paused", "from=yesterday", "to=2026-13-01", "from=2026-02-01&to=2026-01-01", "before=x", "before=0"} {
+	for _, q := range []string{"status=paused", "from=yesterday", "to=2026-13-01", "from=2026-02-01&to=2026-01-01", "cursor=x", "sort=x"} {
 		if w := b.do("GET", "/console/links?"+q, nil); w.Code != http.StatusBadRequest || !strings.Contains(w.Body.String(), `role="alert"`) {
 			t.Errorf("list ?%s: %d; want 400 with the reason", q, w.Code)
 		}

@@ -34,7 +34,7 @@ func parsePages() (*pages, error) {
 	}
 	p := &pages{byName: map[string]*template.Template{}}
 	for _, name := range pageNames {
-		t, err := template.New("layout.html").Funcs(funcs).ParseFS(templateFiles, "templates/layout.html", "templates/fields.html", "templates/"+name+".html")
+		t, err := template.New("layout.html").Funcs(funcs).ParseFS(templateFiles, "templates/layout.html", "templates/fields.html", "templates/rules.html", "templates/"+name+".html")
 		if err != nil {
 			return nil, fmt.Errorf("console templates: %w", err)
 		}

@@ -16,9 +16,15 @@ import (
 	"github.com/edgelink/edgelink/shared/link"
 )
 
-// MaxFormBytes bounds a form post: a target URL is at most 4 KB, so every
-// form of the console fits with room to spare.
-const MaxFormBytes = 64 << 10
+// MaxFormBytes bounds a signed-in browser's form post: a link's form with
+// link.MaxRules rules, each target at its 4 KB bound (percent-encoded in
+// the post, up to three times that), and every other field at its bound
+// fits with room to spare. The sign-in form, which anyone may post, has a
+// bound of its own (maxSignInBytes).
+const MaxFormBytes = 512 << 10
+
+// maxSignInBytes bounds the sign-in form: a key and a token.
+const maxSignInBytes = 16 << 10
 
 // touchEvery is how stale a session's last request may be recorded: a
 // write per minute of activity, not per request, and still far below the
@@ -100,7 +106,7 @@ func (s *Server) authed(h handler) http.HandlerFunc {
 			return
 		}
 		if r.Method == http.MethodPost {
-			if !s.readForm(w, r) {
+			if !s.readForm(w, r, MaxFormBytes) {
 				return
 			}
 			if !sameToken(formToken(r), sess.CSRF) {
@@ -117,14 +123,14 @@ func (s *Server) authed(h handler) http.HandlerFunc {
 	}
 }
 
-// readForm parses a form post of at most MaxFormBytes, answering the
+// readForm parses a form post of at most limit bytes, answering the
 // error page itself when it cannot.
-func (s *Server) readForm(w http.ResponseWriter, r *http.Request) bool {
-	r.Body = http.MaxBytesReader(w, r.Body, MaxFormBytes)
+func (s *Server) readForm(w http.ResponseWriter, r *http.Request, limit int64) bool {
+	r.Body = http.MaxBytesReader(w, r.Body, limit)
 	if err := r.ParseForm(); err != nil {
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {
-			s.errorPage(w, r, http.StatusRequestEntityTooLarge, fmt.Sprintf("The form is larger than %d KiB.", MaxFormBytes>>10))
+			s.errorPage(w, r, http.StatusRequestEntityTooLarge, fmt.Sprintf("The form is larger than %d KiB: nothing was saved. Go back to it, shorten what is longest, and send it again.", limit>>10))
 			return false
 		}
 		s.errorPage(w, r, http.StatusBadRequest, "The form could not be read.")
@@ -191,7 +197,7 @@ func (s *Server) signIn(w http.ResponseWriter, r *http.Request) {
 		s.renderSignIn(w, r, http.StatusTooManyRequests, "Too many failed sign-ins from this address. Wait a little and try again.", false)
 		return
 	}
-	if !s.readForm(w, r) {
+	if !s.readForm(w, r, maxSignInBytes) {
 		return
 	}
 	c, err := r.Cookie(signInCookie)

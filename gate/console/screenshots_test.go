@@ -52,6 +52,12 @@ func TestScreenshots(t *testing.T) {
 	if a := c.Do(context.Background(), "PATCH", "/api/v1/links/grinder", `{"status":"`+string(link.Disabled)+`"}`); a.Status != 200 {
 		t.Fatalf("disable: %s", a)
 	}
+	// A link with rules, a password and a click limit, for the list's
+	// badges.
+	if r := c.CreateJSONPatiently(context.Background(), `{"url": "https://example.com/app", "code": "app-link", "password": "open sesame", "max_clicks": 5000,
+		"rules": [{"url": "https://apps.apple.com/app/id1", "device": ["ios"]}, {"url": "https://play.google.com/store/apps/details?id=app", "device": ["android"]}]}`); r.Status != 201 {
+		t.Fatalf("create app-link: %d %v", r.Status, r.Problem)
+	}
 	// Clicks for the stats screens: followed on the edge as browsers and
 	// a crawler would, from a few referrers, and counted by control's
 	// roller.
@@ -77,6 +83,9 @@ func TestScreenshots(t *testing.T) {
 		{"link-new", "/console/links/new", "#create", nil},
 		{"link", "/console/links/winter-sale", "#edit", nil},
 		{"link-delete", "/console/links/winter-sale/delete", "main form", nil},
+		{"link-rules", "", "#r1-url", rulesFormSteps(s)},
+		{"link-rules-refused", "", "#r1-languages-error", rulesRefusedSteps(s)},
+		{"link-protected", "", "#rules-text", rulesDetailSteps(s)},
 		{"keys", "/console/keys", "table.keys", []chromedp.Action[chromedp.Void]{
 			chromedp.Navigate(s.controlURL + "/console/keys"), chromedp.WaitVisible(chromedp.CSS("table.keys")),
 			chromedp.Submit(chromedp.CSS("main form.inline")), chromedp.WaitVisible(chromedp.ID("secret")),

@@ -259,10 +259,11 @@ func TestStatsInChromium(t *testing.T) {
 	if n := run(t, b, "charts", chromedp.Evaluate[int](`document.querySelectorAll("svg.chart title").length`)); n == 0 {
 		t.Errorf("the link's stats page has no chart with a title")
 	}
-	// Every view of the pages names its controls, at desktop and phone
-	// width: by day, by hour, in a zone with approximate days (their note
-	// and marks), hours asked from before those kept (the notice), a
-	// refused range (the problem tied to its field).
+	// Every view of the pages passes the accessibility check (axe: WCAG
+	// 2 A and AA, best practices), at desktop and phone width: by day, by
+	// hour, in a zone with approximate days (their note and marks), hours
+	// asked from before those kept (the notice), a refused range (the
+	// problem tied to its field).
 	views := []struct{ path, wait string }{
 		{"/console/stats", "#country-table"},
 		{"/console/links/stats-e2e/stats", "#country-table"},
@@ -278,6 +279,7 @@ func TestStatsInChromium(t *testing.T) {
 			if bad := run(t, b, "unnamed controls", chromedp.Evaluate[[]string](unnamedControls)); len(bad) > 0 {
 				t.Errorf("%s has controls without an accessible name: %v", v.path, bad)
 			}
+			b.check(t, v.path+" ("+w.name+")")
 		}
 	}
 }
