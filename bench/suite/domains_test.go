@@ -90,7 +90,7 @@ func TestHostSample(t *testing.T) {
 // line, and every host of the file is sent.
 func TestHostLuaSendsEachLinesHost(t *testing.T) {
 	if _, err := exec.LookPath("wrk"); err != nil {
-		t.Fatal("wrk not found: `go tool task bench` installs it (apt-get install wrk)")
+		t.Fatal("wrk not found: `go tool task wrk` installs it (apt-get install wrk)")
 	}
 	hosts := []string{"d1.bench.test", "d2.bench.test", "127.0.0.1"}
 	links := testLinks(hosts, 90)

@@ -63,7 +63,7 @@ func TestGeoSourceAddrs(t *testing.T) {
 // its own line's X-Forwarded-For.
 func TestGeoLuaSendsEachLinesClient(t *testing.T) {
 	if _, err := exec.LookPath("wrk"); err != nil {
-		t.Fatal("wrk not found: `go tool task bench` installs it (apt-get install wrk)")
+		t.Fatal("wrk not found: `go tool task wrk` installs it (apt-get install wrk)")
 	}
 	tb := fixtureTable(t)
 	sources, _, _, _ := geoSourceAddrs(tb, 2, 50)

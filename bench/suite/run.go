@@ -41,6 +41,9 @@ type options struct {
 	keepTemp    bool
 	pprof       string
 	geoip       string // the Tor-format country data of the geo scenario
+	// rulesBaseline is the git revision whose edge the rules scenario
+	// runs beside this tree's.
+	rulesBaseline string
 }
 
 // env is one run: its processes, stack, servers and recorded figures.
@@ -81,7 +84,7 @@ func run(ctx context.Context, args []string) (err error) {
 	fs.IntVar(&o.conns, "connections", 64, "connections of wrk and the paced generator")
 	fs.StringVar(&o.serverCPU, "server-cpu", "0", "CPUs of the servers in the pinned variant (taskset list)")
 	fs.StringVar(&o.loadCPU, "load-cpu", "1", "CPUs of the load generator in the pinned variant")
-	scen := fs.String("scenarios", "redirect,scan,propagation,coldstart,create,clicks,writes", "scenarios to run (also: domains, the edge's cost of many hosts; geo, its cost of a country per click)")
+	scen := fs.String("scenarios", "redirect,scan,propagation,coldstart,create,clicks,writes", "scenarios to run (also: domains, the edge's cost of many hosts; geo, its cost of a country per click; rules, plain links before and after rules and a link with 3 rules)")
 	clickOpts := clickFlags(fs)
 	writesOpts := writesFlags(fs)
 	fs.StringVar(&o.out, "out", "bench/results", "folder for the results file and charts")
@@ -91,6 +94,7 @@ func run(ctx context.Context, args []string) (err error) {
 	fs.IntVar(&o.soakRate, "soak-rate", 2000, "soak request rate (requests/s)")
 	fs.BoolVar(&o.keepTemp, "keep", false, "keep the temporary folder (logs, configs)")
 	fs.StringVar(&o.geoip, "geoip", ".data/geoip", "Tor-format country data (geoip, geoip6) of the geo scenario: `go tool task geoip` fetches it")
+	fs.StringVar(&o.rulesBaseline, "rules-baseline", "f75bb04^", "git revision whose edge the rules scenario runs beside this tree's (default: the commit before the edge evaluated rules)")
 	fs.StringVar(&o.pprof, "pprof", "", "serve Go's pprof profiles of this process (control, NATS, the loaders) on this loopback address, and the edge's on the next port")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -192,6 +196,7 @@ func run(ctx context.Context, args []string) (err error) {
 		{"clicks", func() error { return e.clicks(clickOpts) }},
 		{"writes", func() error { return e.writes(writesOpts) }},
 		{"geo", func() error { return e.geo(o.geoip) }},
+		{"rules", func() error { return e.rules(o.geoip, o.rulesBaseline) }},
 		// Last: it adds as many links again, on other domains.
 		{"domains", e.domains},
 	} {
