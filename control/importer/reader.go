@@ -18,7 +18,10 @@
 //   - Shlink: the web client's CSV export (createdAt, title, shortUrl,
 //     domain, shortCode, longUrl, tags, visits; older ones lack shortCode)
 //     and the API's short URL objects (shortCode, shortUrl, longUrl,
-//     domain, …; JSON: an array or {"shortUrls": {"data": [...]}}).
+//     domain, …; JSON: an array or {"shortUrls": {"data": [...]}}). The
+//     objects' meta.maxVisits becomes a click limit, meta.validUntil the
+//     expiry and redirectRules rules (shlinkrules.go); the CSV carries
+//     none of them.
 //
 // A row's domain (Record.Domain) is the host the source served it on:
 // Shlink's domain column or key (the web client writes every row's host,
@@ -43,6 +46,8 @@ import (
 	"strings"
 	"sync/atomic"
 	"time"
+
+	"github.com/edgelink/edgelink/shared/link"
 )
 
 // Format is a source system.
@@ -98,6 +103,13 @@ type Record struct {
 	RedirectType int
 	ExpiresAt    time.Time
 	MaxClicks    int64
+	// Rules are the row's routing rules, in the order they apply (a
+	// Shlink object's redirect rules, shlinkrules.go); nil for none.
+	Rules []link.Rule
+	// Notes say what of the row's extras was carried with a difference
+	// or left out (a Shlink rule skipped); they go in its outcome's
+	// reason.
+	Notes []string
 	// Err, if set, says why the row is malformed; skip it.
 	Err error
 }
@@ -578,6 +590,15 @@ func (r *Reader) nextJSON() (Record, error) {
 			rec.Code = codeFromShortURL(get("shorturl"))
 		}
 		rec.Domain = get("domain") // null on the default domain
+		var err error
+		if rec.MaxClicks, rec.Rules, rec.Notes, err = shlinkExtras(obj); err != nil {
+			rec.Err = err
+			return rec, nil
+		}
+		if rec.ExpiresAt, err = shlinkValidity(obj, time.Now()); err != nil {
+			rec.Err = err
+			return rec, nil
+		}
 	case Bitly:
 		short := get(bitlyCodeNames...)
 		rec.Code, rec.Domain = codeFromShortURL(short), bitlyDomain(short)

@@ -130,6 +130,7 @@ type item struct {
 	redirect  int
 	expires   time.Time
 	maxClicks int64
+	rules     []link.Rule
 	send      string // the code asked for; "" for a new one
 	reason    string // why the old code is not asked for
 }
@@ -334,10 +335,10 @@ func (u *uploader) produce(ctx context.Context, rd *Reader, out chan<- chunk) er
 			continue
 		}
 		it := item{line: rec.Line, domain: dom, oldCode: rec.Code, url: rec.URL,
-			redirect: rec.RedirectType, expires: rec.ExpiresAt, maxClicks: rec.MaxClicks}
+			redirect: rec.RedirectType, expires: rec.ExpiresAt, maxClicks: rec.MaxClicks, rules: rec.Rules}
 		var notes []string
 		it.title, it.tags, notes = cleanMeta(rec.Title, rec.Tags)
-		it.notes = strings.Join(notes, "; ")
+		it.notes = strings.Join(append(notes, rec.Notes...), "; ")
 		if rec.Code != "" {
 			// Codes are unique per domain: the same code on two
 			// domains is two links.
@@ -360,7 +361,7 @@ func (u *uploader) produce(ctx context.Context, rd *Reader, out chan<- chunk) er
 		} else {
 			it.reason = "no code in the export"
 		}
-		size := 2*len(it.url) + len(it.send) + len(it.domain) + 6*len(it.title) + 80 // JSON may escape some bytes
+		size := 2*len(it.url) + len(it.send) + len(it.domain) + 6*len(it.title) + 80 + rulesSize(it.rules) // JSON may escape some bytes
 		for _, t := range it.tags {
 			size += 6*len(t) + 3
 		}
@@ -414,7 +415,7 @@ func (u *uploader) key(index int, pass string) string {
 
 func (u *uploader) request(code string, it item) apiclient.CreateRequest {
 	r := apiclient.CreateRequest{Domain: it.domain, URL: it.url, Code: code, Namespace: u.o.Namespace, RedirectType: u.o.RedirectType,
-		Title: it.title, Tags: it.tags, MaxClicks: it.maxClicks}
+		Title: it.title, Tags: it.tags, MaxClicks: it.maxClicks, Rules: wireRules(it.rules)}
 	if it.redirect != 0 {
 		r.RedirectType = it.redirect // the row's own beats the import's
 	}

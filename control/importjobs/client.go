@@ -67,6 +67,9 @@ func (c *Client) CreateBatch(ctx context.Context, reqs []apiclient.CreateRequest
 	for i, r := range reqs {
 		in[i] = links.CreateRequest{Domain: c.domain(r.Domain), URL: r.URL, Code: r.Code, RedirectType: link.RedirectType(r.RedirectType),
 			Namespace: r.Namespace, Title: r.Title, Tags: r.Tags, MaxClicks: r.MaxClicks}
+		if in[i].Rules, in[i].Rejected = importer.LinkRules(r.Rules); in[i].Rejected != nil {
+			continue
+		}
 		if r.ExpiresAt != "" {
 			t, err := time.Parse(time.RFC3339, r.ExpiresAt)
 			if err != nil {
