@@ -54,6 +54,16 @@ func newRegistry(e *Edge, nc *nats.Conn) *prometheus.Registry {
 		counter("edge_unlock_attempts_total", "Password attempts, by outcome: right (303 with the unlock cookie), wrong (403), limited_client and limited_link (429: the client's or the link's attempts spent; nothing verified), busy (503: no verification slot freed in time), broken (503: the link's hash cannot be read).",
 			u(&e.Unlock.Attempts[o]), "outcome", o.String())
 	}
+	lim := e.Limits
+	family("edge_click_limit_refusals_total", "Redirects of links with a click limit answered 410 instead, by cause: reached (the change said the counted clicks reached the limit), spent (this edge's allowance of the link ran out before that change came), shared (the edges' reports, added up, showed the limit served). Also counted in edge_requests_total as gone.", "cause",
+		map[string]*atomic.Uint64{"reached": &lim.Reached, "spent": &lim.Spent, "shared": &lim.Shared})
+	gauge("edge_click_limited_links", "Links with a click limit this edge keeps an account of (its own redirects or other edges' reports).", func() float64 { return float64(lim.Remembered()) })
+	var pub, recv, bad, failed = new(atomic.Uint64), new(atomic.Uint64), new(atomic.Uint64), new(atomic.Uint64)
+	if s := e.Share; s != nil {
+		pub, recv, bad, failed = &s.Published, &s.Received, &s.Bad, &s.Failed
+	}
+	family("edge_limit_reports_total", "Click limit reports (one link each) exchanged with the other edges over NATS, by outcome: published, received (another edge's, taken), bad (messages that did not decode, dropped), failed (publishes that failed; the next report carries the same totals). All 0 with --limit-report-every negative.", "outcome",
+		map[string]*atomic.Uint64{"published": pub, "received": recv, "bad": bad, "failed": failed})
 
 	d := e.Domains
 	gauge("edge_domains", "Domains in the edge's table, removed ones included.", func() float64 { return float64(d.Len()) })

@@ -21,6 +21,7 @@ import (
 	"github.com/edgelink/edgelink/edge/clickpub"
 	"github.com/edgelink/edgelink/edge/clientip"
 	"github.com/edgelink/edgelink/edge/geo"
+	"github.com/edgelink/edgelink/edge/limitshare"
 	"github.com/edgelink/edgelink/edge/lookup"
 	"github.com/edgelink/edgelink/edge/ratelimit"
 	"github.com/edgelink/edgelink/edge/redirect"
@@ -99,6 +100,12 @@ type Config struct {
 	// Config; zero values take its defaults). Unlock.Keys, when set, is
 	// used instead of UnlockKeysFile (tests).
 	Unlock unlock.Config
+	// LimitReportEvery is how often the edge tells the other edges, on
+	// core NATS (edge/limitshare), what it served of each link with a
+	// click limit, and so about how late they learn it (default 50ms). A
+	// negative value sends and takes no reports: each edge then stops a
+	// limited link within its own allowance alone (docs/click-limits.md).
+	LimitReportEvery time.Duration
 	// ClickBuffer bounds clicks waiting to be published (default 65,536).
 	ClickBuffer int
 	// ClickFlushEvery bounds how long a click waits to be published
@@ -142,6 +149,8 @@ type Edge struct {
 	Clicks    *clickpub.Recorder
 	Countries *Countries // nil without country data
 	Unlock    *unlock.Gate
+	Limits    *redirect.ClickLimits
+	Share     *limitshare.Share // nil with reports off
 	Salts     *visitorsalt.Salts
 	Overlay   *store.Overlay
 	Segments  *store.Segments
@@ -223,7 +232,14 @@ func Run(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return err
 	}
-	h := &redirect.Handler{Domains: domains, Store: applied, Miss: res, Hosts: hosts, Clicks: rec, Unlock: gate}
+	// Click limits: this edge's allowance of each limited link, and the
+	// other edges' reports of theirs (docs/click-limits.md).
+	limits := new(redirect.ClickLimits)
+	e.Limits = limits
+	if cfg.LimitReportEvery > 0 {
+		e.Share = limitshare.New(nc, limits, limitshare.Config{Edge: cfg.Name, Every: cfg.LimitReportEvery, Log: log})
+	}
+	h := &redirect.Handler{Domains: domains, Store: applied, Miss: res, Hosts: hosts, Clicks: rec, Unlock: gate, Limits: limits}
 	if countries != nil {
 		// Rules' country conditions: the table itself, uncounted (the
 		// lookups counted are the clicks').
@@ -294,6 +310,10 @@ func Run(ctx context.Context, cfg Config) error {
 	g.Go(func() error { return rec.Run(clickCtx) })
 	g.Go(func() error { return salts.Run(clickCtx) }) // its salts stay held after: the last flush uses them
 	g.Go(func() error { return client.Run(feedCtx) })
+	if e.Share != nil {
+		// Reports go on while requests finish, and once more after.
+		g.Go(func() error { return e.Share.Run(clickCtx) })
+	}
 	g.Go(func() error { return srv.Serve(ln) })
 	<-ctx.Done()
 	feed.Resume() // a paused feed must not hold up shutdown
@@ -320,6 +340,9 @@ func defaults(c *Config) {
 	}
 	if c.MaxReadyLag == 0 {
 		c.MaxReadyLag = 100
+	}
+	if c.LimitReportEvery == 0 {
+		c.LimitReportEvery = 50 * time.Millisecond
 	}
 }
 

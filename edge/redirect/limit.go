@@ -227,6 +227,18 @@ func Reaches(extras []byte) bool {
 	return v.LimitReached()
 }
 
+// limitReached reports whether extras say the link's counted clicks
+// reached its limit, counting it in Limits.Reached.
+func (h *Handler) limitReached(extras []byte) bool {
+	if !Reaches(extras) {
+		return false
+	}
+	if h.Limits != nil {
+		h.Limits.Reached.Add(1)
+	}
+	return true
+}
+
 // Remembered is how many links the account holds.
 func (c *ClickLimits) Remembered() int {
 	n := 0

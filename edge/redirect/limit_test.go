@@ -1,13 +1,19 @@
 package redirect
 
 import (
+	"bytes"
 	"fmt"
 	"math/rand/v2"
+	"net"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 
+	"github.com/valyala/fasthttp"
+
+	"github.com/edgelink/edgelink/edge/store"
+	"github.com/edgelink/edgelink/edge/unlock"
 	"github.com/edgelink/edgelink/shared/link"
 )
 
@@ -314,5 +320,119 @@ func BenchmarkClickLimitsAllow(b *testing.B) {
 				}
 			})
 		})
+	}
+}
+
+// TestHandlerEnforcesLimits: the handler takes a limited link's redirects
+// from the edge's allowance (N − C, then 410 on this edge), answers 410 at
+// once a link whose counted clicks reached its limit (with or without an
+// account, before its password form and on its form's post), spends
+// nothing on a password form, stops a link the edges' reports show at its
+// limit, and leaves plain links alone; without an account only the
+// reached count stops a link.
+func TestHandlerEnforcesLimits(t *testing.T) {
+	e := newPwEnv(t, unlock.Config{})
+	for i, l := range []*store.Entry{
+		{Code: "lim001", URL: "https://example.com/l1", Extras: extrasOf(t, link.Extras{MaxClicks: 5, ClicksCounted: 2})},
+		{Code: "lim002", URL: "https://example.com/l2", Extras: extrasOf(t, link.Extras{MaxClicks: 100})},
+		{Code: "limfull", URL: "https://example.com/full", Extras: extrasOf(t, link.Extras{MaxClicks: 5, ClicksCounted: 5})},
+		{Code: "pwfull", URL: pwTarget, Extras: extrasOf(t, link.Extras{PasswordHash: e.hash, MaxClicks: 5, ClicksCounted: 7})},
+		{Code: "pwlim1", URL: pwTarget, Extras: extrasOf(t, link.Extras{PasswordHash: e.hash, MaxClicks: 3})},
+		{Code: "rulelim", URL: "https://example.com/r", Extras: extrasOf(t, link.Extras{MaxClicks: 1,
+			Rules: []link.Rule{{Devices: []link.Device{link.DeviceIOS}, URL: rulePwAlt}}})},
+	} {
+		l.RedirectType, l.Version, l.Status = 302, uint64(100+i), link.Active
+		if !e.store.Apply(l) {
+			t.Fatalf("overlay refused %s", l.Code)
+		}
+	}
+	statuses := func(code string, n int) (redirects, gone int) {
+		t.Helper()
+		for range n {
+			ctx := e.call("GET", "/"+code, "192.0.2.1", "")
+			switch s := ctx.Response.StatusCode(); s {
+			case 302:
+				redirects++
+			case 410:
+				gone++
+				checkNoTarget(t, code, ctx)
+			default:
+				t.Fatalf("GET /%s: %d", code, s)
+			}
+		}
+		return redirects, gone
+	}
+	// Without an account: only the reached count stops a link.
+	if r, g := statuses("lim001", 10); r != 10 || g != 0 {
+		t.Errorf("lim001 without an account: %d redirects, %d gone; want 10, 0", r, g)
+	}
+	if r, g := statuses("limfull", 3); r != 0 || g != 3 {
+		t.Errorf("limfull without an account: %d redirects, %d gone; want 0, 3", r, g)
+	}
+	var lims ClickLimits
+	e.h.Limits = &lims
+	if r, g := statuses("lim001", 10); r != 3 || g != 7 {
+		t.Errorf("lim001 (5, 2 counted): %d redirects, %d gone; want 3, 7", r, g)
+	}
+	if r, g := statuses("limfull", 2); r != 0 || g != 2 {
+		t.Errorf("limfull: %d redirects, %d gone; want 0, 2", r, g)
+	}
+	if r, g := statuses("rulelim", 3); r != 1 || g != 2 {
+		t.Errorf("rulelim (limit 1): %d redirects, %d gone; want 1, 2", r, g)
+	}
+	if r, _ := statuses("plain1", 20); r != 20 {
+		t.Errorf("plain1: %d redirects of 20", r)
+	}
+	// Reports: two other edges served 60 and 39 of lim002 from 0; this one
+	// may serve one more.
+	lims.Peer("edge-b/1", link.DefaultDomain, []byte("lim002"), 100, 0, 60)
+	lims.Peer("edge-c/1", link.DefaultDomain, []byte("lim002"), 100, 0, 39)
+	if r, g := statuses("lim002", 5); r != 1 || g != 4 {
+		t.Errorf("lim002 with 99 served elsewhere: %d redirects, %d gone; want 1, 4", r, g)
+	}
+	// A reached password link is 410 before its form, and on its post.
+	f := formOf(t, e.call("GET", "/pw0001", "192.0.2.1", ""), 200, "pw0001")
+	for _, ctx := range []*fasthttp.RequestCtx{e.call("GET", "/pwfull", "192.0.2.1", ""), e.post("pwfull", "192.0.2.1", f, "correct+horse")} {
+		checkNoTarget(t, "pwfull", ctx)
+		if ctx.Response.StatusCode() != 410 || bytes.Contains(ctx.Response.Body(), []byte("<form")) {
+			t.Errorf("%s pwfull: %d, want 410 without a form", ctx.Method(), ctx.Response.StatusCode())
+		}
+	}
+	// A password form spends nothing of the allowance.
+	before := lims.Remembered()
+	for range 5 {
+		formOf(t, e.call("GET", "/pwlim1", "192.0.2.1", ""), 200, "pwlim1")
+	}
+	if lims.Remembered() != before {
+		t.Errorf("password forms of pwlim1 took allowance: %d links remembered, %d before", lims.Remembered(), before)
+	}
+	if lims.Reached.Load() == 0 || lims.Spent.Load() == 0 || lims.Shared.Load() == 0 {
+		t.Errorf("counters: reached %d, spent %d, shared %d; want each > 0", lims.Reached.Load(), lims.Spent.Load(), lims.Shared.Load())
+	}
+}
+
+// TestLimitedHitDoesNotAllocate: a limited link's redirect through the
+// handler allocates nothing once its account entry exists.
+func TestLimitedHitDoesNotAllocate(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector allocates")
+	}
+	ov := store.NewOverlay()
+	x, err := link.AppendExtras(nil, &link.Extras{MaxClicks: link.MaxClicksLimit})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ov.Apply(&store.Entry{Code: "lim001", URL: "https://example.com/l", Extras: string(x), RedirectType: 302, Version: 1, Status: link.Active})
+	h := &Handler{Store: ov, Limits: new(ClickLimits)}
+	var req fasthttp.Request
+	req.SetRequestURI("/lim001")
+	ctx := new(fasthttp.RequestCtx)
+	ctx.Init(&req, &net.TCPAddr{IP: net.ParseIP("192.0.2.1"), Port: 1}, nil)
+	h.Serve(ctx)
+	if ctx.Response.StatusCode() != 302 {
+		t.Fatalf("status %d", ctx.Response.StatusCode())
+	}
+	if a := testing.AllocsPerRun(200, func() { ctx.Response.Reset(); h.Serve(ctx) }); a != 0 {
+		t.Fatalf("%v allocations per limited hit", a)
 	}
 }

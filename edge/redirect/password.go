@@ -179,7 +179,7 @@ func (h *Handler) serveUnlock(ctx *fasthttp.RequestCtx, path []byte) {
 		return
 	}
 	nowT := h.now(ctx)
-	if !l.active || (l.expiresAt != 0 && nowT.UnixMilli() >= l.expiresAt) {
+	if !l.active || (l.expiresAt != 0 && nowT.UnixMilli() >= l.expiresAt) || h.limitReached(l.extras) {
 		h.Counters.Gone.Add(1)
 		h.text(ctx, fasthttp.StatusGone, textGone)
 		return

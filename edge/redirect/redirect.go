@@ -125,7 +125,13 @@ type Handler struct {
 	Countries CountryLookup
 	// Unlock (optional) opens password-protected links (password.go);
 	// without it such a link answers 503, never its target.
-	Unlock  *unlock.Gate
+	Unlock *unlock.Gate
+	// Limits (optional) is the edge's account of links with a click limit
+	// (limit.go): a redirect of one is taken from its allowance, and the
+	// link is 410 once spent or once the edges' reports add up to its
+	// limit. Without it a limited link is 410 only once the change saying
+	// its counted clicks reached the limit arrives.
+	Limits  *ClickLimits
 	Started func() error
 	Ready   func() error
 	// Degraded (optional) names what the edge serves without: a /readyz
@@ -235,9 +241,10 @@ func (h *Handler) answer(ctx *fasthttp.RequestCtx, d link.DomainID, code []byte,
 	// Expiry is evaluated here, at read time: a link stops redirecting the
 	// instant it expires, whatever the stream says. A link that is no
 	// longer active is 410 before any of its extras: a protected one
-	// never asks its password then.
+	// never asks its password then, nor one whose click limit its counted
+	// clicks have reached.
 	now := h.now(ctx).UnixMilli()
-	if !active || (expiresAt != 0 && now >= expiresAt) {
+	if !active || (expiresAt != 0 && now >= expiresAt) || h.limitReached(extras) {
 		h.Counters.Gone.Add(1)
 		h.text(ctx, fasthttp.StatusGone, textGone)
 		return

@@ -38,6 +38,14 @@ func (h *Handler) extras(ctx *fasthttp.RequestCtx, d link.DomainID, code, b []by
 		}
 		vary |= varyCookie
 	}
+	if v.MaxClicks() > 0 && h.Limits != nil && !h.Limits.Allow(d, code, b) {
+		// This edge's allowance of the link is spent, or the edges'
+		// reports say its limit was served (limit.go): 410, after the
+		// password (a form answered spends nothing), before the rules.
+		h.Counters.Gone.Add(1)
+		h.text(ctx, fasthttp.StatusGone, textGone)
+		return 0, nil, nil, false
+	}
 	if v.HasRules() {
 		needs := v.Needs()
 		if needs.Has(link.NeedsDevice) {

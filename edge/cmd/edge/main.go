@@ -52,6 +52,8 @@ type cli struct {
 	UnlockLinkBurst   int           `name:"unlock-link-burst" default:"60" env:"EDGELINK_EDGE_UNLOCK_LINK_BURST" help:"Burst of password attempts per link."`
 	UnlockVerifiers   int           `name:"unlock-verifiers" default:"2" env:"EDGELINK_EDGE_UNLOCK_VERIFIERS" help:"Password verifications at once (argon2id: each holds the hash's memory, 19 MiB by default); attempts past them wait 100 ms, then get 503."`
 
+	LimitReportEvery time.Duration `name:"limit-report-every" default:"50ms" env:"EDGELINK_EDGE_LIMIT_REPORT_EVERY" help:"How often this edge tells the other edges (core NATS, limits.<name>) what it served of each link with a click limit: about how late they stop a link another edge served to its limit. Negative (--limit-report-every=-1s): no reports; each edge stops a limited link within its own allowance alone."`
+
 	SnapshotDir      string        `name:"snapshot-dir" env:"EDGELINK_EDGE_SNAPSHOT_DIR" help:"Folder keeping the newest snapshot, loaded at boot without NATS (default .data/edge-<name>; 'none' keeps none)."`
 	SnapshotPoll     time.Duration `name:"snapshot-poll" default:"30s" env:"EDGELINK_EDGE_SNAPSHOT_POLL" help:"How often the snapshot bucket is listed besides being watched."`
 	SnapshotBootWait time.Duration `name:"snapshot-boot-wait" default:"5s" env:"EDGELINK_EDGE_SNAPSHOT_BOOT_WAIT" help:"Bound on asking the bucket for a newer snapshot at boot when a local copy exists."`
@@ -91,6 +93,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, onListen 
 	if c.UnlockVerifiers < 1 || c.UnlockVerifiers > 64 {
 		return fmt.Errorf("--unlock-verifiers %d: want 1 to 64", c.UnlockVerifiers)
 	}
+	if c.LimitReportEvery >= 0 && c.LimitReportEvery < 10*time.Millisecond || c.LimitReportEvery > time.Minute {
+		return fmt.Errorf("--limit-report-every %v: want 10ms to 1m, or negative for no reports", c.LimitReportEvery)
+	}
 	var level slog.Level
 	_ = level.UnmarshalText([]byte(c.LogLevel))
 	// Each edge keeps its own copy, so edges sharing a host never race on
@@ -121,7 +126,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, onListen 
 		TrustedProxies: c.TrustedProxies, ProxyProtocol: c.ProxyProtocol, CodeKeysFile: c.CodeKeys,
 		GeoIP: c.GeoIP, GeoIPMMDB: c.GeoIPMMDB,
 		SnapshotDir: c.SnapshotDir, SnapshotPoll: c.SnapshotPoll, SnapshotBootWait: c.SnapshotBootWait,
-		LockSnapshot: c.LockSnapshot, UnlockKeysFile: c.UnlockKeys,
+		LockSnapshot: c.LockSnapshot, UnlockKeysFile: c.UnlockKeys, LimitReportEvery: c.LimitReportEvery,
 		Unlock: unlock.Config{CookieTTL: c.UnlockCookieTTL, ClientRate: c.UnlockClientRate, ClientBurst: c.UnlockClientBurst,
 			LinkRate: c.UnlockLinkRate, LinkBurst: c.UnlockLinkBurst, Verifiers: c.UnlockVerifiers}})
 }

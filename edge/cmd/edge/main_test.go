@@ -168,3 +168,30 @@ func TestUnlockFlags(t *testing.T) {
 		})
 	}
 }
+
+// TestLimitReportFlag: --limit-report-every (and its variable) out of
+// bounds is refused before the edge connects to anything; a negative
+// value is no reports (edgeserver.Config.LimitReportEvery).
+func TestLimitReportFlag(t *testing.T) {
+	base := []string{"--listen", "127.0.0.1:0", "--snapshot-dir", "none", "--nats-url", "nats://127.0.0.1:1"}
+	for _, c := range []struct {
+		name string
+		args []string
+		env  map[string]string
+		want string
+	}{
+		{"too often", []string{"--limit-report-every", "1ms"}, nil, "--limit-report-every 1ms"},
+		{"zero", []string{"--limit-report-every", "0s"}, nil, "want 10ms to 1m"},
+		{"env", nil, map[string]string{"EDGELINK_EDGE_LIMIT_REPORT_EVERY": "2m"}, "--limit-report-every 2m0s"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			for k, v := range c.env {
+				t.Setenv(k, v)
+			}
+			err := run(context.Background(), append(append([]string{}, base...), c.args...), io.Discard, io.Discard, nil)
+			if err == nil || !strings.Contains(strings.ToLower(err.Error()), strings.ToLower(c.want)) {
+				t.Fatalf("run: %v; want an error with %q", err, c.want)
+			}
+		})
+	}
+}
