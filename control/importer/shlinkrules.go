@@ -148,7 +148,7 @@ func shlinkExtras(obj map[string]any) (maxClicks int64, rules []link.Rule, notes
 	}
 	list, ok := raw.([]any)
 	if !ok {
-		return 0, nil, nil, fmt.Errorf("redirectRules is a %s, not a list of rules", jsonKind(raw))
+		return 0, nil, nil, fmt.Errorf("redirectRules is %s, not a list of rules", jsonKind(raw))
 	}
 	rules, ruleNotes, err := shlinkRules(list)
 	if err != nil {
@@ -201,7 +201,7 @@ func shlinkLimit(obj map[string]any) (int64, string, error) {
 func wholeNumber(v any, what string, min int64) (int64, error) {
 	n, isNum := v.(json.Number)
 	if !isNum {
-		return 0, fmt.Errorf("%s is a %s, not a number", what, jsonKind(v))
+		return 0, fmt.Errorf("%s is %s, not a number", what, jsonKind(v))
 	}
 	i, err := strconv.ParseInt(n.String(), 10, 64)
 	if err != nil || i < min || i > link.MaxClicksLimit {
@@ -227,7 +227,7 @@ func shlinkRules(list []any) ([]link.Rule, []string, error) {
 		n := i + 1 // as a person counts them
 		m, ok := raw.(map[string]any)
 		if !ok {
-			return nil, nil, fmt.Errorf("redirect rule %d is a %s, not an object", n, jsonKind(raw))
+			return nil, nil, fmt.Errorf("redirect rule %d is %s, not an object", n, jsonKind(raw))
 		}
 		r := shlinkRule{at: i, priority: math.Inf(1)}
 		if p, ok := member(m, "priority"); ok && p != nil {
@@ -253,7 +253,7 @@ func shlinkRules(list []any) ([]link.Rule, []string, error) {
 		for j, c := range cl {
 			cm, ok := c.(map[string]any)
 			if !ok {
-				return nil, nil, fmt.Errorf("redirect rule %d: condition %d is a %s, not an object", n, j+1, jsonKind(c))
+				return nil, nil, fmt.Errorf("redirect rule %d: condition %d is %s, not an object", n, j+1, jsonKind(c))
 			}
 			why, note, err := addCondition(&r.rule, cm)
 			if err != nil {
@@ -399,7 +399,7 @@ func conditionText(c map[string]any, n string) (string, error) {
 		return v.String(), nil
 	default:
 		name := map[string]string{"matchvalue": "matchValue", "matchkey": "matchKey"}[n]
-		return "", fmt.Errorf("%s is a %s, not a string", name, jsonKind(v))
+		return "", fmt.Errorf("%s is %s, not a string", name, jsonKind(v))
 	}
 }
 
@@ -430,22 +430,23 @@ func memberObject(obj map[string]any, n string) (map[string]any, bool) {
 	return m, ok
 }
 
+// jsonKind names v's JSON kind with its article: "a string", "null".
 func jsonKind(v any) string {
 	switch v.(type) {
 	case nil:
 		return "null"
 	case string:
-		return "string"
+		return "a string"
 	case json.Number, float64:
-		return "number"
+		return "a number"
 	case bool:
-		return "boolean"
+		return "a boolean"
 	case []any:
-		return "list"
+		return "a list"
 	case map[string]any:
-		return "object"
+		return "an object"
 	}
-	return fmt.Sprintf("%T", v)
+	return fmt.Sprintf("a %T", v)
 }
 
 // wireRules are rules as the create API's body carries them.

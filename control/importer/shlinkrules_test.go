@@ -275,7 +275,7 @@ func TestShlinkLimit(t *testing.T) {
 		{`{"meta": {"maxVisits": "10"}}`, 0, "maxVisits is a string, not a number"},
 		{`{"meta": {"maxVisits": true}}`, 0, "maxVisits is a boolean"},
 		{`{"meta": {"maxVisits": [10]}}`, 0, "maxVisits is a list"},
-		{`{"meta": {"maxVisits": {"n": 10}}}`, 0, "maxVisits is a object"},
+		{`{"meta": {"maxVisits": {"n": 10}}}`, 0, "maxVisits is an object"},
 		{`{"meta": {"maxVisits": 10}, "visitsSummary": {"total": -1}}`, 0, "the visits count -1 is not a whole number from 0"},
 		{`{"meta": {"maxVisits": 10}, "visitsSummary": {"total": "3"}}`, 0, "the visits count is a string"},
 	} {
@@ -304,9 +304,9 @@ func TestShlinkExtrasRefused(t *testing.T) {
 	for _, tc := range []struct{ obj, reason string }{
 		{withRules(`"yes"`, ""), "redirectRules is a string, not a list"},
 		{withRules(`7`, ""), "redirectRules is a number"},
-		{withRules(`{"redirectRules": {"a": 1}}`, ""), "redirectRules is a object"},
+		{withRules(`{"redirectRules": {"a": 1}}`, ""), "redirectRules is an object"},
 		{withRules(`[7]`, ""), "redirect rule 1 is a number, not an object"},
-		{withRules(`[null]`, ""), "redirect rule 1 is a null"},
+		{withRules(`[null]`, ""), "redirect rule 1 is null"},
 		{withRules(`[{"priority": 1, "conditions": [`+ios+`]}]`, ""), "redirect rule 1 has no longUrl"},
 		{withRules(`[{"longUrl": 5, "conditions": [`+ios+`]}]`, ""), "redirect rule 1 has no longUrl"},
 		{withRules(`[{"longUrl": "https://e.com/r", "priority": "high", "conditions": [`+ios+`]}]`, ""), "priority is not a number"},
@@ -317,7 +317,7 @@ func TestShlinkExtrasRefused(t *testing.T) {
 		{withRules(oneRule(`{"matchValue": "x"}`), ""), "condition 1: no type"},
 		{withRules(oneRule(`{"type": 3, "matchValue": "x"}`), ""), "condition 1: no type"},
 		{withRules(oneRule(`{"type": "device", "matchValue": ["ios"]}`), ""), "matchValue is a list, not a string"},
-		{withRules(oneRule(`{"type": "query-param", "matchKey": {}, "matchValue": "x"}`), ""), "matchKey is a object"},
+		{withRules(oneRule(`{"type": "query-param", "matchKey": {}, "matchValue": "x"}`), ""), "matchKey is an object"},
 		{withRules(oneRule(cond("query-param", "<null>", "x")), ""), "query-param has no matchKey"},
 		{withRules(oneRule(cond("any-value-query-param", "", "")), ""), "any-value-query-param has no matchKey"},
 		{withRules(rules(link.MaxRules+1, ios), ""), "17 redirect rules to carry, at most 16"},
@@ -554,4 +554,47 @@ func TestShlinkValidity(t *testing.T) {
 			t.Errorf("%s: %v, %v; want an error with %q", tc.meta, got, err, tc.reason)
 		}
 	}
+}
+
+// FuzzShlinkExtras: whatever a JSON object holds, reading its extras
+// does not panic, and what it carries is what the API takes: a limit in
+// range, at most link.MaxRules rules that pass link.CheckRules.
+func FuzzShlinkExtras(f *testing.F) {
+	f.Add(shlinkExport)
+	f.Add(withRules(oneRule(cond("device", "<null>", "ios"), cond("query-param", "a", "b")), `{"maxVisits": 3}`))
+	f.Add(withRules(`[{"longUrl": "https://e.com/", "priority": 1e308, "conditions": [{"type": "language", "matchValue": "es_ES"}]}]`, `{"maxVisits": 1e3}`))
+	f.Add(`{"meta": {"max_visits": 5, "MaxVisits": 6}, "visitsCount": 5, "redirectRules": {"redirectRules": [null]}}`)
+	f.Fuzz(func(t *testing.T, s string) {
+		d := json.NewDecoder(strings.NewReader(s))
+		d.UseNumber()
+		var objs []map[string]any
+		var one map[string]any
+		if err := d.Decode(&one); err == nil && one != nil {
+			objs = append(objs, one)
+			urls, _ := one["shortUrls"].(map[string]any)
+			if list, ok := urls["data"].([]any); ok {
+				for _, o := range list {
+					if m, ok := o.(map[string]any); ok {
+						objs = append(objs, m)
+					}
+				}
+			}
+		}
+		for _, obj := range objs {
+			max, rules, _, err := shlinkExtras(obj)
+			if err != nil {
+				continue
+			}
+			if max < 0 || max > link.MaxClicksLimit {
+				t.Fatalf("limit %d", max)
+			}
+			if len(rules) > link.MaxRules {
+				t.Fatalf("%d rules", len(rules))
+			}
+			if err := link.CheckRules(rules); err != nil {
+				t.Fatalf("carried rules the API refuses: %v", err)
+			}
+			_, _ = shlinkValidity(obj, time.Now())
+		}
+	})
 }
