@@ -6,5 +6,6 @@
 // design's bound of times (docs/click-limits.md), its counted clicks reach
 // N and the API says limit_reached, and a raised limit makes every edge
 // redirect it again. The overshoot past N is logged: the measured
-// tolerance.
+// tolerance. Three more edges without reports do the same on another
+// link within the bound alone, which they reach.
 package limits
