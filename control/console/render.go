@@ -18,7 +18,7 @@ type pages struct {
 	byName map[string]*template.Template
 }
 
-var pageNames = []string{"signin", "links", "link_new", "link", "link_delete", "keys", "stats", "error", "bulk", "bulk_job", "webhooks", "webhook"}
+var pageNames = []string{"signin", "links", "link_new", "link", "link_delete", "keys", "stats", "error", "bulk", "bulk_job", "webhooks", "webhook", "webhook_delete"}
 
 func parsePages() (*pages, error) {
 	funcs := template.FuncMap{

@@ -32,6 +32,7 @@ func (s *Server) webhookRoutes() {
 	s.mux.HandleFunc("GET "+Prefix+"webhooks", s.authed(s.webhooksPage))
 	s.mux.HandleFunc("POST "+Prefix+"webhooks", s.authed(s.createWebhook))
 	s.mux.HandleFunc("GET "+Prefix+"webhooks/{id}", s.authed(s.webhookPage))
+	s.mux.HandleFunc("GET "+Prefix+"webhooks/{id}/delete", s.authed(s.confirmWebhookDelete))
 	s.mux.HandleFunc("POST "+Prefix+"webhooks/{id}/{action}", s.authed(s.webhookAction))
 }
 
@@ -141,6 +142,22 @@ func (s *Server) renderWebhook(w http.ResponseWriter, r *http.Request, sess Sess
 	}
 	s.render(w, r, http.StatusOK, "webhook", page{Title: "Webhook " + e.ID, Session: &sess,
 		Notice: notices[r.URL.Query().Get("done")], Data: d})
+}
+
+// confirmWebhookDelete asks before an endpoint and its delivery log go:
+// the endpoint page's Delete leads here, and only this page's button
+// posts the delete.
+func (s *Server) confirmWebhookDelete(w http.ResponseWriter, r *http.Request, sess Session) {
+	e, err := s.cfg.Webhooks.Get(r.Context(), sess.TenantID, r.PathValue("id"))
+	if errors.Is(err, webhooks.ErrNotFound) {
+		s.errorPage(w, r, http.StatusNotFound, "There is no such webhook endpoint in this tenant.")
+		return
+	}
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	s.render(w, r, http.StatusOK, "webhook_delete", page{Title: "Delete webhook " + e.ID, Session: &sess, Data: webhookData{E: e, CSRF: sess.CSRF}})
 }
 
 // webhookAction is a button of an endpoint's page: test, enable, disable,

@@ -111,6 +111,19 @@ func TestWebhookPages(t *testing.T) {
 	if w := rival.do("POST", "/console/webhooks/"+id+"/delete", url.Values{"csrf": {rivalToken}}); w.Code != http.StatusNotFound {
 		t.Errorf("another tenant's delete: %d; want 404", w.Code)
 	}
+	if w := rival.do("GET", "/console/webhooks/"+id+"/delete", nil); w.Code != http.StatusNotFound {
+		t.Errorf("another tenant's delete confirmation: %d; want 404", w.Code)
+	}
+	// Delete asks first: the endpoint page's button opens a confirmation,
+	// whose own form posts the delete.
+	if w := b.do("GET", "/console/webhooks/"+id, nil); !strings.Contains(w.Body.String(), `<form method="get" action="/console/webhooks/`+id+`/delete"`) {
+		t.Errorf("the endpoint page's Delete does not lead to the confirmation:\n%.3000s", w.Body.String())
+	}
+	w = b.do("GET", "/console/webhooks/"+id+"/delete", nil)
+	if body := w.Body.String(); w.Code != http.StatusOK || !strings.Contains(body, "Delete webhook") || !strings.Contains(body, `name="csrf" value="`+token+`"`) ||
+		!strings.Contains(body, "CRM &lt;b&gt;") {
+		t.Errorf("delete confirmation: %d\n%.3000s", w.Code, body)
+	}
 	wantRedirect(t, b.do("POST", "/console/webhooks/"+id+"/delete", url.Values{"csrf": {token}}), "/console/webhooks?done=deleted")
 	if w := b.do("GET", "/console/webhooks/"+id, nil); w.Code != http.StatusNotFound {
 		t.Errorf("after delete: %d; want 404", w.Code)

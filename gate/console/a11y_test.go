@@ -51,6 +51,10 @@ var a11yScreens = []a11yScreen{
 	}},
 	{name: "error", path: "/console/links/no-such-link", wait: "main h1"},
 	{name: "webhooks", path: "/console/webhooks", wait: "main h1"},
+	{name: "webhook registered, secret shown once", wait: "#secret", before: webhookRegisteredSteps},
+	{name: "webhook refused", wait: "#form-problem", before: webhookRefusedSteps},
+	{name: "webhook with its delivery log", wait: "#state", before: webhookLogSteps},
+	{name: "webhook delete confirmation", wait: "main form[method=post]", before: webhookDeleteSteps},
 	{name: "bulk upload", path: "/console/imports", wait: "#upload"},
 	{name: "bulk upload refused", wait: "#upload-problem", before: bulkRefusedSteps},
 	{name: "import done", wait: "#job-summary", before: bulkDoneSteps},
@@ -123,6 +127,21 @@ func (b *browser) check(t *testing.T, screen string) {
 	}
 }
 
+// fits fails the test when the page is wider than the window (width
+// CSS pixels): at phone width a long id or URL that does not wrap makes
+// every line scroll sideways (WCAG 1.4.10, reflow).
+func (b *browser) fits(t *testing.T, screen string, width int64) {
+	t.Helper()
+	wide := run(t, b, "page width on "+screen, chromedp.Evaluate[[]string](`((w) => {
+  if (document.documentElement.scrollWidth <= w) return [];
+  return [...document.querySelectorAll("main *")].filter(el => el.getBoundingClientRect().right > w + 1)
+    .filter(el => !el.closest(".visually-hidden")).slice(0, 5).map(el => el.outerHTML.slice(0, 100));
+})(`+itoa(width)+`)`))
+	if len(wide) > 0 {
+		t.Errorf("%s is wider than the window's %d pixels; these reach past it: %v", screen, width, wide)
+	}
+}
+
 // a11yData makes what the screens show: links with titles and tags, one
 // disabled, one with a hostile target, one with clicks on the edge for
 // the statistics.
@@ -180,6 +199,7 @@ document.querySelector("main h1").style.color = "#ddd"; true`)); err != nil {
 			}
 			b.do(t, name, append(steps, chromedp.WaitVisible(chromedp.CSS(sc.wait)))...)
 			b.check(t, name)
+			b.fits(t, name, w.width)
 		}
 	}
 	// Signed out: the sign-in page, and its refusal.

@@ -95,6 +95,10 @@ func TestScreenshots(t *testing.T) {
 		{"imports", "/console/imports", "table.imports", nil},
 		{"import", doneJob, "#job-summary", nil},
 		{"import-running", runningJob, "#job-progress", nil},
+		{"webhooks", "", "#secret", webhookRegisteredSteps(s)},
+		{"webhooks-refused", "", "#form-problem", webhookRefusedSteps(s)},
+		{"webhook", "", "#state", webhookLogSteps(s)},
+		{"webhook-delete", "", "main form[method=post]", webhookDeleteSteps(s)},
 		{"error", "/console/links/no-such-link", "main h1", nil},
 	}
 	for _, w := range screenWidths {
@@ -102,8 +106,9 @@ func TestScreenshots(t *testing.T) {
 		for _, shot := range shots {
 			steps := shot.before
 			if steps == nil {
-				steps = []chromedp.Action[chromedp.Void]{chromedp.Navigate(s.controlURL + shot.path), chromedp.WaitVisible(chromedp.CSS(shot.wait))}
+				steps = []chromedp.Action[chromedp.Void]{chromedp.Navigate(s.controlURL + shot.path)}
 			}
+			steps = append(steps[:len(steps):len(steps)], chromedp.WaitVisible(chromedp.CSS(shot.wait)))
 			b.do(t, shot.name, steps...)
 			png := run(t, b, "screenshot "+shot.name, chromedp.FullScreenshot(100))
 			if err := os.WriteFile(filepath.Join(dir, shot.name+"-"+w.name+".png"), png, 0o644); err != nil {
