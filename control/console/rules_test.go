@@ -400,7 +400,9 @@ func TestEditRulesPasswordAndLimit(t *testing.T) {
 		return l.Version
 	}
 	v0 := version()
-	page := func() url.Values { return formValues(t, b.do("GET", "/console/links/edit-x", nil).Body.String(), "edit") }
+	page := func() url.Values {
+		return formValues(t, b.do("GET", "/console/links/edit-x", nil).Body.String(), "edit")
+	}
 	form := page()
 	if form["r0.device"] == nil || len(form["r0.device"]) != 2 || form.Get("r1.q0.op") != "equals" || form.Get("r1.q0.value") != "" {
 		t.Fatalf("the edit form: %v; want both devices ticked and the empty equals kept", form)
