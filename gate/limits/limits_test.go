@@ -57,7 +57,7 @@ func TestClickLimitAcrossEdges(t *testing.T) {
 	code := r.Code
 
 	served := clickUntilGone(t, es[:], code)
-	var hits uint64
+	var hits, received uint64
 	for i, e := range es {
 		// Once 410, each edge stays so until the limit changes.
 		if status, _, err := stack.Follow(e.URL, code); err != nil || status != http.StatusGone {
@@ -65,6 +65,7 @@ func TestClickLimitAcrossEdges(t *testing.T) {
 		}
 		p := e.Parts()
 		hits += p.Handler.Counters.Hits.Load()
+		received += p.Share.Received.Load()
 		t.Logf("edge %d: refusals reached %d, spent %d, shared %d; reports published %d, received %d", i,
 			p.Limits.Reached.Load(), p.Limits.Spent.Load(), p.Limits.Shared.Load(), p.Share.Published.Load(), p.Share.Received.Load())
 	}
@@ -76,6 +77,11 @@ func TestClickLimitAcrossEdges(t *testing.T) {
 	}
 	if served > bound {
 		t.Errorf("%d redirects: past the bound N + (E−1)·N = %d", served, bound)
+	}
+	if received == 0 {
+		// Each edge served the link for more than a report interval: it
+		// takes hundreds of requests to reach 410 on all three.
+		t.Errorf("no edge received another's report")
 	}
 	if hits != uint64(served) {
 		t.Errorf("the edges count %d redirects, the clients %d", hits, served)
