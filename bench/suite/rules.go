@@ -79,6 +79,52 @@ type rulesResult struct {
 	before, after         string // the edges' names
 	checked               int
 	plain, ruled          int // links of each kind created
+	// profiles are the edge after's CPU profiles of a plain and a rules
+	// run (with -pprof), taken after the pairs.
+	profiles []rulesProfile
+}
+
+// rulesProfile is the edge's CPU profile over one untimed run of a sample.
+type rulesProfile struct {
+	sample string
+	perCPU float64
+	prof   *profileSplit
+}
+
+// rulesProfiles runs the plain and the rules sample once more each on the
+// edge after, pinned as the pairs were, profiling the edge over the run:
+// where a rule hit's cost goes. The runs are not among the pairs' (the
+// profiler takes some of the edge's CPU).
+func (e *env) rulesProfiles(after *server, debugAddr string, files map[string]string) []rulesProfile {
+	var out []rulesProfile
+	if err := e.pin("pinned"); err != nil {
+		return nil
+	}
+	defer e.pin("")
+	if err := measure.SetAffinity([]int{after.proc.PID()}, e.o.serverCPU); err != nil {
+		return nil
+	}
+	defer measure.SetAffinity([]int{after.proc.PID()}, "")
+	d := max(6*time.Second, e.o.duration*3/2)
+	for _, x := range []struct{ sample, file string }{{"plain", "plain"}, {"rules", "ruled"}} {
+		// Settled here, before the profiler starts: a timed run settles
+		// inside e.wrk, up to 20 s on a busy machine, which a profile
+		// started beside it would spend with no load (a first run's
+		// profiles had no samples). "warmup" runs do not settle again.
+		e.settle()
+		e.st.pauseClicks()
+		prof := make(chan *profileSplit, 1)
+		go func() { prof <- e.profile(debugAddr, "rules-"+x.sample+"-edge", d) }()
+		r, err := e.wrk(after, "warmup", "pinned", 0, files[x.file]+".lua", d)
+		e.st.resumeClicks()
+		p := <-prof
+		if err != nil && p.err == nil {
+			p.err = err
+		}
+		out = append(out, rulesProfile{sample: x.sample, perCPU: r.perCPU, prof: p})
+		fmt.Printf("   rules profile %-6s %.0f req per CPU-s, profile %s %v\n", x.sample, r.perCPU, filepath.Base(p.file), p.err)
+	}
+	return out
 }
 
 // ruleRequest is one replayed request: the path, the client's address
@@ -193,29 +239,38 @@ func (e *env) buildEdgeAt(rev string) (bin, hash string, err error) {
 
 // startRulesEdge starts an edge of bin fed by the run's stack, trusting
 // the loopback proxy, with the country data; it serves once it has
-// applied version.
-func (e *env) startRulesEdge(bin, name, geoip string, version uint64) (*server, error) {
+// applied version. With debug, it serves its pprof profiles on a free
+// loopback port, returned as debugAddr.
+func (e *env) startRulesEdge(bin, name, geoip string, version uint64, debug bool) (s *server, debugAddr string, err error) {
 	port, err := freePort()
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	addr := "127.0.0.1:" + strconv.Itoa(port)
 	argv := append(edgeArgv(bin, addr, e.st.natsURL, name, filepath.Join(e.dir, name), e.st.codeKeys),
 		"--trusted-proxies", "127.0.0.1", "--geoip", geoip)
+	if debug {
+		dport, err := freePort()
+		if err != nil {
+			return nil, "", err
+		}
+		debugAddr = "127.0.0.1:" + strconv.Itoa(dport)
+		argv = append(argv, "--debug-listen", debugAddr)
+	}
 	p, err := e.procs.Start(name, argv, "", nil, e.log, e.log)
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
-	s := &server{name: name, url: "http://" + addr, pids: func() []int { return []int{p.PID()} }, proc: p}
+	s = &server{name: name, url: "http://" + addr, pids: func() []int { return []int{p.PID()} }, proc: p}
 	if err := waitHTTP(e.ctx, s.url+"/-/livez", 200, time.Minute); err != nil {
 		p.Stop(5 * time.Second)
-		return nil, fmt.Errorf("%s: %w", name, err)
+		return nil, "", fmt.Errorf("%s: %w", name, err)
 	}
 	if err := waitApplied(e.ctx, s.url, version, 10*time.Minute); err != nil {
 		p.Stop(5 * time.Second)
-		return nil, fmt.Errorf("%s: %w", name, err)
+		return nil, "", fmt.Errorf("%s: %w", name, err)
 	}
-	return s, nil
+	return s, debugAddr, nil
 }
 
 // createRuleLinks creates n plain and n rule links through the batch API
@@ -390,12 +445,12 @@ func (e *env) rules(dataDir, rev string) error {
 			return err
 		}
 	}
-	before, err := e.startRulesEdge(oldBin, "edge-before", dataDir, version)
+	before, _, err := e.startRulesEdge(oldBin, "edge-before", dataDir, version, false)
 	if err != nil {
 		return err
 	}
 	defer before.proc.Stop(5 * time.Second)
-	after, err := e.startRulesEdge(filepath.Join(e.dir, "edge"), "edge-after", dataDir, version)
+	after, debugAddr, err := e.startRulesEdge(filepath.Join(e.dir, "edge"), "edge-after", dataDir, version, e.o.pprof != "")
 	if err != nil {
 		return err
 	}
@@ -415,6 +470,9 @@ func (e *env) rules(dataDir, rev string) error {
 	}
 	if err := e.rulesPairs(before, after, paths); err != nil {
 		return err
+	}
+	if debugAddr != "" {
+		rr.profiles = e.rulesProfiles(after, debugAddr, paths)
 	}
 	dir, stem := e.outName()
 	if err := os.MkdirAll(dir, 0o755); err != nil {

@@ -128,6 +128,14 @@ func (e *env) rulesSection(rr *rulesResult, dir, stem string) (string, error) {
 		t.Add(row...)
 	}
 	p("%s\n", t.Markdown())
+	for _, x := range rr.profiles {
+		if x.prof.err != nil {
+			p("The edge's CPU profile of the %s sample failed: %v\n\n", x.sample, x.prof.err)
+			continue
+		}
+		p("<details><summary>The edge after's CPU profile over an untimed run of the %s sample (%.0f req per server CPU-second with the profiler on): <code>%s</code></summary>\n\n```\n%s\n```\n</details>\n\n",
+			x.sample, x.perCPU, filepath.Base(x.prof.file), x.prof.top)
+	}
 	if len(ba) == 0 && len(pr) == 0 {
 		return b.String(), nil
 	}
