@@ -241,10 +241,10 @@ func (h *Handler) answer(ctx *fasthttp.RequestCtx, d link.DomainID, code []byte,
 	// Expiry is evaluated here, at read time: a link stops redirecting the
 	// instant it expires, whatever the stream says. A link that is no
 	// longer active is 410 before any of its extras: a protected one
-	// never asks its password then, nor one whose click limit its counted
-	// clicks have reached.
+	// never asks its password then (nor one whose click limit its counted
+	// clicks have reached: extras, rules.go).
 	now := h.now(ctx).UnixMilli()
-	if !active || (expiresAt != 0 && now >= expiresAt) || h.limitReached(extras) {
+	if !active || (expiresAt != 0 && now >= expiresAt) {
 		h.Counters.Gone.Add(1)
 		h.text(ctx, fasthttp.StatusGone, textGone)
 		return

@@ -22,14 +22,26 @@ type CountryLookup interface {
 }
 
 // extras applies a link's extras (link.ViewExtras) to a request about to
-// be redirected to origin+rest: its password (answered with the form
-// unless the request carries the link's unlock cookie: ok false, the
+// be redirected to origin+rest: its click limit (410 once its counted
+// clicks reached it, before anything else; after the password, 410 once
+// the edge's account says so: limit.go), its password (answered with the
+// form unless the request carries the link's unlock cookie: ok false, the
 // answer written) and its rules (the first that holds gives the target
 // and its number, 1-based, else the link's own target serves as rule 0).
 // It sets Vary to the request headers the answer depended on. It does not
 // allocate on a redirect; the targets it returns point into b.
 func (h *Handler) extras(ctx *fasthttp.RequestCtx, d link.DomainID, code, b []byte, nowMillis int64, origin, rest []byte) (rule int, o, r []byte, ok bool) {
 	v := link.ViewExtras(b)
+	if v.LimitReached() {
+		// The counted clicks reached the limit: 410 before anything else
+		// of the link, its password form included.
+		if h.Limits != nil {
+			h.Limits.Reached.Add(1)
+		}
+		h.Counters.Gone.Add(1)
+		h.text(ctx, fasthttp.StatusGone, textGone)
+		return 0, nil, nil, false
+	}
 	var vary uint8
 	if hash := v.PasswordHash(); hash != nil {
 		if !h.unlocked(ctx, d, code, hash, nowMillis) {
