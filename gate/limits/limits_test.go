@@ -157,7 +157,7 @@ func TestClickLimitAcrossEdges(t *testing.T) {
 func clickUntilGone(t *testing.T, es []*stack.Edge, code string) int64 {
 	t.Helper()
 	edges := len(es)
-	var redirects atomic.Int64
+	var redirects, requests atomic.Int64
 	goneAt := make([]atomic.Bool, edges)
 	allGone := func() bool {
 		for i := range goneAt {
@@ -170,6 +170,7 @@ func clickUntilGone(t *testing.T, es []*stack.Edge, code string) int64 {
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
 	errs := make(chan error, clients)
+	start := time.Now()
 	var wg sync.WaitGroup
 	for c := range clients {
 		wg.Add(1)
@@ -183,6 +184,7 @@ func clickUntilGone(t *testing.T, es []*stack.Edge, code string) int64 {
 				}
 				e := j % edges
 				status, err := follow(ctx, hc, es[e].URL+"/"+code)
+				requests.Add(1)
 				switch {
 				case err != nil:
 					errs <- fmt.Errorf("client %d, edge %d: %v", c, e, err)
@@ -199,6 +201,11 @@ func clickUntilGone(t *testing.T, es []*stack.Edge, code string) int64 {
 		}()
 	}
 	wg.Wait()
+	took := time.Since(start)
+	// Logged, not asserted: the overshoot with reports is about this rate
+	// times a report's delay.
+	t.Logf("%d requests in %v (%.0f/s) until every edge answered 410", requests.Load(), took.Round(time.Millisecond),
+		float64(requests.Load())/took.Seconds())
 	close(errs)
 	for err := range errs {
 		t.Error(err)
