@@ -54,7 +54,7 @@ type linksCreateCmd struct {
 	Tags           []string      `name:"tag" help:"A tag (repeat, or separate with commas; at most 20): lower-cased, spaces made '-'."`
 	IdempotencyKey string        `name:"idempotency-key" help:"Make the create safe to retry: the same key and request answer the original link; the CLI retries 429/503 and network errors only with a key."`
 	ruleFlags
-	MaxClicks int64 `name:"max-clicks" help:"Stop redirecting after this many counted clicks (enforced by a later change of the edge; docs/api.md)."`
+	MaxClicks int64 `name:"max-clicks" help:"Stop redirecting (410) after this many counted clicks, within the tolerance of docs/click-limits.md."`
 }
 
 type linksGetCmd struct {
