@@ -10,6 +10,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/edgelink/edgelink/control/privateaddr"
 	"github.com/edgelink/edgelink/shared/link"
 )
 
@@ -111,66 +112,9 @@ func hasLabelSuffix(name, suffix string) bool {
 	return name == suffix || strings.HasSuffix(name, "."+suffix)
 }
 
-// nonPublic are the address ranges webhooks are never sent to unless the
-// operator allows private targets. Read only.
-var nonPublic = []struct {
-	prefix netip.Prefix
-	why    string
-}{
-	{netip.MustParsePrefix("0.0.0.0/8"), "in 0.0.0.0/8 (this host)"},
-	{netip.MustParsePrefix("10.0.0.0/8"), "a private address"},
-	{netip.MustParsePrefix("100.64.0.0/10"), "a carrier-grade NAT address"},
-	{netip.MustParsePrefix("127.0.0.0/8"), "a loopback address"},
-	{netip.MustParsePrefix("169.254.0.0/16"), "a link-local address (where clouds serve instance metadata)"},
-	{netip.MustParsePrefix("172.16.0.0/12"), "a private address"},
-	{netip.MustParsePrefix("192.0.0.0/24"), "an IETF protocol address"},
-	{netip.MustParsePrefix("192.168.0.0/16"), "a private address"},
-	{netip.MustParsePrefix("198.18.0.0/15"), "a benchmarking address"},
-	{netip.MustParsePrefix("224.0.0.0/4"), "a multicast address"},
-	{netip.MustParsePrefix("240.0.0.0/4"), "a reserved or broadcast address"},
-	{netip.MustParsePrefix("::/128"), "the unspecified address"},
-	{netip.MustParsePrefix("::1/128"), "a loopback address"},
-	{netip.MustParsePrefix("64:ff9b:1::/48"), "a local-use NAT64 address"},
-	{netip.MustParsePrefix("fc00::/7"), "a unique local (private) address"},
-	{netip.MustParsePrefix("fe80::/10"), "a link-local address"},
-	{netip.MustParsePrefix("fec0::/10"), "a site-local address"},
-	{netip.MustParsePrefix("ff00::/8"), "a multicast address"},
-}
-
-// IPv6 prefixes that embed an IPv4 address, which is where they lead.
-var (
-	v4Mapped     = netip.MustParsePrefix("::ffff:0:0/96")
-	v4Compatible = netip.MustParsePrefix("::/96")
-	nat64        = netip.MustParsePrefix("64:ff9b::/96")
-	sixToFour    = netip.MustParsePrefix("2002::/16")
-)
-
-// AddrReason says why ip is not a public address, or "" when it is.
-func AddrReason(ip netip.Addr) string {
-	ip = ip.WithZone("")
-	for _, r := range nonPublic {
-		if r.prefix.Contains(ip) {
-			return r.why
-		}
-	}
-	if !ip.Is6() {
-		return ""
-	}
-	a := ip.As16()
-	var v4 netip.Addr
-	switch {
-	case v4Mapped.Contains(ip), v4Compatible.Contains(ip), nat64.Contains(ip):
-		v4 = netip.AddrFrom4([4]byte(a[12:]))
-	case sixToFour.Contains(ip):
-		v4 = netip.AddrFrom4([4]byte(a[2:6]))
-	default:
-		return ""
-	}
-	if why := AddrReason(v4); why != "" {
-		return "an IPv6 form of " + v4.String() + ", " + why
-	}
-	return ""
-}
+// AddrReason says why ip is not a public address, or "" when it is: the
+// table links' targets are judged by too (control/privateaddr).
+func AddrReason(ip netip.Addr) string { return privateaddr.Reason(ip) }
 
 // RefusedError is a connection the policy refused: the address a name
 // resolved to is not public.
