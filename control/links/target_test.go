@@ -197,6 +197,8 @@ func TestNormalizeURLRefusesPrivateTargets(t *testing.T) {
 		{"http://169.254.169.254/latest/meta-data/", "http://169.254.169.254/latest/meta-data/", "link-local"},
 		{"http://0xa9.0xfe.0xa9.0xfe/", "http://169.254.169.254/", "link-local"},
 		{"http://224.0.0.1/", "http://224.0.0.1/", "multicast"},
+		{"http://192.0.0.170/", "http://192.0.0.170/", "IETF protocol"},
+		{"http://198.18.0.1/", "http://198.18.0.1/", "benchmarking"},
 		{"http://255.255.255.255/", "http://255.255.255.255/", "broadcast"},
 		{"http://[::1]/", "http://[::1]/", "loopback"},
 		{"http://[0:0:0:0:0:0:0:1]:8080/", "http://[::1]:8080/", "loopback"},
