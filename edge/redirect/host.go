@@ -17,16 +17,20 @@ const hostKeyRoom = 256
 // request's Host (or the authority of an absolute request-target), or,
 // from a trusted proxy (FromProxy), the host it forwarded in
 // X-Forwarded-Host. ok is false for a host no active domain has, which
-// must never fall back into another domain's namespace. An edge without a
-// domain table (none given, or none received yet: a control from before
-// domains) serves every host as the platform's domain, as it did before.
+// must never fall back into another domain's namespace. An edge given no
+// domain table serves every host as the platform's domain, as it did
+// before domains; one that has not received its table yet asks
+// (tablelessDomain).
 //
 // The usual Host (ASCII, any case, maybe a port or a trailing dot) is
 // looked up without allocating; one that needs IDNA mapping (a Unicode
 // name) or an IPv6 literal takes link.CanonicalHost, which may.
 func (h *Handler) domain(ctx *fasthttp.RequestCtx) (*store.DomainState, bool) {
-	if h.Domains == nil || !h.Domains.Known() {
+	if h.Domains == nil {
 		return h.platform()
+	}
+	if !h.Domains.Known() {
+		return h.tablelessDomain(ctx)
 	}
 	host := h.requestHost(ctx)
 	var buf [hostKeyRoom]byte
@@ -89,35 +93,38 @@ func (h *Handler) unknownHost(ctx *fasthttp.RequestCtx) *store.DomainState {
 	return nil
 }
 
-// tableless is the domain a request's host names, for a code the
-// platform's domain lacks, while the edge has no domain table yet (every
-// host is then served as the platform's, the upgrade path). A fresh
-// edge's first moments are such a time too: a tenant may add a domain and
-// create a link on it before this edge has read the stream's first domain
-// event, and that link's 201 promises a redirect. So before answering
-// that 404 the host is looked up (in what the table has learnt, then of
-// the authority); a domain other than the platform's gets the code asked
-// again on it. An authority that cannot tell (one from before domains
-// refuses host questions) leaves the 404 as it was before domains.
-func (h *Handler) tableless(ctx *fasthttp.RequestCtx, dom *store.DomainState) *store.DomainState {
-	if h.Domains == nil || h.Hosts == nil || h.Domains.Known() || dom.Conf.ID != link.DefaultDomain {
-		return nil
+// tablelessDomain is the domain of a request's host while the edge has
+// not received a domain table yet: a fresh edge's first moments, before
+// the stream's platform domain event or a snapshot reaches it. Serving
+// the host as the platform's then would answer a tenant's link with the
+// platform's link of the same code, or a 404 for a link whose 201 has
+// promised a redirect, so the host is looked up: in what the table has
+// learnt, else of the authority (which knows the platform's host too: its
+// answer for it makes the table Known, and the window ends). Not found:
+// ok false, the unknown host's 404. Only an authority that cannot tell
+// (one from before domains refuses host questions) leaves the host served
+// as the platform's, as before domains. The ask is not paid from the
+// client's 404 budget: a platform request is not a miss, and the window
+// is short.
+func (h *Handler) tablelessDomain(ctx *fasthttp.RequestCtx) (*store.DomainState, bool) {
+	if h.Hosts == nil {
+		return h.platform()
 	}
 	canon, err := link.CanonicalHost(string(h.requestHost(ctx)))
 	if err != nil {
-		return nil
+		return h.platform()
 	}
-	other, ok := h.Domains.ByHost([]byte(canon))
-	if !ok {
-		var outcome resolve.Outcome
-		if other, outcome = h.Hosts.Resolve(canon); outcome != resolve.Found {
-			return nil
-		}
+	if dom, ok := h.Domains.ByHost([]byte(canon)); ok {
+		return dom, true
 	}
-	if other.Conf.ID == link.DefaultDomain {
-		return nil
+	h.Counters.HostAsks.Add(1)
+	switch dom, outcome := h.Hosts.Resolve(canon); outcome {
+	case resolve.Found:
+		return dom, true
+	case resolve.NotFound:
+		return nil, false
 	}
-	return other
+	return h.platform()
 }
 
 // slowDomain looks up a host the fast path could not read. Rare: browsers

@@ -195,11 +195,11 @@ func TestNewHostConcurrent(t *testing.T) {
 }
 
 // TestNewHostBeforeAnyTable: an edge that has read no domain table yet (a
-// fresh edge's first moments) serves every host as the platform's; a code
-// the platform lacks is looked up on the host's domain, learnt from the
-// authority, before its 404, so a tenant's first link on a domain it just
-// added redirects. An authority that cannot tell leaves the 404 as it was
-// before domains.
+// fresh edge's first moments) asks the authority which domain a host is
+// before it answers on it, so a tenant's first link on a domain it just
+// added redirects, a code nobody has gets that domain's own not-found
+// answer, and a host no domain has gets 404. An authority that cannot
+// tell leaves the host served as the platform's, as before domains.
 func TestNewHostBeforeAnyTable(t *testing.T) {
 	h, auth, hosts := newHostHandler(t)
 	h.Domains = store.NewDomains(nil)
@@ -209,15 +209,49 @@ func TestNewHostBeforeAnyTable(t *testing.T) {
 	if h.Domains.Known() {
 		t.Fatal("learning a tenant's domain made the table Known")
 	}
-	checkHost(t, h, hostCase{"a code nobody has", "new.acme.com", "/nope01", 404, ""}, hostRequest("new.acme.com", "/nope01", nil))
+	checkHost(t, h, hostCase{"a code nobody has", "new.acme.com", "/nope01", 302, "https://acme.example/new-404"}, hostRequest("new.acme.com", "/nope01", nil))
 	auth.mu.Lock()
 	asked := auth.asks["new.acme.com"]
 	auth.mu.Unlock()
 	if asked != 1 {
 		t.Errorf("the host was asked %d times; want once (then the table has it)", asked)
 	}
+	checkHost(t, h, hostCase{"a host no domain has", "invented.example", "/new001", 404, ""}, hostRequest("invented.example", "/new001", nil))
 	auth.mu.Lock()
 	auth.err = errors.New("an authority from before domains")
 	auth.mu.Unlock()
 	checkHost(t, h, hostCase{"authority cannot tell", "other.acme.com", "/new001", 404, ""}, hostRequest("other.acme.com", "/new001", nil))
+}
+
+// TestSameCodeBeforeAnyTable: before its table, an edge never answers a
+// tenant's host with the platform's link of the same code (gate/domains
+// caught a fresh edge that lagged the stream sending spring-sale on
+// go.acme.test to the platform's spring-sale). The platform's host, once
+// the authority names it, makes the table Known.
+func TestSameCodeBeforeAnyTable(t *testing.T) {
+	h, auth, hosts := newHostHandler(t)
+	h.Domains = store.NewDomains(nil)
+	hosts.Domains = h.Domains
+	auth.set(newDomain)
+	auth.set(link.Domain{ID: link.DefaultDomain, Host: "edge.example", CodeMode: link.CodesSequential, Status: link.DomainActive, Version: 1})
+	h.Miss = resolverFunc(func(dom *store.DomainState, code []byte) (*store.Entry, resolve.Outcome) {
+		if string(code) != "spring" {
+			return nil, resolve.NotFound
+		}
+		target := "https://example.com/platform"
+		if dom.Conf.ID == 9 {
+			target = "https://example.com/tenant"
+		}
+		return &store.Entry{Domain: dom.Conf.ID, Code: "spring", URL: target, RedirectType: 302, Status: link.Active, Version: 30}, resolve.Found
+	})
+	checkHost(t, h, hostCase{"the tenant's link", "new.acme.com", "/spring", 302, "https://example.com/tenant"}, hostRequest("new.acme.com", "/spring", nil))
+	checkHost(t, h, hostCase{"a host no domain has", "invented.example", "/spring", 404, ""}, hostRequest("invented.example", "/spring", nil))
+	if h.Domains.Known() {
+		t.Fatal("the table is Known before the platform's domain was learnt")
+	}
+	checkHost(t, h, hostCase{"the platform's link", "edge.example", "/spring", 302, "https://example.com/platform"}, hostRequest("edge.example", "/spring", nil))
+	if !h.Domains.Known() {
+		t.Fatal("learning the platform's domain did not make the table Known")
+	}
+	checkHost(t, h, hostCase{"the tenant's link, the table known", "new.acme.com", "/spring", 302, "https://example.com/tenant"}, hostRequest("new.acme.com", "/spring", nil))
 }

@@ -284,11 +284,6 @@ func (h *Handler) resolve(ctx *fasthttp.RequestCtx, dom *store.DomainState, code
 		return nil
 	}
 	e, outcome := h.Miss.Resolve(dom, code)
-	if outcome == resolve.NotFound {
-		if other := h.tableless(ctx, dom); other != nil {
-			e, outcome = h.Miss.Resolve(other, code)
-		}
-	}
 	switch outcome {
 	case resolve.Found:
 		return e
