@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/edgelink/edgelink/control/privateaddr"
 	"github.com/edgelink/edgelink/shared/base62"
 	"github.com/edgelink/edgelink/shared/link"
 )
@@ -146,7 +147,7 @@ func FuzzNormalizeURL(f *testing.F) {
 		}
 		hostname := u.Hostname()
 		if ip, err := netip.ParseAddr(hostname); err == nil {
-			if why := addrReason(ip); why != "" {
+			if why := privateaddr.Reason(ip); why != "" {
 				t.Fatalf("NormalizeURL(%q) = %q: host %s is %s", raw, out, hostname, why)
 			}
 		} else if strings.Contains(hostname, ":") {

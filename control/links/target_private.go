@@ -1,7 +1,6 @@
 package links
 
 import (
-	"net/netip"
 	"strings"
 
 	"github.com/edgelink/edgelink/control/privateaddr"
@@ -52,7 +51,7 @@ func isBlocked(host string, blocked []string) bool {
 // answers with a private address is not caught here.
 func privateReason(h host) string {
 	if h.ip.IsValid() {
-		return addrReason(h.ip)
+		return privateaddr.Reason(h.ip)
 	}
 	name := h.name
 	switch {
@@ -69,7 +68,3 @@ func privateReason(h host) string {
 func hasSuffixLabel(name, suffix string) bool {
 	return name == suffix || strings.HasSuffix(name, "."+suffix)
 }
-
-// addrReason is the table webhooks' endpoints are judged by too, so that a
-// range added for one protects the other.
-func addrReason(ip netip.Addr) string { return privateaddr.Reason(ip) }

@@ -90,7 +90,7 @@ func (p TargetPolicy) hostReason(host string) string {
 		return ""
 	}
 	if ip, err := netip.ParseAddr(host); err == nil {
-		return AddrReason(ip)
+		return privateaddr.Reason(ip)
 	}
 	// Names that are numbers in disguise (0x7f.1, 2130706433): resolvers
 	// and browsers may read them as addresses.
@@ -111,10 +111,6 @@ func (p TargetPolicy) hostReason(host string) string {
 func hasLabelSuffix(name, suffix string) bool {
 	return name == suffix || strings.HasSuffix(name, "."+suffix)
 }
-
-// AddrReason says why ip is not a public address, or "" when it is: the
-// table links' targets are judged by too (control/privateaddr).
-func AddrReason(ip netip.Addr) string { return privateaddr.Reason(ip) }
 
 // RefusedError is a connection the policy refused: the address a name
 // resolved to is not public.
@@ -141,7 +137,7 @@ func (p TargetPolicy) control(network, address string, _ syscall.RawConn) error 
 	if err != nil {
 		return &RefusedError{Addr: address, Why: "not an IP address"}
 	}
-	if why := AddrReason(ip.Unmap()); why != "" {
+	if why := privateaddr.Reason(ip.Unmap()); why != "" {
 		return &RefusedError{Addr: host, Why: why}
 	}
 	return nil

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/edgelink/edgelink/control/privateaddr"
 	"github.com/edgelink/edgelink/control/webhooks"
 	"github.com/edgelink/edgelink/shared/link"
 )
@@ -152,8 +153,8 @@ func TestCheckURL(t *testing.T) {
 		}
 	}
 	for _, a := range []string{"8.8.8.8", "2606:4700::1111", "1.1.1.1"} {
-		if why := webhooks.AddrReason(netip.MustParseAddr(a)); why != "" {
-			t.Errorf("AddrReason(%s) = %q; want public", a, why)
+		if why := privateaddr.Reason(netip.MustParseAddr(a)); why != "" {
+			t.Errorf("privateaddr.Reason(%s) = %q; want public", a, why)
 		}
 	}
 }
