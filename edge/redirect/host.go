@@ -18,19 +18,17 @@ const hostKeyRoom = 256
 // from a trusted proxy (FromProxy), the host it forwarded in
 // X-Forwarded-Host. ok is false for a host no active domain has, which
 // must never fall back into another domain's namespace. An edge given no
-// domain table serves every host as the platform's domain, as it did
-// before domains; one that has not received its table yet asks
-// (tablelessDomain).
+// domain table, or no authority to ask of hosts, serves every host as the
+// platform's domain before it has a table, as it did before domains; one
+// that can ask looks the host up in what its table has learnt and asks of
+// the rest (unknownHost), table or not yet.
 //
 // The usual Host (ASCII, any case, maybe a port or a trailing dot) is
 // looked up without allocating; one that needs IDNA mapping (a Unicode
 // name) or an IPv6 literal takes link.CanonicalHost, which may.
 func (h *Handler) domain(ctx *fasthttp.RequestCtx) (*store.DomainState, bool) {
-	if h.Domains == nil {
+	if h.Domains == nil || h.Hosts == nil && !h.Domains.Known() {
 		return h.platform()
-	}
-	if !h.Domains.Known() {
-		return h.tablelessDomain(ctx)
 	}
 	host := h.requestHost(ctx)
 	var buf [hostKeyRoom]byte
@@ -66,17 +64,32 @@ func (h *Handler) requestHost(ctx *fasthttp.RequestCtx) []byte {
 // client one token, on the first request this edge sees for it (then the
 // table has it). Nothing is kept of a "not found": the domain may be
 // created a moment later.
+//
+// Before the edge has received its domain table (a fresh edge's first
+// moments, before a snapshot or the stream's platform-domain event),
+// every host it has not learnt comes here, the platform's too: serving
+// them as the platform's would answer a tenant's host with the platform's
+// link of the same code. The authority knows the platform's host as well,
+// and its answer for it makes the table known, which ends the window.
+// Those asks are not paid from the budget (most are no misses), and an
+// authority that cannot tell (one from before domains refuses host
+// questions) leaves the host served as the platform's, as before domains.
 func (h *Handler) unknownHost(ctx *fasthttp.RequestCtx) *store.DomainState {
+	tableless := !h.Domains.Known()
 	if h.Hosts == nil {
 		h.notFound(ctx, nil, &h.Counters.UnknownHost)
 		return nil
 	}
 	canon, err := link.CanonicalHost(string(h.requestHost(ctx)))
 	if err != nil {
+		if tableless {
+			dom, _ := h.platform()
+			return dom
+		}
 		h.notFound(ctx, nil, &h.Counters.UnknownHost)
 		return nil
 	}
-	if !h.allowNotFound(ctx) {
+	if !tableless && !h.allowNotFound(ctx) {
 		return nil
 	}
 	h.Counters.HostAsks.Add(1)
@@ -85,46 +98,16 @@ func (h *Handler) unknownHost(ctx *fasthttp.RequestCtx) *store.DomainState {
 	case resolve.Found:
 		return dom
 	case resolve.Unavailable:
+		if tableless {
+			dom, _ := h.platform()
+			return dom
+		}
 		h.unavailable(ctx)
 	default:
 		h.Counters.UnknownHost.Add(1)
 		h.text(ctx, fasthttp.StatusNotFound, textNotFound)
 	}
 	return nil
-}
-
-// tablelessDomain is the domain of a request's host while the edge has
-// not received a domain table yet: a fresh edge's first moments, before
-// the stream's platform domain event or a snapshot reaches it. Serving
-// the host as the platform's then would answer a tenant's link with the
-// platform's link of the same code, or a 404 for a link whose 201 has
-// promised a redirect, so the host is looked up: in what the table has
-// learnt, else of the authority (which knows the platform's host too: its
-// answer for it makes the table Known, and the window ends). Not found:
-// ok false, the unknown host's 404. Only an authority that cannot tell
-// (one from before domains refuses host questions) leaves the host served
-// as the platform's, as before domains. The ask is not paid from the
-// client's 404 budget: a platform request is not a miss, and the window
-// is short.
-func (h *Handler) tablelessDomain(ctx *fasthttp.RequestCtx) (*store.DomainState, bool) {
-	if h.Hosts == nil {
-		return h.platform()
-	}
-	canon, err := link.CanonicalHost(string(h.requestHost(ctx)))
-	if err != nil {
-		return h.platform()
-	}
-	if dom, ok := h.Domains.ByHost([]byte(canon)); ok {
-		return dom, true
-	}
-	h.Counters.HostAsks.Add(1)
-	switch dom, outcome := h.Hosts.Resolve(canon); outcome {
-	case resolve.Found:
-		return dom, true
-	case resolve.NotFound:
-		return nil, false
-	}
-	return h.platform()
 }
 
 // slowDomain looks up a host the fast path could not read. Rare: browsers
