@@ -41,8 +41,6 @@ func newRuleLink(code string) ruleLink {
 		desktop: "https://example.com/" + code + "/desktop", german: "https://example.de/" + code, password: "open " + code}
 }
 
-// fillRule types rule n's fields: a device box or a language, and the
-// target.
 // htmxSettled waits for htmx's last swap to settle. Its settle tasks,
 // the new rule's autofocus among them, run 20 ms after the swap, later on
 // a busy machine: keys sent before then go to the box that takes the
@@ -50,6 +48,8 @@ func newRuleLink(code string) ruleLink {
 // JavaScript off the class never appears and this returns at once.
 var htmxSettled = chromedp.WaitNotPresent(chromedp.CSS(".htmx-settling, .htmx-request"))
 
+// fillRule types rule n's fields: a device box or a language, and the
+// target.
 func fillRule(n, device, languages, target string) []chromedp.Action[chromedp.Void] {
 	steps := []chromedp.Action[chromedp.Void]{chromedp.WaitVisible(chromedp.ID("r" + n + "-url"))}
 	if device != "" {
